@@ -1,0 +1,63 @@
+"""Registry of every generatable block: name -> factory building it from a Config.
+
+``pimforge verilog --top NAME`` and the cocotb regression look blocks up here;
+a block that is not registered cannot be generated on its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from .config import Config
+from .errors import UnknownNameError
+
+__all__ = ["Block", "BLOCKS", "get_block", "block_names"]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A registered block.
+
+    Parameters
+    ----------
+    name : str
+        Name of the block, used as the Verilog top module name.
+    factory : str
+        ``"module:function"`` (relative to ``pimforge``) of a function taking a
+        :class:`Config` and returning an Amaranth component. Imported lazily so
+        that listing blocks stays cheap.
+    doc : str
+        One line for ``pimforge verilog --list``.
+    """
+
+    name: str
+    factory: str
+    doc: str
+
+    def build(self, config: Config):
+        mod, fn = self.factory.split(":")
+        return getattr(importlib.import_module(f"pimforge.{mod}"), fn)(config)
+
+
+BLOCKS: dict[str, Block] = {b.name: b for b in [
+    Block("fp32_add", "rtl.fp.add:from_config", "pipelined IEEE-754 binary32 adder (RNE)"),
+    Block("fp32_mul", "rtl.fp.mul:from_config", "pipelined IEEE-754 binary32 multiplier (RNE)"),
+    Block("fp32_shift", "rtl.fp.shift:from_config",
+          "FP32 shifter: exponent add/subtract and logical shifts of the bit pattern"),
+    Block("capsnet_pe", "rtl.capsnet.pe:from_config",
+          "PIM-CapsNet reconfigurable PE (MAC, inverse sqrt, exp, reciprocal flows)"),
+]}
+
+
+def block_names() -> list[str]:
+    return sorted(BLOCKS)
+
+
+def get_block(name: str) -> Block:
+    try:
+        return BLOCKS[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown block {name!r}; available blocks: "
+                               f"{', '.join(block_names())}") from None

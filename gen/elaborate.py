@@ -1,0 +1,79 @@
+"""Elaboration of a registered block to Verilog, with its JSON manifest.
+
+The manifest written beside every Verilog file records what a user (or a
+testbench) needs to drive the design without reading the generator: the
+config, the module list, the top's ports, pipeline latencies, the memory map
+and the ISA version where the block has them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from .blocks import get_block
+from .config import Config, to_dict
+
+__all__ = ["Elaborated", "elaborate", "write_build"]
+
+_PORT_RE = re.compile(r"^\s*(input|output|inout)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s+)?"
+                      r"\\?([\w$.\[\]]+)\s*;", re.M)
+
+
+@dataclass
+class Elaborated:
+    top: str
+    verilog: str
+    manifest: dict
+
+    def write(self, out_dir: Path) -> tuple[Path, Path]:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        v = out_dir / f"{self.top}.v"
+        j = out_dir / f"{self.top}.json"
+        v.write_text(self.verilog)
+        j.write_text(json.dumps(self.manifest, indent=2) + "\n")
+        return v, j
+
+
+def _top_ports(text: str, top: str) -> list[dict]:
+    m = re.search(rf"^module {re.escape(top)}\(.*?^endmodule", text, re.M | re.S)
+    body = m.group(0) if m else ""
+    ports = []
+    for d, hi, lo, name in _PORT_RE.findall(body):
+        width = int(hi) - int(lo) + 1 if hi else 1
+        ports.append({"name": name, "dir": d, "width": width})
+    return ports
+
+
+def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborated:
+    """Build *block* for *config* and convert it to Verilog named *top* (default: block)."""
+    spec = get_block(block)
+    component = spec.build(config)
+    top = top or spec.name
+    text = verilog.convert(component, name=top, emit_src=False)
+    modules = re.findall(r"^module (\S+?)\(", text, re.M)
+    manifest = {
+        "top": top,
+        "block": spec.name,
+        "description": spec.doc,
+        "config_name": config.name,
+        "config": to_dict(config),
+        "modules": modules,
+        "ports": _top_ports(text, top),
+        "latencies": dict(getattr(component, "latencies", {}) or {}),
+        "memory_map": getattr(component, "memory_map", None),
+        "isa_version": getattr(component, "isa_version", None),
+        "generator": {"pimforge": metadata.version("pimforge"),
+                      "amaranth": metadata.version("amaranth")},
+    }
+    return Elaborated(top, text, manifest)
+
+
+def write_build(block: str, config: Config, out_dir: Path) -> tuple[Path, Path]:
+    return elaborate(block, config).write(out_dir)

@@ -1,0 +1,55 @@
+"""The cocotb regression: every block testbench, one source for pytest and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Bench", "BENCHES"]
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One testbench run.
+
+    Parameters
+    ----------
+    name : str
+        Unique name (``pimforge regress -k`` matches it).
+    block : str
+        Registered block to generate (see :mod:`pimforge.gen.blocks`).
+    module : str
+        Dotted name of the cocotb test module.
+    config : str
+        Config preset (or TOML path) the block is generated from.
+    overrides : dict
+        ``{"section.field": value}`` applied on top of the preset, so one block
+        is tested at several parameter points.
+    """
+
+    name: str
+    block: str
+    module: str
+    config: str = "default"
+    overrides: dict = field(default_factory=dict)
+
+    def make_config(self):
+        import dataclasses
+
+        from ..gen.config import load_config
+
+        cfg = load_config(self.config)
+        sections: dict[str, dict] = {}
+        top: dict = {}
+        for key, value in self.overrides.items():
+            if "." in key:
+                sec, fld = key.split(".", 1)
+                sections.setdefault(sec, {})[fld] = value
+            else:
+                top[key] = value
+        for sec, changes in sections.items():
+            top[sec] = dataclasses.replace(getattr(cfg, sec), **changes)
+        return dataclasses.replace(cfg, **top) if top else cfg
+
+
+BENCHES: list[Bench] = [
+]
