@@ -23,7 +23,8 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
                     extra_args: tuple[str, ...] = ()) -> Path:
     """Compile *verilog* (top module *top*) with the C++ files *cpp* (name -> text).
 
-    Returns the path of the executable. The build folder lives under
+    Returns the path of the executable. ``trace`` enables VCD tracing (the FST
+    writer needs lz4 headers that no PyPI package ships). The build folder lives under
     :func:`pimforge.sim.verilator.cache_dir` and is reused while the Verilog,
     the C++ sources, the options and the Verilator version are unchanged.
     """
@@ -42,7 +43,7 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
     cmd = [str(vl.verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build",
            "-j", str(max(1, os.cpu_count() or 1)), "-Wno-fatal", "--top-module", top,
            "--Mdir", "obj", "-O3", "--x-assign", "fast", "--x-initial", "fast",
-           "-CFLAGS", opt, *(["--trace-fst"] if trace else []),
+           "-CFLAGS", opt, *(["--trace"] if trace else []),
            *(["--threads", str(threads)] if threads > 1 else []), *extra_args,
            f"{top}.v", *cpp]
     res = subprocess.run(cmd, cwd=tmp, env=vl.verilator_env(), capture_output=True, text=True)
