@@ -24,6 +24,8 @@ from ..sim import verilator as vl
 __all__ = ["BenchResult", "run_testbench"]
 
 SIMULATORS = ("verilator", "icarus")
+# Part of the build cache key: change it when the build options below change.
+_RECIPE = "timescale=1ns/1ps;-Wno-fatal"
 
 
 @dataclass
@@ -61,7 +63,7 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
     else:
         vl.require_icarus()
         tool = "icarus"
-    key = vl.content_key(el.verilog, sim, tool, cocotb.__version__, str(waves))
+    key = vl.content_key(el.verilog, sim, tool, cocotb.__version__, str(waves), _RECIPE)
     build_dir = vl.cache_dir() / "cocotb" / f"{el.top}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     src = build_dir / f"{el.top}.v"
@@ -72,7 +74,8 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
     # Waves are VCD: Verilator's FST writer needs lz4 headers that no PyPI wheel provides.
     build_args = ["-Wno-fatal"] if sim == "verilator" else []
     runner.build(sources=[src], hdl_toplevel=el.top, build_dir=build_dir, always=False,
-                 waves=waves, build_args=build_args, log_file=build_dir / "build.log")
+                 waves=waves, build_args=build_args, timescale=("1ns", "1ps"),
+                 log_file=build_dir / "build.log")
     t1 = time.monotonic()
     run_dir = build_dir / f"run-{name}-{os.getpid()}"
     run_dir.mkdir(exist_ok=True)
