@@ -184,8 +184,9 @@ def pre_aggregate(agreement: np.ndarray, vaults: int) -> np.ndarray:
 def b_messages(net: CapsNetSpec, vaults: int, *, pre_aggregated: bool = True) -> int:
     """``b`` scalars sent to the aggregating vault (vault 0) per iteration.
 
-    With pre-aggregation every other vault sends one partial per ``(i, j)``:
-    ``(N_vault - 1) N_L N_H`` (Eq. 8).  Without it each sample held outside
+    With pre-aggregation every other vault that holds samples sends one partial
+    per ``(i, j)``: ``(N_vault - 1) N_L N_H`` when all vaults hold samples (Eq. 8
+    charges this bound; snippets of ``ceil(N_B / N_vault)`` may leave vaults empty).  Without it each sample held outside
     vault 0 sends its own: ``(N_B - ceil(N_B / N_vault)) N_L N_H``.
     """
     if pre_aggregated:

@@ -205,7 +205,8 @@ def route_pim(u: np.ndarray, W: np.ndarray, iterations: int,
         s = ops.sum(u_hat * c[None, :, :, None], axis=1)
         # Eq. 3, hardware form
         n = ops.sum(s * s, axis=2)
-        scale = ((n * ops.recip(n + one)).astype(F32) * ops.rsqrt(n)).astype(F32)
+        with np.errstate(invalid="ignore"):   # 0 * rsqrt(0) = NaN is replaced below
+            scale = ((n * ops.recip(n + one)).astype(F32) * ops.rsqrt(n)).astype(F32)
         scale = np.where(n > 0, scale, F32(0)).astype(F32)
         v = (s * scale[:, :, None]).astype(F32)
         # Eq. 4: agreement per sample, then summed over the batch into b
