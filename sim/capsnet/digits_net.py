@@ -18,9 +18,9 @@ not flow through the routing iterations' ``b`` updates).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -60,7 +60,7 @@ def load_digits_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def _conv_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray):
-    n, c, h, wd = x.shape
+    n, c = x.shape[:2]
     k = w.shape[2]
     cols = sliding_window_view(x, (k, k), axis=(2, 3))          # n, c, ho, wo, k, k
     ho, wo = cols.shape[2], cols.shape[3]
@@ -70,7 +70,7 @@ def _conv_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray):
 
 
 def _conv_backward(g: np.ndarray, cols: np.ndarray, x_shape, w: np.ndarray):
-    n, c, h, wd = x_shape
+    n, c = x_shape[:2]
     k = w.shape[2]
     cout, ho, wo = g.shape[1], g.shape[2], g.shape[3]
     gf = g.transpose(0, 2, 3, 1).reshape(-1, cout)

@@ -186,8 +186,9 @@ def b_messages(net: CapsNetSpec, vaults: int, *, pre_aggregated: bool = True) ->
 
     With pre-aggregation every other vault that holds samples sends one partial
     per ``(i, j)``: ``(N_vault - 1) N_L N_H`` when all vaults hold samples (Eq. 8
-    charges this bound; snippets of ``ceil(N_B / N_vault)`` may leave vaults empty).  Without it each sample held outside
-    vault 0 sends its own: ``(N_B - ceil(N_B / N_vault)) N_L N_H``.
+    charges this bound; snippets of ``ceil(N_B / N_vault)`` may leave vaults empty).
+    Without it each sample held outside vault 0 sends its own:
+    ``(N_B - ceil(N_B / N_vault)) N_L N_H``.
     """
     if pre_aggregated:
         busy = min(vaults, _ceil_div(net.batch, _ceil_div(net.batch, vaults)))
@@ -202,9 +203,10 @@ def distribution_table(nets: list[CapsNetSpec | str] | None, cfg: Config,
             for n in (nets if nets is not None else [n.name for n in _all()])]
     head = (f"{'network':<10} {'MHz':>6}  {'S_B (1/s)':>10} {'S_L (1/s)':>10} "
             f"{'S_H (1/s)':>10}  best")
-    lines = [f"execution score S = 1/(alpha E + beta M); {cfg.hmc.vaults} vaults, "
+    title = (f"execution score S = 1/(alpha E + beta M); {cfg.hmc.vaults} vaults, "
              f"{cfg.capsnet.pes_per_vault} PEs/vault x {cfg.capsnet.pe_ops_per_cycle} op/cycle, "
-             f"inter-vault {cfg.capsnet.intervault_bw_gbs:g} GB/s", head, "-" * len(head)]
+             f"inter-vault {cfg.capsnet.intervault_bw_gbs:g} GB/s")
+    lines = [title, head, "-" * len(head)]
     for n in nets:
         for f in freqs_mhz:
             d = choose_distribution(n, cfg, f)
