@@ -57,7 +57,8 @@ def main() -> None:
             print(f"epoch {epoch + 1:3d}  loss {total / len(xtr):.4f}  train {acc_tr:.4f}  "
                   f"test {acc_te:.4f}  ({time.time() - t0:.0f} s)", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    net.save(args.out)
+    net.save(args.out, seed=args.seed, epochs=args.epochs, lr=args.lr,
+             test_accuracy=round(float(acc_te), 4))
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
 
 

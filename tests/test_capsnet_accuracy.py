@@ -8,8 +8,8 @@ import pytest
 from pimforge.gen.config import load_config
 from pimforge.sim.capsnet import approx_ops as ao
 from pimforge.sim.capsnet.accuracy import PAPER_TABLE5, accuracy_table, evaluate
-from pimforge.sim.capsnet.digits_net import (DigitsCapsNet, load_digits_split, load_trained,
-                                             margin_loss)
+from pimforge.sim.capsnet.digits_net import (WEIGHTS_VERSION, DigitsCapsNet, load_digits_split,
+                                             load_trained, margin_loss, trained_meta)
 from pimforge.verif.models.routing import RoutingOps, route_f64, route_pim
 
 F32 = np.float32
@@ -134,6 +134,10 @@ def test_shipped_weights_small_and_loadable():
     assert res.is_file() and len(res.read_bytes()) < 1 << 20
     net = load_trained()
     assert net.W.shape == (64, 10, 16, 8)
+    meta = trained_meta()
+    assert meta["version"] == WEIGHTS_VERSION and meta["seed"] == 1
+    _, _, xte, yte = load_digits_split()
+    assert np.mean(net.predict(xte) == yte) == pytest.approx(meta["test_accuracy"], abs=1e-4)
 
 
 def test_table5_study_on_digits():

@@ -18,6 +18,7 @@ not flow through the routing iterations' ``b`` updates).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -28,7 +29,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from pimforge.verif.models.routing import RoutingResult, route_f64
 
 __all__ = ["DigitsCapsNet", "load_trained", "load_digits_split", "margin_loss",
-           "WEIGHTS_FILE", "N_L", "N_H", "C_L", "C_H", "ITERATIONS", "EVAL_BATCH"]
+           "trained_meta", "WEIGHTS_FILE", "WEIGHTS_VERSION", "N_L", "N_H", "C_L", "C_H",
+           "ITERATIONS", "EVAL_BATCH"]
 
 C_L, C_H, N_H = 8, 16, 10
 TYPES, GRID = 4, 4
@@ -37,6 +39,8 @@ ITERATIONS = 3
 #: Batch of input sets routed together at evaluation (Caps-MN1's batch size).
 EVAL_BATCH = 100
 WEIGHTS_FILE = "digits_capsnet.npz"
+#: Bumped whenever the architecture or the file layout changes.
+WEIGHTS_VERSION = 1
 SPLIT_SEED = 0
 TEST_FRACTION = 0.25
 
@@ -175,12 +179,26 @@ class DigitsCapsNet:
         return loss, {"conv1_w": gconv1_w, "conv1_b": gconv1_b, "prim_w": gprim_w,
                       "prim_b": gprim_b, "W": gW}
 
-    def save(self, path) -> None:
-        np.savez_compressed(path, **{k: v.astype(np.float32) for k, v in self.params().items()})
+    def save(self, path, **meta) -> None:
+        """Float32 weights plus a JSON ``meta`` record (format version, training settings)."""
+        meta = {"version": WEIGHTS_VERSION, **meta}
+        np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True)),
+                            **{k: v.astype(np.float32) for k, v in self.params().items()})
 
 
 def load_trained() -> DigitsCapsNet:
     """The weights shipped with the package (trained by ``scripts/train_capsnet_digits.py``)."""
     res = resources.files("pimforge.sim.capsnet") / "weights" / WEIGHTS_FILE
     with res.open("rb") as fh, np.load(fh) as z:
+        meta = json.loads(str(z["meta"]))
+        if meta.get("version") != WEIGHTS_VERSION:
+            raise ValueError(f"{WEIGHTS_FILE} has weights format {meta.get('version')}, this "
+                             f"code reads {WEIGHTS_VERSION}; rerun scripts/train_capsnet_digits.py")
         return DigitsCapsNet(**{k: z[k].astype(np.float64) for k in DigitsCapsNet.NAMES})
+
+
+def trained_meta() -> dict:
+    """The ``meta`` record of the shipped weights."""
+    res = resources.files("pimforge.sim.capsnet") / "weights" / WEIGHTS_FILE
+    with res.open("rb") as fh, np.load(fh) as z:
+        return json.loads(str(z["meta"]))
