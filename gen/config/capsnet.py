@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import check_int
+from .base import check_float, check_int
 
 __all__ = ["PEConfig", "CapsNetConfig"]
 
@@ -45,9 +45,29 @@ class CapsNetConfig:
     ----------
     pes_per_vault : int
         PEs beside each vault controller (16 in the paper).
+    pe_ops_per_cycle : int
+        FP operations (one multiply or one add each, the unit in which Eq. 6-11
+        count the workload E) that one PE completes per cycle.  Sets the
+        execution-score coefficient ``alpha = 1 / (pes_per_vault *
+        pe_ops_per_cycle * freq)`` in seconds per operation.
+    intervault_bw_gbs : float
+        Bandwidth in GB/s (1e9 bytes/s) available to inter-vault transfers,
+        ``beta = 1 / (intervault_bw_gbs * 1e9)`` seconds per byte.  The
+        default, 16 GB/s, is one vault's share of the 512 GB/s internal
+        bandwidth (PIM-CapsNet Table 4 / Sec. 4): every gather to or
+        broadcast from one vault passes through that vault's TSVs.
+    packet_overhead_bytes : int
+        ``SIZE_pkt`` of Eq. 8, 10, 12: head plus tail of one HMC packet
+        (8 + 8 bytes, one 16-byte FLIT).
     """
 
     pes_per_vault: int = 16
+    pe_ops_per_cycle: int = 1
+    intervault_bw_gbs: float = 16.0
+    packet_overhead_bytes: int = 16
 
     def __post_init__(self):
         check_int("capsnet.pes_per_vault", self.pes_per_vault, 1, 64)
+        check_int("capsnet.pe_ops_per_cycle", self.pe_ops_per_cycle, 1, 16)
+        check_float("capsnet.intervault_bw_gbs", self.intervault_bw_gbs, 0.001, 10_000.0)
+        check_int("capsnet.packet_overhead_bytes", self.packet_overhead_bytes, 0, 256)
