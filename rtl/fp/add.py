@@ -4,8 +4,16 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .ieee import (Pipeline, check_latency, lzc, round_pack, shift_left, shift_right_sticky,
-                   unpack, zext)
+from .ieee import (
+    Pipeline,
+    check_latency,
+    lzc,
+    round_pack,
+    shift_left,
+    shift_right_sticky,
+    unpack,
+    zext,
+)
 
 __all__ = ["FP32Add", "from_config"]
 

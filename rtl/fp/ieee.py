@@ -1,10 +1,15 @@
 """Building blocks shared by the binary32 units: unpack, leading-zero count,
 sticky shifts, round-to-nearest-even packing and pipeline registers.
 
-These are plain functions that return Amaranth expressions (or add a few
-statements to a :class:`~amaranth.hdl.Module`), so that the adder and the
-multiplier describe their datapaths once and reuse exactly the same rounding
-and special-value logic.
+These are plain functions that add their logic to a
+:class:`~amaranth.hdl.Module` and return the result signals, so that the
+adder and the multiplier reuse exactly the same rounding and special-value
+logic.
+
+Every arithmetic operator and comparison here and in the units has operands
+of equal width (the result at most one bit wider), and constants keep their
+top bit set: Amaranth's Verilog backend drops constant zero extensions, and
+``verilator --lint-only`` rejects the resulting width mismatches.
 
 Conventions of the binary32 datapath
 ------------------------------------
@@ -27,14 +32,27 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
 from ...gen.config.base import check_int
 
-__all__ = ["QNAN", "INF", "Unpacked", "unpack", "zext", "lzc", "shift_left",
-           "shift_right_sticky", "round_pack", "Pipeline", "check_latency"]
+__all__ = [
+    "BIAS",
+    "INF",
+    "QNAN",
+    "Pipeline",
+    "Unpacked",
+    "check_latency",
+    "lzc",
+    "round_pack",
+    "shift_left",
+    "shift_right_sticky",
+    "unpack",
+    "zext",
+]
 
 #: The canonical quiet NaN every invalid operation (or NaN input) returns.
 QNAN = 0x7FC00000
 #: Bit pattern of +infinity; OR with ``1 << 31`` for -infinity.
 INF = 0x7F800000
 
+#: Exponent bias of binary32.
 BIAS = 127
 FRAC_BITS = 23
 EXP_MAX = 0xFF
@@ -257,8 +275,6 @@ class Pipeline:
     latency : int
         Total register stages, 1..8.
     """
-
-    NATURAL = 3
 
     def __init__(self, m: Module, latency: int):
         check_latency(latency)

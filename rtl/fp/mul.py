@@ -4,8 +4,16 @@ from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .ieee import (BIAS, Pipeline, check_latency, lzc, round_pack, shift_left, shift_right_sticky,
-                   unpack)
+from .ieee import (
+    BIAS,
+    Pipeline,
+    check_latency,
+    lzc,
+    round_pack,
+    shift_left,
+    shift_right_sticky,
+    unpack,
+)
 
 __all__ = ["FP32Mul", "from_config"]
 

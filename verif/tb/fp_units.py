@@ -9,6 +9,9 @@ operands. At the end every result is compared bit for bit with the golden
 model of :mod:`pimforge.verif.models.fp32` (NaN results must be the
 canonical quiet NaN the model returns).
 
+``PIMFORGE_FP_VECTORS`` sets the number of random back-to-back operations
+(default 24000) for longer soak runs.
+
 Both coroutines wake on the falling edge only: inputs written there are
 stable at the next rising edge and the registered outputs read there belong
 to the previous rising edge, which keeps the cost to one wake-up per
@@ -17,8 +20,9 @@ coroutine per cycle.
 
 from __future__ import annotations
 
+import os
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import cocotb
 import numpy as np
@@ -111,7 +115,7 @@ async def random_back_to_back(dut):
     """Random bit patterns and targeted exponents, one operation per cycle."""
     op, _, _ = _unit()
     r = rng("random")
-    a, b = random_pairs(r, 24000, op)
+    a, b = random_pairs(r, int(os.environ.get("PIMFORGE_FP_VECTORS", "24000")), op)
     await _stream(dut, a, b, r, idle=0.0)
 
 
