@@ -19,8 +19,19 @@ import random
 
 import numpy as np
 
-__all__ = ["QNAN", "fp32_add", "fp32_mul", "ref_add", "ref_mul", "is_nan", "corner_values",
-           "corner_pairs", "random_pairs", "bits_of", "float_of"]
+__all__ = [
+    "QNAN",
+    "bits_of",
+    "corner_pairs",
+    "corner_values",
+    "float_of",
+    "fp32_add",
+    "fp32_mul",
+    "is_nan",
+    "random_pairs",
+    "ref_add",
+    "ref_mul",
+]
 
 #: Canonical quiet NaN returned for every NaN result.
 QNAN = 0x7FC00000
