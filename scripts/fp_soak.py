@@ -107,7 +107,10 @@ int main(int argc, char **argv) {
         }
         top.clk = 1; top.eval();
         if (top.out_valid) {
-            if (head == tail) { printf("out_valid with nothing in flight at cycle %lld\n", cyc); return 2; }
+            if (head == tail) {
+                printf("out_valid with nothing in flight at cycle %lld\n", cyc);
+                return 2;
+            }
             uint32_t a = qa[head], b = qb[head], want = golden(a, b), got = top.result;
             if (cyc - qc[head] != L - 1) late++;
             if (got != want && bad++ < 10)
@@ -139,7 +142,7 @@ def _check_host_reference(op: str) -> None:
     a, b = fp32.random_pairs(random.Random(1), 3000, op)
     ca, cb = fp32.corner_pairs()
     a, b = np.concatenate([a, ca]), np.concatenate([b, cb])
-    bad = [(x, y) for x, y, g in zip(a.tolist(), b.tolist(), gold(a, b).tolist())
+    bad = [(x, y) for x, y, g in zip(a.tolist(), b.tolist(), gold(a, b).tolist(), strict=True)
            if ref(x, y) != g]
     if bad:
         sys.exit(f"host {op} disagrees with the exact reference on {len(bad)} pairs")

@@ -72,7 +72,7 @@ def test_unit_matches_golden(op, latency):
     rng = random.Random(f"{SEED}:{op}:{latency}:sim")
     out = _simulate(cls(latency=latency), a, b, rng)
     expect = golden(np.array(a, dtype=np.uint32), np.array(b, dtype=np.uint32)).tolist()
-    for (issue, seen, got), x, y, want in zip(out, a, b, expect):
+    for (issue, seen, got), x, y, want in zip(out, a, b, expect, strict=True):
         # Sampled after the edge that closes cycle issue + latency - 1.
         assert seen == issue + latency - 1, f"result of cycle {issue} came at {seen}"
         assert got == want, f"{op}({x:#010x}, {y:#010x}) = {got:#010x}, expected {want:#010x}"
@@ -91,7 +91,8 @@ def test_latency_two_and_eight_are_exact():
 @pytest.mark.parametrize("cls", [FP32Add, FP32Mul])
 @pytest.mark.parametrize("bad", [0, 9, 2.0, True])
 def test_latency_is_validated(cls, bad):
-    with pytest.raises(ConfigError, match=f"latency must be an integer between 1 and 8, not {bad!r}"):
+    message = f"latency must be an integer between 1 and 8, not {bad!r}"
+    with pytest.raises(ConfigError, match=message):
         cls(latency=bad)
 
 
@@ -121,7 +122,8 @@ def test_numpy_model_matches_integer_reference(op):
     ra, rb = random_pairs(random.Random(f"{SEED}:ref:{op}"), 5000, op)
     a, b = np.concatenate([ca, ra]), np.concatenate([cb, rb])
     got = golden(a, b).tolist()
-    bad = [(x, y, g) for x, y, g in zip(a.tolist(), b.tolist(), got) if ref(x, y) != g]
+    bad = [(x, y, g) for x, y, g in zip(a.tolist(), b.tolist(), got, strict=True)
+           if ref(x, y) != g]
     assert not bad, [f"{x:#010x} {op} {y:#010x}: numpy {g:#010x}, exact {ref(x, y):#010x}"
                      for x, y, g in bad[:5]]
     # The stimulus must reach subnormal results (or numpy's own FTZ would go unnoticed).
@@ -166,3 +168,36 @@ def test_verilog_lints_at_every_stage_placement(tmp_path, block, latency):
     verilog, _ = el.write(tmp_path)
     lint(verilog, block)  # default Verilator warnings are fatal
     assert el.manifest["latencies"] == {"result": latency}
+
+
+# -- Shared helpers (also used by other FP blocks) ----------------------------------
+
+def test_lzc_and_shifters():
+    from amaranth.hdl import Module, Signal
+
+    from pimforge.rtl.fp.ieee import lzc, shift_left, shift_right_sticky
+
+    m = Module()
+    v28, v48, amt = Signal(28), Signal(48), Signal(7)
+    z28, z48 = lzc(m, v28, "z28"), lzc(m, v48, "z48")
+    left = shift_left(m, v28, amt[:5], "l")
+    right, sticky = shift_right_sticky(m, v48, amt, "r")
+    rng = random.Random(SEED)
+
+    async def bench(ctx):
+        for _ in range(300):
+            a = rng.getrandbits(28) >> rng.randrange(29)
+            b = rng.getrandbits(48) >> rng.randrange(49)
+            n = rng.randrange(128)
+            ctx.set(v28, a)
+            ctx.set(v48, b)
+            ctx.set(amt, n)
+            assert ctx.get(z28) == 28 - a.bit_length()
+            assert ctx.get(z48) == 48 - b.bit_length()
+            assert ctx.get(left) == (a << (n % 32)) & (2**28 - 1)
+            assert ctx.get(right) == b >> n
+            assert ctx.get(sticky) == int(b & ((1 << n) - 1) != 0)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()

@@ -90,7 +90,8 @@ async def _stream(dut, a: np.ndarray, b: np.ndarray, r: random.Random, idle: flo
     await ClockCycles(dut.clk, latency + 2)
 
     assert len(seen) == n, f"{n} operations issued, {len(seen)} results seen"
-    late = [(i, s - d) for i, (d, (s, _)) in enumerate(zip(issued, seen)) if s - d != latency]
+    late = [(i, s - d) for i, (d, (s, _)) in enumerate(zip(issued, seen, strict=True))
+            if s - d != latency]
     assert not late, (f"{len(late)} results off the {latency}-cycle latency, first: operation "
                       f"{late[0][0]} after {late[0][1]} cycles")
     got = np.array([res for _, res in seen], dtype=np.uint32)
