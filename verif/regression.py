@@ -52,4 +52,10 @@ class Bench:
 
 
 BENCHES: list[Bench] = [
+    Bench("fp32_add", "fp32_add", "pimforge.verif.tb.fp_units"),
+    Bench("fp32_add_lat1", "fp32_add", "pimforge.verif.tb.fp_units",
+          overrides={"fp.add_latency": 1}),
+    Bench("fp32_mul", "fp32_mul", "pimforge.verif.tb.fp_units"),
+    Bench("fp32_mul_lat5", "fp32_mul", "pimforge.verif.tb.fp_units",
+          overrides={"fp.mul_latency": 5}),
 ]
