@@ -21,6 +21,14 @@ from .config import Config, to_dict
 
 __all__ = ["Elaborated", "elaborate", "write_build"]
 
+# Amaranth's Verilog backend drops constant zero-extensions of operands on
+# purpose and relies on Verilog's context-determined widths, which are exactly
+# Amaranth's semantics; Verilator reports each such operand as WIDTHEXPAND.
+# That one warning is switched off in the file itself, so a plain
+# `verilator --lint-only` of the output accepts it while every other warning
+# (truncation, incomplete cases, latches, loops, multiple drivers) stays fatal.
+LINT_HEADER = "/* verilator lint_off WIDTHEXPAND */\n"
+
 _PORT_RE = re.compile(r"^\s*(input|output|inout)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s+)?"
                       r"\\?([\w$.\[\]]+)\s*;", re.M)
 
@@ -56,7 +64,7 @@ def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborat
     spec = get_block(block)
     component = spec.build(config)
     top = top or spec.name
-    text = verilog.convert(component, name=top, emit_src=False)
+    text = LINT_HEADER + verilog.convert(component, name=top, emit_src=False)
     modules = re.findall(r"^module (\S+?)\(", text, re.M)
     manifest = {
         "top": top,
