@@ -52,4 +52,16 @@ class Bench:
 
 
 BENCHES: list[Bench] = [
+    Bench("spm_pmu", "spm", "pimforge.verif.tb.test_spm"),
+    Bench("spm_3port", "spm", "pimforge.verif.tb.test_spm",
+          overrides={"spm.ports": 3, "spm.banks": 2, "spm.sectors": 4, "spm.wakeup_cycles": 5,
+                     "spm.sleep_cycles": 1, "spm.size_bytes": 256}),
+    Bench("descnet_spm_hy", "descnet_spm", "pimforge.verif.tb.test_descnet_spm"),
+    Bench("descnet_spm_hy_ps1", "descnet_spm", "pimforge.verif.tb.test_descnet_spm",
+          overrides={"spm.shared_ports": 1, "spm.wakeup_cycles": 1}),
+    Bench("descnet_spm_smp", "descnet_spm", "pimforge.verif.tb.test_descnet_spm",
+          overrides={"spm.organization": "SMP", "spm.shared_bytes": 1024,
+                     "spm.shared_sectors": 4}),
+    Bench("descnet_spm_sep", "descnet_spm", "pimforge.verif.tb.test_descnet_spm",
+          overrides={"spm.organization": "SEP", "spm.data_sectors": 4}),
 ]
