@@ -99,16 +99,18 @@ def plot(path: Path, space, front: np.ndarray, selected: dict, net: str) -> None
 
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
     rng = np.random.default_rng(0)
+    colors = {}
     for oi, org in enumerate(space.orgs):
         ids = np.flatnonzero(space.org == oi)
         if len(ids) > 40000:    # the cloud's shape, not 10^5 overlapping dots
             ids = rng.choice(ids, 40000, replace=False)
+        colors[org] = f"C{oi % 10}"
         ax.scatter(space.area[ids], space.energy[ids], s=3, alpha=0.4, label=org,
-                   rasterized=True)
+                   color=colors[org], rasterized=True)
     ax.plot(space.area[front], space.energy[front], "k.-", lw=1.2, label="Pareto front")
     for org, i in selected.items():
-        ax.scatter([space.area[i]], [space.energy[i]], marker="*", s=120, edgecolor="k",
-                   zorder=5)
+        ax.scatter([space.area[i]], [space.energy[i]], marker="*", s=140, edgecolor="k",
+                   color=colors[org], zorder=5)
         ax.annotate(org, (space.area[i], space.energy[i]), fontsize=8,
                     xytext=(4, 4), textcoords="offset points")
     ax.set_xscale("log")
