@@ -10,7 +10,6 @@ access counts the paper does not list and are compared in the README only.
 
 import numpy as np
 import pytest
-
 from pimforge.sim.descnet import sram
 from pimforge.sim.descnet.sram import PAPER_FPS, TABLE_III
 
@@ -28,7 +27,7 @@ def test_area_vs_table_iii(row):
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.values[0][5] == 1])
 def test_static_energy_vs_table_iii(row):
-    net, org, mem, kib, ports, sc, area, dyn, stat, wake = row
+    net, org, mem, kib, ports, _sc, _area, _dyn, stat, _wake = row
     ours = float(sram.leak_mw(kib * 1024, ports)) / PAPER_FPS[net]     # mW x s = mJ
     err = ours / stat - 1
     print(f"{net} {org} {mem}: {stat} mJ published, {ours:.3f} ours ({100 * err:+.1f} %)")

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from pimforge.gen.dse import spm
 from pimforge.gen.errors import UnknownNameError
 from pimforge.sim.descnet import sram

@@ -5,7 +5,6 @@ import csv
 import json
 
 import pytest
-
 from pimforge.gen.dse import cli
 from pimforge.gen.errors import UnknownNameError
 
@@ -53,3 +52,14 @@ def test_bad_values_are_clean_errors(tmp_path, argv, msg):
     with pytest.raises(UnknownNameError, match=msg.replace("(", r"\(")):
         cli.run(parse(*argv, "--out", str(tmp_path)))
     assert not (tmp_path / "results.json").exists()
+
+
+def test_dse_is_registered_in_the_cli():
+    from pimforge.gen.cli import COMMANDS, _resolve
+
+    help_, add, run = COMMANDS["dse"]
+    assert "spm" in help_
+    p = argparse.ArgumentParser()
+    _resolve(add)(p)
+    assert _resolve(run) is cli.run
+    assert p.parse_args(["spm", "--out", "x"]).net == "capsnet"

@@ -1,7 +1,6 @@
 """Simulated power gating on the Verilated organization RTL (one native build, cached)."""
 
 import numpy as np
-
 from pimforge.gen.dse import spm
 from pimforge.sim.descnet.pg_replay import WAKEUP_CYCLES, replay, schedule
 from pimforge.sim.descnet.profiles import Op, Profile

@@ -6,7 +6,6 @@ import warnings
 import pytest
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
-
 from pimforge.rtl.spm.organization import DESCNetSPM
 from pimforge.rtl.spm.pmu import SPMPowerManager
 from pimforge.rtl.spm.scratchpad import SectoredSPM, poison

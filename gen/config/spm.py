@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .base import check, check_choice, check_int, check_pow2
 
-__all__ = ["SPMConfig", "ORGANIZATIONS"]
+__all__ = ["ORGANIZATIONS", "SPMConfig"]
 
 ORGANIZATIONS = ("SMP", "SEP", "HY")
 

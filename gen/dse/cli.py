@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import PimforgeError, UnknownNameError
 
-__all__ = ["add_arguments", "run", "KINDS"]
+__all__ = ["KINDS", "add_arguments", "run"]
 
 KINDS = ("spm",)
 

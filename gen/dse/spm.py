@@ -34,13 +34,28 @@ from ...sim.descnet import sram
 from ...sim.descnet.profiles import Profile
 from ..errors import UnknownNameError
 
-__all__ = ["ORGANIZATIONS", "SIZES", "round_up", "round_down", "algorithm1", "sigma",
-           "algorithm2", "memory_terms", "split_usage", "Space", "explore", "pareto_front",
-           "DSEResult", "run_dse", "MAIN_ORGS", "MAX_SECTORS"]
+__all__ = [
+    "MAIN_ORGS",
+    "MAX_SECTORS",
+    "ORGANIZATIONS",
+    "SIZES",
+    "DSEResult",
+    "Space",
+    "algorithm1",
+    "algorithm2",
+    "explore",
+    "memory_terms",
+    "pareto_front",
+    "round_down",
+    "round_up",
+    "run_dse",
+    "sigma",
+    "split_usage",
+]
 
 KIB = 1024
 # Power-of-two sizes plus the four extra sizes of Sec. V-C (25, 108, 450, 460 KiB).
-SIZES = np.array(sorted({KIB * 2 ** k for k in range(0, 15)} | {25 * KIB, 108 * KIB, 450 * KIB,
+SIZES = np.array(sorted({KIB * 2 ** k for k in range(15)} | {25 * KIB, 108 * KIB, 450 * KIB,
                                                                    460 * KIB}), dtype=np.int64)
 MEMS = ("S", "D", "W", "A")
 ACC_BYTES_PER_VALUE = {"D": 1, "W": 1, "A": 4}
@@ -216,7 +231,7 @@ def explore(prof: Profile, orgs=MAIN_ORGS, *, max_sectors: int | None = MAX_SECT
     cache: dict = {}
     blocks = []
     for oi, org in enumerate(orgs):
-        shared, separate, pg, ps = ORGANIZATIONS[org]
+        shared, _, pg, ps = ORGANIZATIONS[org]
         ports = (ps if shared else 1, 1, 1, 1)
         for sizes in _size_tuples(prof, org):
             sizes = tuple(int(v) for v in sizes)

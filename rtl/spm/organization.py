@@ -10,7 +10,7 @@ from amaranth.utils import ceil_log2
 from .port import SPMPort
 from .scratchpad import SectoredSPM, poison
 
-__all__ = ["DESCNetSPM", "from_config", "KINDS"]
+__all__ = ["KINDS", "DESCNetSPM", "from_config"]
 
 KINDS = ("data", "weight", "acc")
 

@@ -6,8 +6,14 @@ from amaranth.hdl import Const, Module, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SPMPowerManager", "from_config", "STATE_ON", "STATE_GOING_OFF", "STATE_OFF",
-           "STATE_WAKING"]
+__all__ = [
+    "STATE_GOING_OFF",
+    "STATE_OFF",
+    "STATE_ON",
+    "STATE_WAKING",
+    "SPMPowerManager",
+    "from_config",
+]
 
 STATE_ON, STATE_GOING_OFF, STATE_OFF, STATE_WAKING = range(4)
 

@@ -18,7 +18,7 @@ import numpy as np
 from . import sram
 from .profiles import Profile
 
-__all__ = ["Breakdown", "accelerator_mj", "offchip_mj", "baseline_8mib", "system"]
+__all__ = ["Breakdown", "accelerator_mj", "baseline_8mib", "offchip_mj", "system"]
 
 BASELINE_BYTES = 8 * 1024 * 1024
 _BPV = np.array([1.0, 1.0, 4.0])    # bytes per D, W, A value

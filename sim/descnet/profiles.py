@@ -49,15 +49,23 @@ counted with Eq. 3).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...gen.errors import UnknownNameError
 
-__all__ = ["Op", "Profile", "profile", "NETS", "ARRAY", "DATA_BYTES", "WEIGHT_BYTES",
-           "ACC_BYTES", "FREQ_MHZ"]
+__all__ = [
+    "ACC_BYTES",
+    "ARRAY",
+    "DATA_BYTES",
+    "FREQ_MHZ",
+    "NETS",
+    "WEIGHT_BYTES",
+    "Op",
+    "Profile",
+    "profile",
+]
 
 ARRAY = 16          # CapsAcc NP array: 16 x 16 PEs
 DATA_BYTES = 1      # 8-bit data
@@ -273,11 +281,3 @@ def profile(net: str) -> Profile:
         raise UnknownNameError(f"unknown network {net!r}; allowed: "
                                f"{', '.join(sorted(NETS))}") from None
 
-
-def _check_sizes() -> None:  # pragma: no cover - developer aid
-    for n in NETS:
-        p = profile(n)
-        print(p.table())
-        print(n, "cycles", int(p.cycles.sum()), "fps", 1 / p.total_seconds,
-              "max D/W/A", p.usage.max(axis=0), "max sum", p.usage.sum(axis=1).max(),
-              "macs", p.macs, math.nan)

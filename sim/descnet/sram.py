@@ -51,10 +51,32 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["AREA_LIN", "AREA_SQRT", "PORT_K", "PG_AREA_REL", "PG_AREA_PER_SECTOR",
-           "LEAK_MW_PER_KIB", "LEAK_PORT_K", "OFF_LEAK", "E_FIX", "E_BANK", "WAKE_NJ_PER_MM2",
-           "WAKE_NS", "BANKS", "PG_LEAK_MW_PER_MM2", "pg_leak_mw", "port_factor", "area_mm2", "leak_mw", "access_pj", "wake_nj",
-           "E_MAC_PJ", "E_DRAM_PJ_PER_BYTE", "TABLE_III", "PAPER_FPS"]
+__all__ = [
+    "AREA_LIN",
+    "AREA_SQRT",
+    "BANKS",
+    "E_BANK",
+    "E_DRAM_PJ_PER_BYTE",
+    "E_FIX",
+    "E_MAC_PJ",
+    "LEAK_MW_PER_KIB",
+    "LEAK_PORT_K",
+    "OFF_LEAK",
+    "PAPER_FPS",
+    "PG_AREA_PER_SECTOR",
+    "PG_AREA_REL",
+    "PG_LEAK_MW_PER_MM2",
+    "PORT_K",
+    "TABLE_III",
+    "WAKE_NJ_PER_MM2",
+    "WAKE_NS",
+    "access_pj",
+    "area_mm2",
+    "leak_mw",
+    "pg_leak_mw",
+    "port_factor",
+    "wake_nj",
+]
 
 BANKS = 16
 AREA_LIN = 0.00418956        # mm^2 per KiB (cell array)

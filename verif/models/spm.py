@@ -9,8 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PMUModel", "SPMModel", "OrgModel", "Req", "Resp", "poison",
-           "ON", "GOING_OFF", "OFF", "WAKING"]
+__all__ = [
+    "GOING_OFF",
+    "OFF",
+    "ON",
+    "WAKING",
+    "OrgModel",
+    "PMUModel",
+    "Req",
+    "Resp",
+    "SPMModel",
+    "poison",
+]
 
 ON, GOING_OFF, OFF, WAKING = range(4)
 
