@@ -145,3 +145,17 @@ def test_parameter_validation(kwargs, msg):
             DESCNetSPM(organization="SMP", word_bits=32, banks=2, sizes={"shared": 64},
                        sectors={"shared": 1}, shared_ports=2)
         gc.collect()
+
+
+@pytest.mark.parametrize("section, msg", [
+    ({"banks": 3}, "spm.banks must be a power of two between 1 and 64, not 3"),
+    ({"organization": "XY"}, "spm.organization must be one of 'SMP', 'SEP', 'HY', not 'XY'"),
+    ({"organization": "SMP", "shared_ports": 1}, "spm.shared_ports must be 3 for the SMP"),
+    ({"data_bytes": 16}, "spm.data_bytes must be at least word_bits/8 x banks x sectors"),
+])
+def test_spm_config_validation(section, msg):
+    from pimforge.gen.config import ConfigError, Config
+    from pimforge.gen.config.base import from_dict
+
+    with pytest.raises(ConfigError, match=msg.replace("(", r"\(")):
+        from_dict(Config, {"spm": section})

@@ -178,15 +178,15 @@ def replay(prof: Profile, org: str, sizes, sectors, *, cycle_scale: int = 1,
     cpp = "".join(f"#define {k}(x) {'x' if v else ''}\n" for k, v in defs.items())
     dump = " ".join(f"DUMP({n}, {MEMS.index(n)})" for n in names)
     # Verilator stores a wide port as a word array and a narrow one as an integer.
-    helpers = ""
+    accessors = ""
     for n in names:
         bits = 32 * sc[MEMS.index(n)]
         if bits <= 64:
-            helpers += (f"#define {n}_on_cycles_word(s) "
+            accessors += (f"#define {n}_on_cycles_word(s) "
                         f"((uint32_t)((uint64_t)(top->{n}_on_cycles) >> (32 * (s))))\n")
         else:
-            helpers += f"#define {n}_on_cycles_word(s) (top->{n}_on_cycles[(s)])\n"
-    main = cpp + helpers + MAIN_CPP.replace("DUMP_ALL", dump)
+            accessors += f"#define {n}_on_cycles_word(s) (top->{n}_on_cycles[(s)])\n"
+    main = cpp + accessors + MAIN_CPP.replace("DUMP_ALL", dump)
     exe = build_verilated(text, "descnet_spm", {"main.cpp": main}, name="descnet_pg_replay")
     rows = schedule(prof, sizes, sectors, cycle_scale)
     with tempfile.TemporaryDirectory(dir=workdir) as td:
