@@ -48,6 +48,12 @@ BLOCKS: dict[str, Block] = {b.name: b for b in [
           "FP32 shifter: exponent add/subtract and logical shifts of the bit pattern"),
     Block("capsnet_pe", "rtl.capsnet.pe:from_config",
           "PIM-CapsNet reconfigurable PE (MAC, inverse sqrt, exp, reciprocal flows)"),
+    Block("spm", "rtl.spm.scratchpad:from_config",
+          "DESCNet power-gated sectored multi-bank scratchpad with its PMU"),
+    Block("spm_pmu", "rtl.spm.pmu:from_config",
+          "DESCNet PMU: sleep request/acknowledge handshake, wake-up latency, ON counters"),
+    Block("descnet_spm", "rtl.spm.organization:from_config",
+          "DESCNet SMP/SEP/HY scratchpad organization with data, weight and accumulator ports"),
 ]}
 
 

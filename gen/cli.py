@@ -118,6 +118,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "regress": ("run the cocotb regression", "gen.cli:add_regress", "gen.cli:cmd_regress"),
     "config": ("list presets or print one resolved config", "gen.cli:add_config",
                "gen.cli:cmd_config"),
+    "dse": ("design-space exploration (spm: DESCNet scratchpads)", "gen.dse.cli:add_arguments",
+            "gen.dse.cli:run"),
     "demo": ("build the default config and run a small workload on the RTL",
              "sim.demo:add_arguments", "sim.demo:run"),
 }

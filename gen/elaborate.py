@@ -21,13 +21,19 @@ from .config import Config, to_dict
 
 __all__ = ["Elaborated", "elaborate", "write_build"]
 
-# Amaranth's Verilog backend drops constant zero-extensions of operands on
-# purpose and relies on Verilog's context-determined widths, which are exactly
-# Amaranth's semantics; Verilator reports each such operand as WIDTHEXPAND.
-# That one warning is switched off in the file itself, so a plain
-# `verilator --lint-only` of the output accepts it while every other warning
-# (truncation, incomplete cases, latches, loops, multiple drivers) stays fatal.
-LINT_HEADER = "/* verilator lint_off WIDTHEXPAND */\n"
+# Amaranth's Verilog backend (yosys ``write_verilog``) produces three kinds of
+# Verilator warnings by construction, each meaning exactly what Amaranth meant:
+# constants trimmed to their minimal width and unextended operands that rely
+# on Verilog's context-determined widths (WIDTHEXPAND), dynamic bit selects
+# written as shifts into narrower signals (WIDTHTRUNC), and ``case`` statements
+# of ``m.Switch``/``m.FSM`` with no default arm, where "no arm matches" keeps
+# the defaults in both languages (CASEINCOMPLETE). These three are switched off
+# in the file itself, so a plain ``verilator --lint-only`` of the output
+# accepts it while every other warning (latches, combinational loops, multiple
+# drivers, unused or undriven signals that Verilator reports by default)
+# stays fatal.
+LINT_HEADER = ("/* verilator lint_off WIDTHEXPAND */\n/* verilator lint_off WIDTHTRUNC */\n"
+               "/* verilator lint_off CASEINCOMPLETE */\n")
 
 _PORT_RE = re.compile(r"^\s*(input|output|inout)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s+)?"
                       r"\\?([\w$.\[\]]+)\s*;", re.M)

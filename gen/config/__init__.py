@@ -17,8 +17,10 @@ from .base import ConfigError, check, check_float, from_dict, to_dict
 from .capsnet import CapsNetConfig, PEConfig
 from .fp import FPConfig
 from .hmc import HMCConfig
+from .spm import SPMConfig
 
 __all__ = ["Config", "ConfigError", "FPConfig", "PEConfig", "CapsNetConfig", "HMCConfig",
+           "SPMConfig",
            "load_config", "preset_names", "to_dict"]
 
 
@@ -34,7 +36,7 @@ class Config:
         Registered block that ``pimforge verilog CONFIG`` generates.
     freq_mhz : float
         Clock of the logic die (PEs, controllers).
-    fp, pe, capsnet, hmc
+    fp, pe, capsnet, hmc, spm
         Sections, see their classes.
     """
 
@@ -45,6 +47,7 @@ class Config:
     pe: PEConfig = field(default_factory=PEConfig)
     capsnet: CapsNetConfig = field(default_factory=CapsNetConfig)
     hmc: HMCConfig = field(default_factory=HMCConfig)
+    spm: SPMConfig = field(default_factory=SPMConfig)
 
     def __post_init__(self):
         check(isinstance(self.name, str) and self.name.isidentifier(), "name", self.name,

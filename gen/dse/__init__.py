@@ -1,0 +1,1 @@
+"""Design-space exploration (DESCNet scratchpads; room for other explorations)."""
