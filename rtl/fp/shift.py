@@ -1,0 +1,229 @@
+"""FP32 shifter: exponent add/subtract, logical shifts, float-to-fixed and the seed bit tricks.
+
+The shifter is the third unit of the PIM-CapsNet PE (Sec. 5.2.2, Fig. 11):
+everything in the special-function flows that is a bit manipulation of an
+FP32 pattern rather than an addition or a multiplication happens here.
+"""
+
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import enum, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["ShiftOp", "FP32Shift", "from_config", "K_WIDTH", "CANONICAL_NAN", "POS_INF"]
+
+#: Width of the signed shift amount ``k`` (-512..511 covers every exponent move
+#: between the smallest subnormal and the largest finite binary32 value).
+K_WIDTH = 10
+CANONICAL_NAN = 0x7FC00000
+POS_INF = 0x7F800000
+
+
+class ShiftOp(enum.Enum, shape=3):
+    """Operations of :class:`FP32Shift` (``a`` is a binary32 bit pattern, ``k`` signed).
+
+    LDEXP
+        ``a * 2**k`` rounded to nearest even: exact while the result is normal,
+        overflow to a signed infinity, underflow into subnormals (RNE) or a signed
+        zero. Zeros and infinities pass through, any NaN becomes 0x7FC00000.
+        Bit-exact to ``float32(float64(a) * 2.0**k)``.
+    SRL
+        Logical shift right of the 32-bit pattern by ``k`` (``k < 0`` shifts
+        left by ``-k``); amounts of 32 or more give 0.
+    SLL
+        Logical shift left by ``k`` (``k < 0`` shifts right); 32 or more give 0.
+    FIX
+        Float-to-fixed for the exponential flow (Fig. 12): the integer
+        ``trunc(a * 2**k)`` (truncation toward zero: the low bits are chunked, as
+        in the paper), saturated to the binary32 pattern range: ``a <= 0`` (and
+        -0, -inf) gives 0, results at or above 0x7F800000 (and +inf) give
+        0x7F800000, NaN gives 0x7FC00000. With ``k = 23`` and ``a = y'`` in
+        ``[0, 255)`` the result read as an FP32 is ``2**floor(y'-127) * (1 + frac(y'))``.
+    ISQRT_SEED
+        ``isqrt_magic - (a >> 1)`` modulo 2**32 (the inverse-square-root seed).
+    RECIP_SEED
+        ``recip_magic - a`` modulo 2**32 (the reciprocal seed; it keeps the sign).
+    """
+
+    LDEXP = 0
+    SRL = 1
+    SLL = 2
+    FIX = 3
+    ISQRT_SEED = 4
+    RECIP_SEED = 5
+
+
+def _lzc24(sig: Signal, m: Module, name: str) -> Signal:
+    """Leading zeros of a 24-bit value (24 when it is 0), as a priority encoder."""
+    lz = Signal(5, name=name)
+    m.d.comb += lz.eq(24)
+    for i in range(24):  # later (higher) bits win: the last assignment has priority
+        with m.If(sig[i]):
+            m.d.comb += lz.eq(23 - i)
+    return lz
+
+
+class FP32Shift(wiring.Component):
+    """Pipelined FP32 shifter, one operation per cycle.
+
+    Parameters
+    ----------
+    latency : int
+        Register stages from ``in_valid`` to ``out_valid`` (at least 1).
+    isqrt_magic, recip_magic : int
+        32-bit constants of the ISQRT_SEED and RECIP_SEED operations, derived in
+        :mod:`pimforge.verif.models.pe_constants`.
+
+    Attributes
+    ----------
+    a : In(32)
+        Operand bit pattern.
+    k : In(signed(K_WIDTH))
+        Signed shift or exponent amount.
+    op : In(ShiftOp)
+        Operation, see :class:`ShiftOp`.
+    in_valid : In(1)
+    result : Out(32)
+        Result ``latency`` cycles after the operands.
+    out_valid : Out(1)
+    latency : int
+    """
+
+    a: In(32)
+    k: In(signed(K_WIDTH))
+    op: In(ShiftOp)
+    in_valid: In(1)
+    result: Out(32)
+    out_valid: Out(1)
+
+    def __init__(self, *, latency: int = 1, isqrt_magic: int, recip_magic: int):
+        if not isinstance(latency, int) or isinstance(latency, bool) or not 1 <= latency <= 8:
+            raise ValueError(f"latency must be an integer between 1 and 8, not {latency!r}")
+        for name, v in (("isqrt_magic", isqrt_magic), ("recip_magic", recip_magic)):
+            if not isinstance(v, int) or not 0 <= v < 2**32:
+                raise ValueError(f"{name} must be a 32-bit unsigned integer, not {v!r}")
+        self.latency = latency
+        self.isqrt_magic = isqrt_magic
+        self.recip_magic = recip_magic
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        a, k = self.a, self.k
+        sign = a[31]
+        exp = a[23:31]
+        man = a[0:23]
+        is_zero = (exp == 0) & (man == 0)
+        is_sub = (exp == 0) & (man != 0)
+        is_special = exp == 0xFF
+        is_nan = is_special & (man != 0)
+
+        # Normalized significand (hidden bit at 23) and its unbiased-by-shift
+        # exponent: a subnormal 0.m * 2**-126 becomes (m << lz) * 2**(1 - lz - 150).
+        raw = Signal(24)
+        m.d.comb += raw.eq(Mux(is_sub, man, Cat(man, Const(1, 1))))
+        lz = _lzc24(raw, m, "lz")
+        sig = Signal(24)
+        eff_e = Signal(signed(12))          # biased exponent of sig * 2**(eff_e - 150)
+        m.d.comb += [
+            sig.eq(raw << lz),
+            eff_e.eq(Mux(is_sub, 1 - lz, exp)),
+        ]
+
+        # ---- LDEXP -----------------------------------------------------------
+        new_e = Signal(signed(12))
+        m.d.comb += new_e.eq(eff_e + k)
+        ldexp = Signal(32)
+        # Underflow: shift the significand right by 1 - new_e with RNE; 26 or more
+        # leaves nothing (sig < 2**24, so anything below 2**-2 ulp rounds to zero).
+        sh = Signal(5)
+        m.d.comb += sh.eq(Mux(new_e < -24, 26, 1 - new_e))
+        ext = Signal(50)
+        m.d.comb += ext.eq(Cat(Const(0, 26), sig) >> sh)
+        q = ext[26:50]
+        rnd = ext[25]
+        sticky = ext[0:25] != 0
+        sub_bits = Signal(24)
+        m.d.comb += sub_bits.eq(q + (rnd & (sticky | q[0])))
+        with m.If(is_nan):
+            m.d.comb += ldexp.eq(CANONICAL_NAN)
+        with m.Elif(is_special | is_zero):
+            m.d.comb += ldexp.eq(a)
+        with m.Elif(new_e >= 255):
+            m.d.comb += ldexp.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
+        with m.Elif(new_e >= 1):
+            m.d.comb += ldexp.eq(Cat(sig[0:23], new_e[0:8], sign))
+        with m.Else():
+            # a carry out of the subnormal range lands on exponent field 1: still right
+            m.d.comb += ldexp.eq(Cat(sub_bits, Const(0, 7), sign))
+
+        # ---- SRL / SLL -------------------------------------------------------
+        mag = Signal(unsigned(K_WIDTH + 1))
+        m.d.comb += mag.eq(Mux(k < 0, -k, k))
+        srl_r = Signal(32)
+        sll_r = Signal(32)
+        m.d.comb += [
+            srl_r.eq(Mux(mag >= 32, 0, a >> mag[0:5])),
+            sll_r.eq(Mux(mag >= 32, 0, (a << mag[0:5])[0:32])),
+        ]
+        right = Signal(32)
+        left = Signal(32)
+        m.d.comb += [
+            right.eq(Mux(k < 0, sll_r, srl_r)),
+            left.eq(Mux(k < 0, srl_r, sll_r)),
+        ]
+
+        # ---- FIX: trunc(sig * 2**(eff_e - 150 + k)), saturated ----------------
+        fsh = Signal(signed(13))
+        m.d.comb += fsh.eq(eff_e - 150 + k)
+        fix_l = Signal(32)
+        fix_r = Signal(24)
+        m.d.comb += [
+            fix_l.eq(sig << fsh[0:3]),               # used only for 0 <= fsh <= 7
+            fix_r.eq(sig >> Mux(fsh < -24, 24, -fsh)[0:5]),
+        ]
+        fix = Signal(32)
+        with m.If(is_nan):
+            m.d.comb += fix.eq(CANONICAL_NAN)
+        with m.Elif(sign | is_zero):
+            m.d.comb += fix.eq(0)
+        with m.Elif(is_special | (fsh > 7)):
+            m.d.comb += fix.eq(POS_INF)
+        with m.Elif(fsh >= 0):
+            m.d.comb += fix.eq(Mux(fix_l >= POS_INF, POS_INF, fix_l))
+        with m.Else():
+            m.d.comb += fix.eq(fix_r)
+
+        res = Signal(32)
+        with m.Switch(self.op):
+            with m.Case(ShiftOp.LDEXP):
+                m.d.comb += res.eq(ldexp)
+            with m.Case(ShiftOp.SRL):
+                m.d.comb += res.eq(right)
+            with m.Case(ShiftOp.SLL):
+                m.d.comb += res.eq(left)
+            with m.Case(ShiftOp.FIX):
+                m.d.comb += res.eq(fix)
+            with m.Case(ShiftOp.ISQRT_SEED):
+                m.d.comb += res.eq(Const(self.isqrt_magic, 32) - (a >> 1))
+            with m.Case(ShiftOp.RECIP_SEED):
+                m.d.comb += res.eq(Const(self.recip_magic, 32) - a)
+
+        # Pipeline: the result is registered `latency` times, valid alongside.
+        data, valid = res, self.in_valid
+        for i in range(self.latency):
+            d = Signal(32, name=f"res_q{i}")
+            v = Signal(1, name=f"valid_q{i}")
+            m.d.sync += [d.eq(data), v.eq(valid)]
+            data, valid = d, v
+        m.d.comb += [self.result.eq(data), self.out_valid.eq(valid)]
+        return m
+
+
+def from_config(cfg) -> FP32Shift:
+    """The shifter with the PE's magic constants for *cfg* (``cfg.pe.newton_steps``)."""
+    from ...verif.models.pe_constants import pe_constants
+
+    c = pe_constants(cfg)
+    return FP32Shift(latency=c.shift_latency, isqrt_magic=c.isqrt_magic,
+                     recip_magic=c.recip_magic)
