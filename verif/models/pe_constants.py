@@ -119,23 +119,29 @@ def _bracket(scale: float) -> tuple[int, int]:
     return int(scale * 2**23 * (FP32_BIAS - 0.0861)), int(scale * 2**23 * FP32_BIAS)
 
 
-@functools.cache
 def isqrt_magic(newton_steps: int) -> int:
     """The inverse-square-root seed constant, best after ``min(newton_steps, 1)`` steps."""
+    return _isqrt_magic(min(newton_steps, 1))
+
+
+def recip_magic(newton_steps: int) -> int:
+    """The reciprocal seed constant, best after ``min(newton_steps, 1)`` steps."""
+    return _recip_magic(min(newton_steps, 1))
+
+
+@functools.cache
+def _isqrt_magic(steps: int) -> int:
     # x**-1/2 via i >> 1 has a period of two octaves; 2**18 points resolve the
     # error maxima to the last bit of the constant (Lomont's 0x5f37642f for the
     # bare seed and 0x5f375a86 after one step come out of this search).
     coarse, dense = _grid(1.0, 2, 1 << 14), _grid(1.0, 2, 1 << 18)
-    steps = min(newton_steps, 1)
     return search_magic(lambda m: _isqrt_err(m, steps, coarse), *_bracket(1.5),
                         fine=lambda m: _isqrt_err(m, steps, dense))
 
 
 @functools.cache
-def recip_magic(newton_steps: int) -> int:
-    """The reciprocal seed constant, best after ``min(newton_steps, 1)`` steps."""
+def _recip_magic(steps: int) -> int:
     coarse, dense = _grid(1.0, 1, 1 << 14), _grid(1.0, 1, 1 << 18)  # period: one octave
-    steps = min(newton_steps, 1)
     return search_magic(lambda m: _recip_err(m, steps, coarse), *_bracket(2.0),
                         fine=lambda m: _recip_err(m, steps, dense))
 
