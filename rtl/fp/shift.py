@@ -87,6 +87,8 @@ class FP32Shift(wiring.Component):
         Result ``latency`` cycles after the operands.
     out_valid : Out(1)
     latency : int
+    latencies : dict
+        ``{"result": latency}`` for the manifest.
     """
 
     a: In(32)
@@ -103,6 +105,7 @@ class FP32Shift(wiring.Component):
             if not isinstance(v, int) or not 0 <= v < 2**32:
                 raise ValueError(f"{name} must be a 32-bit unsigned integer, not {v!r}")
         self.latency = latency
+        self.latencies = {"result": latency}
         self.isqrt_magic = isqrt_magic
         self.recip_magic = recip_magic
         super().__init__()
