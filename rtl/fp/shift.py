@@ -100,9 +100,11 @@ class FP32Shift(wiring.Component):
 
     def __init__(self, *, latency: int = 1, isqrt_magic: int, recip_magic: int):
         if not isinstance(latency, int) or isinstance(latency, bool) or not 1 <= latency <= 8:
+            self._MustUse__silence = True  # never elaborated: no warning
             raise ValueError(f"latency must be an integer between 1 and 8, not {latency!r}")
         for name, v in (("isqrt_magic", isqrt_magic), ("recip_magic", recip_magic)):
             if not isinstance(v, int) or not 0 <= v < 2**32:
+                self._MustUse__silence = True
                 raise ValueError(f"{name} must be a 32-bit unsigned integer, not {v!r}")
         self.latency = latency
         self.latencies = {"result": latency}
