@@ -52,6 +52,12 @@ class Bench:
 
 
 BENCHES: list[Bench] = [
+    Bench("fp32_add", "fp32_add", "pimforge.verif.tb.fp_units"),
+    Bench("fp32_add_lat1", "fp32_add", "pimforge.verif.tb.fp_units",
+          overrides={"fp.add_latency": 1}),
+    Bench("fp32_mul", "fp32_mul", "pimforge.verif.tb.fp_units"),
+    Bench("fp32_mul_lat5", "fp32_mul", "pimforge.verif.tb.fp_units",
+          overrides={"fp.mul_latency": 5}),
     Bench("fp32_shift", "fp32_shift", "pimforge.verif.tb.fp32_shift"),
     Bench("capsnet_pe", "capsnet_pe", "pimforge.verif.tb.capsnet_pe"),
     # Single-cycle adder (one MAC lane, no reduction), no Newton step, no recovery.
