@@ -8,10 +8,9 @@ reciprocal and division) by the approximations of the paper.
 """
 
 
-from amaranth import Array, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
 
 from ..fp.shift import FP32Shift, ShiftOp
 
@@ -44,6 +43,12 @@ class Flow(enum.Enum, shape=3):
     EXP = 2
     RECIP = 3
     DIV = 4
+
+
+def _is(flow, f: "Flow") -> Value:
+    """``flow == f`` as an AND of bit tests (lint-clean for any encoding, zero included)."""
+    v = Value.cast(flow)
+    return Cat(*(v[i] if (f.value >> i) & 1 else ~v[i] for i in range(len(v)))).all()
 
 
 class _C:
@@ -190,23 +195,18 @@ class CapsNetPE(wiring.Component):
         """*st* with each flow's destination replaced by *result*."""
         out = dict(st)
         for dst in sorted({c[-1] for c in ctrl.values()}):
+            hit = Cat(*(_is(st["flow"], f) for f, c in ctrl.items() if c[-1] == dst)).any()
             s = Signal(32, name=f"{name}_{dst}")
-            m.d.comb += s.eq(st[dst])
-            with m.Switch(st["flow"]):
-                for flow, c in ctrl.items():
-                    if c[-1] == dst:
-                        with m.Case(flow):
-                            m.d.comb += s.eq(result)
+            m.d.comb += s.eq(Mux(hit, result, st[dst]))
             out[dst] = s
         return out
 
     def _fp_slot(self, m: Module, st: dict, unit, ctrl: dict, name: str) -> dict:
         """One adder or multiplier slot: ``ctrl`` maps flow -> (src1, src2, dst)."""
         m.submodules[name] = unit
-        with m.Switch(st["flow"]):
-            for flow, (s1, s2, _) in ctrl.items():
-                with m.Case(flow):
-                    m.d.comb += [unit.a.eq(self._src(st, s1)), unit.b.eq(self._src(st, s2))]
+        for i, (flow, (s1, s2, _)) in enumerate(ctrl.items()):
+            with (m.If if i == 0 else m.Elif)(_is(st["flow"], flow)):
+                m.d.comb += [unit.a.eq(self._src(st, s1)), unit.b.eq(self._src(st, s2))]
         m.d.comb += unit.in_valid.eq(st["valid"])
         out = self._delay(m, st, unit.latency, name)
         return self._writeback(m, out, ctrl, unit.result, name)
@@ -220,22 +220,22 @@ class CapsNetPE(wiring.Component):
         m = Module()
         c = self.constants
         la, lm, n = self.add_latency, self.mul_latency, self.newton_steps
-        lane_w = max(1, ceil_log2(la))
-        used_w = ceil_log2(la + 1)
-
-        # ---- MAC group bookkeeping at the input: lane and lanes in use -------
-        cnt = Signal(used_w)          # products so far in the open group, saturating at La
-        lane_r = Signal(lane_w)       # lane of the next product
+        # ---- MAC group bookkeeping at the input ------------------------------
+        # The lane of the next product (one-hot, rotating) and the lanes that
+        # already hold a partial sum of the open group (a thermometer mask).
+        lane_r = Signal(la, init=1)
+        seen_r = Signal(la)
         open_ = Signal()
-        is_mac = self.op == Flow.MAC
+        is_mac = _is(self.op, Flow.MAC)
         start = self.first | ~open_
-        j = Signal(used_w)
-        lane = Signal(lane_w)
-        m.d.comb += [j.eq(Mux(start, 0, cnt)), lane.eq(Mux(start, 0, lane_r))]
+        lane = Signal(la)
+        seen = Signal(la)
+        m.d.comb += [lane.eq(Mux(start, Const(1, la), lane_r)),
+                     seen.eq(Mux(start, Const(0, la), seen_r))]
         with m.If(self.in_valid & is_mac):
             m.d.sync += [
-                cnt.eq(Mux(j == la, la, j + 1)),
-                lane_r.eq(Mux(lane == la - 1, 0, lane + 1)),
+                lane_r.eq(Cat(lane[-1], lane[:-1]) if la > 1 else lane),
+                seen_r.eq(seen | lane),
                 open_.eq(~self.last),
             ]
 
@@ -243,11 +243,11 @@ class CapsNetPE(wiring.Component):
             "valid": self.in_valid, "flow": self.op, "first": self.first, "last": self.last,
             "tag": self.tag, "a": self.a, "b": self.b,
             "v": Const(0, 32), "t": Const(0, 32),
-            "lane": lane, "fresh": j != la, "used": Mux(j == la, la, j + 1),
+            "lane": lane, "fresh": ~(seen & lane).any(), "used": seen | lane,
         }
         # Give every field a named signal of a fixed shape so that _delay can copy it.
         shapes = {"valid": 1, "flow": Flow, "first": 1, "last": 1, "tag": TAG_WIDTH, "a": 32,
-                  "b": 32, "v": 32, "t": 32, "lane": lane_w, "fresh": 1, "used": used_w}
+                  "b": 32, "v": 32, "t": 32, "lane": la, "fresh": 1, "used": la}
         st0 = {}
         for k, v in st.items():
             s = Signal(shapes[k], name=f"in_{k}")
@@ -263,27 +263,31 @@ class CapsNetPE(wiring.Component):
         # ---- A0: EXP bias, or the MAC accumulator with its lanes -------------
         add0 = FP32Add(latency=la)
         m.submodules.a0 = add0
-        lanes = Array(Signal(32, name=f"lane{i}") for i in range(la))
+        lanes = [Signal(32, name=f"lane{i}") for i in range(la)]
         out0 = self._delay(m, st, la, "a0")
-        out_mac = out0["valid"] & (out0["flow"] == Flow.MAC)
-        in_mac = st["flow"] == Flow.MAC
-        hit = out_mac & (out0["lane"] == st["lane"])
+        out_mac = out0["valid"] & _is(out0["flow"], Flow.MAC)
+        in_mac = _is(st["flow"], Flow.MAC)
+        hit = out_mac & (out0["lane"] & st["lane"]).any()
+        sel = Const(_NEG_ZERO, 32)
+        for i in range(la):   # one-hot select of the product's lane register
+            sel = Mux(st["lane"][i], lanes[i], sel)
         lane_val = Signal(32)
-        m.d.comb += lane_val.eq(Mux(st["fresh"], _NEG_ZERO,
-                                    Mux(hit, add0.result, lanes[st["lane"]])))
+        m.d.comb += lane_val.eq(Mux(st["fresh"], Const(_NEG_ZERO, 32),
+                                    Mux(hit, add0.result, sel)))
         m.d.comb += [
             add0.a.eq(Mux(in_mac, lane_val, st["t"])),
-            add0.b.eq(Mux(in_mac, st["t"], c.bits("exp_bias"))),
+            add0.b.eq(Mux(in_mac, st["t"], Const(c.bits("exp_bias"), 32))),
             add0.in_valid.eq(st["valid"]),
         ]
-        with m.If(out_mac):
-            m.d.sync += lanes[out0["lane"]].eq(add0.result)
+        for i in range(la):
+            with m.If(out_mac & out0["lane"][i]):
+                m.d.sync += lanes[i].eq(add0.result)
         # Snapshot of the group's lanes when its last product leaves A0 (the
         # earlier products left in earlier cycles and are in the lane registers).
         snap = [Signal(32, name=f"snap{i}") for i in range(la)]
         for i in range(la):
-            cur = Mux(out0["lane"] == i, add0.result, lanes[i])
-            m.d.sync += snap[i].eq(Mux(i < out0["used"], cur, _NEG_ZERO))
+            cur = Mux(out0["lane"][i], add0.result, lanes[i])
+            m.d.sync += snap[i].eq(Mux(out0["used"][i], cur, Const(_NEG_ZERO, 32)))
         # Ordered reduction ((S0 + S1) + S2) + ... on La - 1 pipelined adders.
         acc, rest = snap[0], snap[1:]
         for r in range(la - 1):
@@ -305,10 +309,9 @@ class CapsNetPE(wiring.Component):
                  Flow.ISQRT: (ShiftOp.ISQRT_SEED, 0, "a", "v"),
                  Flow.RECIP: (ShiftOp.RECIP_SEED, 0, "a", "v"),
                  Flow.DIV: (ShiftOp.RECIP_SEED, 0, "b", "v")}
-        with m.Switch(st["flow"]):
-            for flow, (op, k, src, _) in sctrl.items():
-                with m.Case(flow):
-                    m.d.comb += [shifter.op.eq(op), shifter.k.eq(k), shifter.a.eq(st[src])]
+        for i, (flow, (op, k, src, _)) in enumerate(sctrl.items()):
+            with (m.If if i == 0 else m.Elif)(_is(st["flow"], flow)):
+                m.d.comb += [shifter.op.eq(op), shifter.k.eq(k), shifter.a.eq(st[src])]
         m.d.comb += shifter.in_valid.eq(st["valid"])
         st = self._writeback(m, self._delay(m, st, self.shift_latency, "s0"), sctrl,
                              shifter.result, "s0")
@@ -336,7 +339,7 @@ class CapsNetPE(wiring.Component):
         st = self._fp_slot(m, st, FP32Mul(latency=lm), fctrl, "mf")
         end = self._delay(m, st, self.latency - self.chain_latency, "pad")
 
-        is_mac_out = end["flow"] == Flow.MAC
+        is_mac_out = _is(end["flow"], Flow.MAC)
         m.d.comb += [
             self.out_valid.eq(end["valid"] & (~is_mac_out | end["last"])),
             self.result.eq(Mux(is_mac_out, mac_res, end["v"])),

@@ -6,9 +6,11 @@ FP32 pattern rather than an addition or a multiplication happens here.
 """
 
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
+
+from .ieee import lzc, shift_left, shift_right_sticky, zext
 
 __all__ = ["ShiftOp", "FP32Shift", "from_config", "K_WIDTH", "CANONICAL_NAN", "POS_INF"]
 
@@ -53,14 +55,52 @@ class ShiftOp(enum.Enum, shape=3):
     RECIP_SEED = 5
 
 
-def _lzc24(sig: Signal, m: Module, name: str) -> Signal:
-    """Leading zeros of a 24-bit value (24 when it is 0), as a priority encoder."""
-    lz = Signal(5, name=name)
-    m.d.comb += lz.eq(24)
-    for i in range(24):  # later (higher) bits win: the last assignment has priority
-        with m.If(sig[i]):
-            m.d.comb += lz.eq(23 - i)
-    return lz
+_W = 14   # two's-complement width of the exponent arithmetic (|values| < 2**12)
+
+
+def _sext(value, width: int) -> Value:
+    """*value* (signed) sign-extended to *width* bits, as an unsigned bit vector."""
+    value = Value.cast(value)
+    return Cat(value, value[-1].replicate(width - len(value)))
+
+
+def _add(m: Module, x, y, name: str, *, carry_in=0) -> Signal:
+    """``(x + y + carry_in) mod 2**w`` of two *w*-bit vectors as an explicit ripple adder.
+
+    The shifter's few adders are written as gates so that the generated Verilog
+    has no arithmetic operator whose operands a synthesis pass could narrow below
+    the operator's width (Verilator's WIDTH lint); their timing is not critical.
+    """
+    x, y = Value.cast(x), Value.cast(y)
+    assert len(x) == len(y), (len(x), len(y))
+    c = Value.cast(carry_in)
+    bits = []
+    for i in range(len(x)):
+        p = x[i] ^ y[i]
+        bits.append(p ^ c)
+        cw = Signal(name=f"{name}_c{i}")
+        m.d.comb += cw.eq((x[i] & y[i]) | (p & c))
+        c = cw
+    out = Signal(len(x), name=name)
+    m.d.comb += out.eq(Cat(*bits))
+    return out
+
+
+def _sub(m: Module, x, y, name: str) -> Signal:
+    """``(x - y) mod 2**w`` as ``x + ~y + 1``."""
+    return _add(m, x, ~Value.cast(y), name, carry_in=1)
+
+
+def _neg(m: Module, x: Value, c: int, name: str) -> Value:
+    """``x - c < 0`` for a _W-bit two's-complement *x* (no overflow in range)."""
+    return _add(m, x, Const(-c % (1 << _W), _W), name)[-1]
+
+
+def _match(value: Value, const: int) -> Value:
+    """``value == const`` as an AND of bit tests (no constant-width mismatch)."""
+    value = Value.cast(value)
+    return Cat(*(value[i] if (const >> i) & 1 else ~value[i]
+                 for i in range(len(value)))).all()
 
 
 class FP32Shift(wiring.Component):
@@ -118,101 +158,105 @@ class FP32Shift(wiring.Component):
         sign = a[31]
         exp = a[23:31]
         man = a[0:23]
-        is_zero = (exp == 0) & (man == 0)
-        is_sub = (exp == 0) & (man != 0)
-        is_special = exp == 0xFF
-        is_nan = is_special & (man != 0)
+        exp_zero = ~exp.any()
+        is_zero = exp_zero & ~man.any()
+        is_sub = exp_zero & man.any()
+        is_special = exp.all()
+        is_nan = is_special & man.any()
 
-        # Normalized significand (hidden bit at 23) and its unbiased-by-shift
-        # exponent: a subnormal 0.m * 2**-126 becomes (m << lz) * 2**(1 - lz - 150).
+        # Normalized significand (hidden bit at 23): sig * 2**(eff_e - 150) == |a|;
+        # a subnormal 0.m * 2**-126 becomes (m << lz) * 2**(1 - lz - 150).
         raw = Signal(24)
-        m.d.comb += raw.eq(Mux(is_sub, man, Cat(man, Const(1, 1))))
-        lz = _lzc24(raw, m, "lz")
-        sig = Signal(24)
-        eff_e = Signal(signed(12))          # biased exponent of sig * 2**(eff_e - 150)
-        m.d.comb += [
-            sig.eq(raw << lz),
-            eff_e.eq(Mux(is_sub, 1 - lz, exp)),
-        ]
+        m.d.comb += raw.eq(Cat(man, ~exp_zero))
+        lz = lzc(m, raw, "lz")                       # 5 bits, 24 for zero
+        sig = shift_left(m, raw, lz, "norm")
+        eff_e = Signal(_W)                           # two's complement
+        m.d.comb += eff_e.eq(Mux(is_sub, _sub(m, Const(1, _W), zext(lz, _W), "sub_e"), zext(exp, _W)))
+        kx = Signal(_W)
+        m.d.comb += kx.eq(_sext(k, _W))
 
         # ---- LDEXP -----------------------------------------------------------
-        new_e = Signal(signed(12))
-        m.d.comb += new_e.eq(eff_e + k)
-        ldexp = Signal(32)
-        # Underflow: shift the significand right by 1 - new_e with RNE; 26 or more
-        # leaves nothing (sig < 2**24, so anything below 2**-2 ulp rounds to zero).
+        new_e = Signal(_W)
+        m.d.comb += new_e.eq(_add(m, eff_e, kx, "ld_e"))
+        overflow = ~_neg(m, new_e, 255, "ld_ovf")
+        normal = ~_neg(m, new_e, 1, "ld_norm")
+        # Underflow: shift the significand right by 1 - new_e with RNE; more than
+        # 25 leaves nothing (sig < 2**24: below half of the smallest subnormal).
+        far = _neg(m, new_e, -24, "ld_far")
         sh = Signal(5)
-        m.d.comb += sh.eq(Mux(new_e < -24, 26, 1 - new_e))
-        ext = Signal(50)
-        m.d.comb += ext.eq(Cat(Const(0, 26), sig) >> sh)
-        q = ext[26:50]
-        rnd = ext[25]
-        sticky = ext[0:25] != 0
+        m.d.comb += sh.eq(Mux(far, Const(26, 5), _sub(m, Const(1, _W), new_e, "ld_sh")[:5]))
+        q_ext, sticky = shift_right_sticky(m, Cat(Const(0, 1), sig), sh, "ld_sub")
+        q, rnd = q_ext[1:25], q_ext[0]
         sub_bits = Signal(24)
-        m.d.comb += sub_bits.eq(q + (rnd & (sticky | q[0])))
+        m.d.comb += sub_bits.eq(_add(m, q, Const(0, 24), "ld_rnd", carry_in=rnd & (sticky | q[0])))
+        ldexp = Signal(32)
         with m.If(is_nan):
             m.d.comb += ldexp.eq(CANONICAL_NAN)
         with m.Elif(is_special | is_zero):
             m.d.comb += ldexp.eq(a)
-        with m.Elif(new_e >= 255):
-            m.d.comb += ldexp.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-        with m.Elif(new_e >= 1):
+        with m.Elif(overflow):
+            m.d.comb += ldexp.eq(Cat(Const(POS_INF, 31), sign))
+        with m.Elif(normal):
             m.d.comb += ldexp.eq(Cat(sig[0:23], new_e[0:8], sign))
         with m.Else():
             # a carry out of the subnormal range lands on exponent field 1: still right
             m.d.comb += ldexp.eq(Cat(sub_bits, Const(0, 7), sign))
 
         # ---- SRL / SLL -------------------------------------------------------
-        mag = Signal(unsigned(K_WIDTH + 1))
-        m.d.comb += mag.eq(Mux(k < 0, -k, k))
-        srl_r = Signal(32)
-        sll_r = Signal(32)
-        m.d.comb += [
-            srl_r.eq(Mux(mag >= 32, 0, a >> mag[0:5])),
-            sll_r.eq(Mux(mag >= 32, 0, (a << mag[0:5])[0:32])),
-        ]
+        k_neg = k[-1]
+        mag = Signal(K_WIDTH + 1)
+        kw = _sext(k, K_WIDTH + 1)
+        m.d.comb += mag.eq(Mux(k_neg, _sub(m, Const(0, K_WIDTH + 1), kw, "mag"), kw))
+        big = mag[5:].any()
+        srl_r = Mux(big, Const(0, 32), shift_right_sticky(m, a, mag[0:5], "srl")[0])
+        sll_r = Mux(big, Const(0, 32), shift_left(m, a, mag[0:5], "sll"))
         right = Signal(32)
         left = Signal(32)
-        m.d.comb += [
-            right.eq(Mux(k < 0, sll_r, srl_r)),
-            left.eq(Mux(k < 0, srl_r, sll_r)),
-        ]
+        m.d.comb += [right.eq(Mux(k_neg, sll_r, srl_r)), left.eq(Mux(k_neg, srl_r, sll_r))]
 
         # ---- FIX: trunc(sig * 2**(eff_e - 150 + k)), saturated ----------------
-        fsh = Signal(signed(13))
-        m.d.comb += fsh.eq(eff_e - 150 + k)
-        fix_l = Signal(32)
-        fix_r = Signal(24)
-        m.d.comb += [
-            fix_l.eq(sig << fsh[0:3]),               # used only for 0 <= fsh <= 7
-            fix_r.eq(sig >> Mux(fsh < -24, 24, -fsh)[0:5]),
-        ]
+        fsh = Signal(_W)
+        m.d.comb += fsh.eq(_add(m, new_e, Const(-150 % (1 << _W), _W), "fix_e"))
+        too_big = ~_neg(m, fsh, 8, "fix_big")
+        left_sh = ~fsh[-1]
+        too_small = _neg(m, fsh, -24, "fix_small")
+        fix_l = shift_left(m, zext(sig, 32), fsh[0:3], "fix_l")      # 0 <= fsh <= 7 only
+        sat = _add(m, zext(fix_l, 33), Const(-POS_INF % (1 << 33), 33), "fix_sat")
+        fix_l_sat = ~sat[32]                                          # fix_l >= 0x7F800000
+        nfsh = Signal(_W)
+        m.d.comb += nfsh.eq(_sub(m, Const(0, _W), fsh, "fix_n"))
+        fix_r = shift_right_sticky(m, sig, Mux(too_small, Const(24, 5), nfsh[:5]), "fix_r")[0]
         fix = Signal(32)
         with m.If(is_nan):
             m.d.comb += fix.eq(CANONICAL_NAN)
         with m.Elif(sign | is_zero):
             m.d.comb += fix.eq(0)
-        with m.Elif(is_special | (fsh > 7)):
+        with m.Elif(is_special | too_big):
             m.d.comb += fix.eq(POS_INF)
-        with m.Elif(fsh >= 0):
-            m.d.comb += fix.eq(Mux(fix_l >= POS_INF, POS_INF, fix_l))
+        with m.Elif(left_sh):
+            m.d.comb += fix.eq(Mux(fix_l_sat, Const(POS_INF, 32), fix_l))
         with m.Else():
-            m.d.comb += fix.eq(fix_r)
+            m.d.comb += fix.eq(zext(fix_r, 32))
+
+        # ---- seeds: magic - (a >> 1), magic - a (mod 2**32) ----------------------
+        isqrt_r = _sub(m, Const(self.isqrt_magic, 32), Cat(a[1:32], Const(0, 1)), "isqrt")
+        recip_r = _sub(m, Const(self.recip_magic, 32), a, "recip")
 
         res = Signal(32)
-        with m.Switch(self.op):
-            with m.Case(ShiftOp.LDEXP):
-                m.d.comb += res.eq(ldexp)
-            with m.Case(ShiftOp.SRL):
-                m.d.comb += res.eq(right)
-            with m.Case(ShiftOp.SLL):
-                m.d.comb += res.eq(left)
-            with m.Case(ShiftOp.FIX):
-                m.d.comb += res.eq(fix)
-            with m.Case(ShiftOp.ISQRT_SEED):
-                m.d.comb += res.eq(Const(self.isqrt_magic, 32) - (a >> 1))
-            with m.Case(ShiftOp.RECIP_SEED):
-                m.d.comb += res.eq(Const(self.recip_magic, 32) - a)
+        with m.If(_match(self.op, ShiftOp.LDEXP.value)):
+            m.d.comb += res.eq(ldexp)
+        with m.Elif(_match(self.op, ShiftOp.SRL.value)):
+            m.d.comb += res.eq(right)
+        with m.Elif(_match(self.op, ShiftOp.SLL.value)):
+            m.d.comb += res.eq(left)
+        with m.Elif(_match(self.op, ShiftOp.FIX.value)):
+            m.d.comb += res.eq(fix)
+        with m.Elif(_match(self.op, ShiftOp.ISQRT_SEED.value)):
+            m.d.comb += res.eq(isqrt_r)
+        with m.Elif(_match(self.op, ShiftOp.RECIP_SEED.value)):
+            m.d.comb += res.eq(recip_r)
+        with m.Else():
+            m.d.comb += res.eq(0)
 
         # Pipeline: the result is registered `latency` times, valid alongside.
         data, valid = res, self.in_valid
