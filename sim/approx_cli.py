@@ -33,10 +33,10 @@ def run(args) -> int:
     print(f"isqrt magic 0x{c.isqrt_magic:08x}, recip magic 0x{c.recip_magic:08x}, "
           f"exp bias {c.exp_bias!r}, recovery R {c.exp_recovery_factor!r} "
           f"({cfg.pe.calibration_samples} samples, seed {cfg.pe.calibration_seed})")
-    print(f"{'flow':6s} {'variant':22s} {'input range':26s} {'max rel err':>12s} "
+    print(f"{'flow':6s} {'variant':22s} {'input range':28s} {'max rel err':>12s} "
           f"{'mean rel err':>12s} {'mean signed':>12s}")
     for r in rows:
-        print(f"{r.flow:6s} {r.variant:22s} {r.range:26s} {r.max_rel:12.3e} {r.mean_rel:12.3e} "
+        print(f"{r.flow:6s} {r.variant:22s} {r.range:28s} {r.max_rel:12.3e} {r.mean_rel:12.3e} "
               f"{r.mean_signed:+12.3e}")
     if args.json:
         args.json.write_text(json.dumps({"config": cfg.name, "samples": args.samples,
