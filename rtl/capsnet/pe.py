@@ -71,19 +71,21 @@ class CapsNetPE(wiring.Component):
     (``M`` multiplier, ``A`` adder, ``S`` shifter). Per flow (``x = a``, ``d = b``,
     working values ``v`` and ``t``):
 
-    ===== ============ ============= ===================== ========================== ===========
-    flow  M0           A0            S0                    each Newton step           MF
-    ===== ============ ============= ===================== ========================== ===========
-    MAC   t = x * d    lane += t     .                     .                          .
-    EXP   t = x*log2e  t = t + Avg+b-1  v = FIX(t, 23)     .                          v = v * R
-    ISQRT b = x * 0.5  .             v = Mi - (x >> 1)     t=b*v; t=t*v; t=1.5+(-t); v=v*t  .
-    RECIP .            .             v = Mr - x            t=x*v; t=2+(-t); v=v*t     .
-    DIV   .            .             v = Mr - d            t=d*v; t=2+(-t); v=v*t     v = x * v
-    ===== ============ ============= ===================== ========================== ===========
+    MAC    M0 ``t = x * d``; A0 accumulates ``t`` into a lane (below).
+    EXP    M0 ``t = x * log2e``; A0 ``t = t + (Avg + 127 - 1)``; S0 ``v = FIX(t, 23)``;
+           MF ``v = v * R``.
+    ISQRT  M0 ``b = x * 0.5``; S0 ``v = Mi - (x >> 1)``; per step Ma ``t = b * v``,
+           Mb ``t = t * v``, A ``t = 1.5 + (-t)``, Mc ``v = v * t``.
+    RECIP  S0 ``v = Mr - x``; per step Ma ``t = x * v``, A ``t = 2 + (-t)``, Mc ``v = v * t``.
+    DIV    S0 ``v = Mr - d``; per step Ma ``t = d * v``, A ``t = 2 + (-t)``,
+           Mc ``v = v * t``; MF ``v = x * v``.
 
-    (``v = v * R`` only with ``exp_recovery``; the paper's flows are the same unit
-    sequences: MAC (1)(2), inverse square root (3)(2)(1)(2)(1), exponential
-    (1)(2)(2)(3) in its numbering.)
+    Unlisted slots pass the values through; MF multiplies by ``R`` only with
+    ``exp_recovery``. The paper names its flows by unit sequence (MAC (1)(2),
+    inverse square root (3)(2)(1)(2)(1), exponential (1)(2)(2)(3), with the unit
+    numbering of its Fig. 11, which the text does not give); here every
+    operation of a flow has a unit of its own, so that each flow is fully
+    pipelined at one input per cycle.
 
     MAC accumulation has a loop-carried dependency through the pipelined adder
     A0, which takes ``La = add_latency`` cycles. Instead of stalling, the products
