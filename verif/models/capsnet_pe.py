@@ -3,7 +3,8 @@
 Bit-exact reference of every flow, vectorized over numpy arrays of binary32
 bit patterns (``uint32``). Additions and multiplications are numpy float32
 operations (IEEE binary32, round to nearest even, subnormals kept) with every
-NaN made the canonical 0x7FC00000, which is the contract of the FP32 units;
+NaN made the canonical 0x7FC00000: the FP32 units' own model
+(:mod:`pimforge.verif.models.fp32`);
 the bit tricks come from :mod:`pimforge.verif.models.fp32_shift`. The order of
 operations below is the order of the RTL pipeline, operand for operand.
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fp32_shift as sh
+from . import fp32, fp32_shift as sh
 from .pe_constants import (EXP_FIX_SHIFT, ISQRT_HALF, ISQRT_THREE_HALVES, RECIP_TWO,
                            PEConstants, f32_bits, pe_constants)
 
@@ -42,22 +43,14 @@ def _u32(a) -> np.ndarray:
     return np.asarray(a, dtype=np.uint64).astype(np.uint32)
 
 
-def _canon(r: np.ndarray) -> np.ndarray:
-    return np.where(np.isnan(r), CANONICAL_NAN, r.view(np.uint32)).astype(np.uint32)
-
-
 def f32_add(a, b) -> np.ndarray:
-    """Binary32 ``a + b`` (RNE) on bit patterns, NaN canonical."""
-    a, b = np.broadcast_arrays(_u32(a), _u32(b))
-    with np.errstate(all="ignore"):
-        return _canon(a.view(np.float32) + b.view(np.float32))
+    """Binary32 ``a + b`` (RNE) on bit patterns, NaN canonical: the FP32 adder's model."""
+    return np.asarray(fp32.fp32_add(_u32(a), _u32(b)), dtype=np.uint32)
 
 
 def f32_mul(a, b) -> np.ndarray:
-    """Binary32 ``a * b`` (RNE) on bit patterns, NaN canonical."""
-    a, b = np.broadcast_arrays(_u32(a), _u32(b))
-    with np.errstate(all="ignore"):
-        return _canon(a.view(np.float32) * b.view(np.float32))
+    """Binary32 ``a * b`` (RNE) on bit patterns, NaN canonical: the FP32 multiplier's model."""
+    return np.asarray(fp32.fp32_mul(_u32(a), _u32(b)), dtype=np.uint32)
 
 
 def exp_approx(x, *, recovery: float | None, log2e: float | None = None,
