@@ -85,7 +85,8 @@ int main(int argc, char** argv) {{
     std::vector<uint8_t> in;
     uint8_t chunk[1 << 16];
     size_t got;
-    while ((got = std::fread(chunk, 1, sizeof chunk, fi)) > 0) in.insert(in.end(), chunk, chunk + got);
+    while ((got = std::fread(chunk, 1, sizeof chunk, fi)) > 0)
+        in.insert(in.end(), chunk, chunk + got);
     std::fclose(fi);
     const uint64_t n = in.size() / REC_IN;
     const uint64_t drain = std::strtoull(argv[3], nullptr, 10);

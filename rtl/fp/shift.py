@@ -171,7 +171,8 @@ class FP32Shift(wiring.Component):
         lz = lzc(m, raw, "lz")                       # 5 bits, 24 for zero
         sig = shift_left(m, raw, lz, "norm")
         eff_e = Signal(_W)                           # two's complement
-        m.d.comb += eff_e.eq(Mux(is_sub, _sub(m, Const(1, _W), zext(lz, _W), "sub_e"), zext(exp, _W)))
+        m.d.comb += eff_e.eq(Mux(is_sub, _sub(m, Const(1, _W), zext(lz, _W), "sub_e"),
+                                 zext(exp, _W)))
         kx = Signal(_W)
         m.d.comb += kx.eq(_sext(k, _W))
 

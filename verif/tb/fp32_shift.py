@@ -53,7 +53,8 @@ async def _check(dut, ops, a, k, idle=0.2):
     bad = 0
     for i, ((cyc, out), o, x, y) in enumerate(zip(seen, ops, a, k)):
         want = int(model.shift(ShiftOp(o), np.uint32(x), y, **m))
-        assert cyc == issued[i] + latency, f"op {i} came out in cycle {cyc}, not {issued[i]} + {latency}"
+        assert cyc == issued[i] + latency, \
+            f"op {i} came out in cycle {cyc}, not {issued[i]} + {latency}"
         if out["result"] != want:
             bad += 1
             if bad <= 10:
