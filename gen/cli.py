@@ -122,6 +122,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "gen.dse.cli:run"),
     "demo": ("build the default config and run a small workload on the RTL",
              "sim.demo:add_arguments", "sim.demo:run"),
+    "approx": ("error table of the PIM-CapsNet PE approximations vs float64",
+               "sim.approx_cli:add_arguments", "sim.approx_cli:run"),
 }
 
 

@@ -70,4 +70,12 @@ BENCHES: list[Bench] = [
                      "spm.shared_sectors": 4}),
     Bench("descnet_spm_sep", "descnet_spm", "pimforge.verif.tb.test_descnet_spm",
           overrides={"spm.organization": "SEP", "spm.data_sectors": 4}),
+    Bench("fp32_shift", "fp32_shift", "pimforge.verif.tb.fp32_shift"),
+    Bench("capsnet_pe", "capsnet_pe", "pimforge.verif.tb.capsnet_pe"),
+    # Single-cycle adder (one MAC lane, no reduction), no Newton step, no recovery.
+    Bench("capsnet_pe_la1_n0", "capsnet_pe", "pimforge.verif.tb.capsnet_pe",
+          overrides={"fp.add_latency": 1, "fp.mul_latency": 2, "pe.newton_steps": 0,
+                     "pe.exp_recovery": False}),
+    # (Four lanes with two Newton steps is covered in the Amaranth simulator by
+    # tests/test_capsnet_pe.py; its Verilator build alone takes two minutes.)
 ]

@@ -1,0 +1,46 @@
+"""``pimforge approx``: the error table of the PE approximations (exp, inverse sqrt, division)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="config preset or TOML path (default: default)")
+    p.add_argument("--samples", type=int, default=200_000, help="inputs per row")
+    p.add_argument("--seed", type=int, default=1, help="seed of the input draw")
+    p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+
+
+def run(args) -> int:
+    from ..gen.config import load_config
+    from ..gen.errors import PimforgeError
+    from ..verif.models.approx_error import characterize
+    from ..verif.models.pe_constants import pe_constants
+
+    if args.samples < 100:
+        raise PimforgeError(f"--samples must be at least 100, not {args.samples}")
+    cfg = load_config(args.config)
+    c = pe_constants(cfg)
+    rows = characterize(cfg, samples=args.samples, seed=args.seed)
+    print(f"PE approximation error vs float64 (config {cfg.name}, {args.samples} samples per "
+          f"row, seed {args.seed})")
+    print(f"isqrt magic 0x{c.isqrt_magic:08x}, recip magic 0x{c.recip_magic:08x}, "
+          f"exp bias {c.exp_bias!r}, recovery R {c.exp_recovery_factor!r} "
+          f"({cfg.pe.calibration_samples} samples, seed {cfg.pe.calibration_seed})")
+    print(f"{'flow':6s} {'variant':22s} {'input range':28s} {'max rel err':>12s} "
+          f"{'mean rel err':>12s} {'mean signed':>12s}")
+    for r in rows:
+        print(f"{r.flow:6s} {r.variant:22s} {r.range:28s} {r.max_rel:12.3e} {r.mean_rel:12.3e} "
+              f"{r.mean_signed:+12.3e}")
+    if args.json:
+        args.json.write_text(json.dumps({"config": cfg.name, "samples": args.samples,
+                                         "seed": args.seed,
+                                         "rows": [dataclasses.asdict(r) for r in rows]},
+                                        indent=2) + "\n")
+    return 0
