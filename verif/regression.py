@@ -72,3 +72,5 @@ def _mem_benches() -> list[Bench]:
 
 
 BENCHES += _mem_benches()
+BENCHES += [Bench("rmas_8vaults", "rmas", "pimforge.verif.tb.rmas",
+                  overrides={"hmc.vaults": 8})]
