@@ -118,6 +118,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "regress": ("run the cocotb regression", "gen.cli:add_regress", "gen.cli:cmd_regress"),
     "config": ("list presets or print one resolved config", "gen.cli:add_config",
                "gen.cli:cmd_config"),
+    "membench": ("drive the HMC memory-system RTL with a traffic pattern",
+                 "sim.membench:add_arguments", "sim.membench:run"),
     "demo": ("build the default config and run a small workload on the RTL",
              "sim.demo:add_arguments", "sim.demo:run"),
 }
