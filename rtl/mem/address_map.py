@@ -35,6 +35,10 @@ class _IntOps:
     def mux(c, a, b):
         return a if c else b
 
+    @staticmethod
+    def narrow(x, bits):
+        return x
+
 
 class _NumpyOps:
     @staticmethod
@@ -42,12 +46,21 @@ class _NumpyOps:
         import numpy as np
         return np.where(c, a, b)
 
+    @staticmethod
+    def narrow(x, bits):
+        return x
+
 
 class _HdlOps:
     @staticmethod
     def mux(c, a, b):
         from amaranth.hdl import Mux
         return Mux(c, a, b)
+
+    @staticmethod
+    def narrow(x, bits):
+        # `&` keeps the wider operand's width; a shift amount must be narrow.
+        return x[:bits]
 
 
 INT_OPS, NUMPY_OPS, HDL_OPS = _IntOps(), _NumpyOps(), _HdlOps()
@@ -120,8 +133,8 @@ class AddressMap:
             sub = blk >> (s + vb + bb)
             idx = ((sub << s) | low) & ((1 << inbank_bits) - 1)
         else:
-            ind = (addr >> 1) & 7
-            s = ops.mux(ind > MAX_SUBPAGE_LOG, MAX_SUBPAGE_LOG, ind)
+            ind = ops.narrow((addr >> 1) & 7, 3)
+            s = ops.narrow(ops.mux(ind > MAX_SUBPAGE_LOG, MAX_SUBPAGE_LOG, ind), 3)
             one = 1
             low_mask = (one << s) - 1
             inv = blk & ((1 << (bb + inbank_bits)) - 1)  # strip the vault field
