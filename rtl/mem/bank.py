@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -21,7 +21,7 @@ class TimingCounter:
         self.ready = Signal(name=f"{name}_ok")
         self._m = m
         self._loads: list[tuple] = []
-        m.d.comb += self.ready.eq(self.count == 0)
+        m.d.comb += self.ready.eq(~self.count.any())
 
     def load(self, cond, cycles: int) -> None:
         """When *cond* holds this cycle, wait *cycles* cycles before ready (1 = next cycle)."""
@@ -30,7 +30,7 @@ class TimingCounter:
     def elaborate(self) -> None:
         m, c = self._m, self.count
         nxt = Signal.like(c, name=c.name + "_dec")
-        m.d.comb += nxt.eq(c - (c != 0))
+        m.d.comb += nxt.eq(Mux(c.any(), c - Const(1, len(c)), c)[:len(c)])
         # Loads are applied in order, each keeping the maximum.
         cur = nxt
         for i, (cond, cycles) in enumerate(self._loads):
@@ -40,8 +40,8 @@ class TimingCounter:
                 continue
             step = Signal.like(c, name=f"{c.name}_l{i}")
             m.d.comb += step.eq(cur)
-            with m.If(cond & (cur < w)):
-                m.d.comb += step.eq(w)
+            with m.If(cond & (cur < Const(w, len(c)))):
+                m.d.comb += step.eq(Const(w, len(c)))
             cur = step
         m.d.sync += c.eq(cur)
 
