@@ -200,3 +200,25 @@ def test_membench_trace_obeys_timing(tmp_path, small_cfg, pattern, mapping):
     assert set(r["timing"]) == {"tRCD", "tRP", "tRAS", "tRC", "tCCD", "tRRD", "tFAW", "tWR",
                                 "tRTP", "tWTR", "tCL", "tCWL", "tBL", "tRFC", "tREFI"}
     assert 0 < r["bandwidth_fraction"] <= 1 and 0 <= r["row_hit_rate"] <= 1
+
+
+def test_vault_port_signature_family():
+    from pimforge.rtl.mem.port import VaultPortSignature
+
+    a = VaultPortSignature(bank_bits=4, row_bits=6, col_bits=4, tag_bits=8)
+    assert a == VaultPortSignature(bank_bits=4, row_bits=6, col_bits=4, tag_bits=8)
+    assert a != VaultPortSignature(bank_bits=4, row_bits=7, col_bits=4, tag_bits=8)
+    assert "row_bits=6" in repr(a)
+    assert a.members["req"].signature.members["payload"].shape.size == 1 + 1 + 4 + 6 + 4 + 8 + 128
+    with pytest.raises(ValueError, match="tag_bits must be an integer between 1 and 32, not 0"):
+        VaultPortSignature(bank_bits=4, row_bits=6, col_bits=4, tag_bits=0)
+
+
+def test_vault_controller_parameter_checks():
+    from pimforge.rtl.mem.vault_ctrl import VaultController
+
+    t = _t()
+    with pytest.raises(ValueError, match="banks must be a power of two between 1 and 64, not 12"):
+        VaultController(timing=t, banks=12)
+    with pytest.raises(ValueError, match="scheduler must be 'fcfs' or 'frfcfs'"):
+        VaultController(timing=t, scheduler="lifo")

@@ -74,3 +74,6 @@ def _mem_benches() -> list[Bench]:
 BENCHES += _mem_benches()
 BENCHES += [Bench("rmas_8vaults", "rmas", "pimforge.verif.tb.rmas",
                   overrides={"hmc.vaults": 8})]
+BENCHES += [Bench("hmc_mem_capsnet", "hmc_mem", "pimforge.verif.tb.hmc_mem",
+                  overrides={"hmc.banks_per_vault": 4, "hmc.capacity_per_vault": 4 * 256 * 8,
+                             "hmc.queue_depth": 8, "hmc.mapping": "capsnet"})]

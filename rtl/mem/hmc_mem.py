@@ -38,6 +38,7 @@ class HMCMemory(wiring.Component):
     v{v}_arr_* : vault v's DRAM array interface (simulation model outside)
     v{v}_cmd_* : vault v's command-observation port
     v{v}_conflict : queued requests of vault v blocked by another open row
+    v{v}_pe_q : PE requests queued in vault v (RMAS's Q)
     gamma_v, gamma_h, policy : RMAS inputs; ``rmas_nh`` its current n_h
     busy : any vault has work queued or in flight
     """
@@ -77,6 +78,7 @@ class HMCMemory(wiring.Component):
                 f"v{v}_cmd_valid": Out(1), f"v{v}_cmd_kind": Out(3),
                 f"v{v}_cmd_bank": Out(vc.bank_bits), f"v{v}_cmd_row": Out(vc.row_bits),
                 f"v{v}_cmd_col": Out(vc.col_bits), f"v{v}_conflict": Out(len(vc.conflict_now)),
+                f"v{v}_pe_q": Out(len(vc.pe_count)),
             })
         ports.update({"gamma_v": In(8), "gamma_h": In(8), "policy": In(2),
                       "rmas_nh": Out(range(V + 1)), "busy": Out(1)})
@@ -109,6 +111,7 @@ class HMCMemory(wiring.Component):
                 m.d.comb += getattr(self, f"v{v}_{n}").eq(getattr(vc, n))
             m.d.comb += [vc.arr_rdata.eq(getattr(self, f"v{v}_arr_rdata")),
                          getattr(self, f"v{v}_conflict").eq(vc.conflict_now),
+                         getattr(self, f"v{v}_pe_q").eq(vc.pe_count),
                          rm.q[v].eq(vc.pe_count)]
             busy = busy | vc.busy
         m.d.comb += [
