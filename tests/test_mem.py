@@ -177,7 +177,7 @@ def small_cfg():
     cfg = load_config()
     return cfg.replace(hmc=dataclasses.replace(
         cfg.hmc, banks_per_vault=4, capacity_per_vault=4 * 256 * 16, queue_depth=8, links=1,
-        timing=DRAMTimingNs(tREFI=1600.0)))
+        timing=DRAMTimingNs(tREFI=640.0)))
 
 
 @pytest.mark.cocotb

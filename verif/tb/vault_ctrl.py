@@ -145,3 +145,43 @@ async def refresh_interval(dut):
     assert len(busy_refs) >= 2
     assert max(gaps) <= bound, f"REF gap {max(gaps)} > {bound}"
     assert expected - 1 <= len(refs) <= expected + 1, f"{len(refs)} REFs, expected {expected}"
+
+
+@cocotb.test()
+async def no_starvation(dut):
+    """An old row miss behind an endless stream of younger row hits is served within
+    the starvation limit (FR-FCFS then falls back to FCFS) plus one row cycle."""
+    r = rng("starve")
+    await start(dut)
+    env = VaultEnv(dut, r)
+    h, t = env.hmc, env.t
+    cocotb.start_soon(env.run(max_cycles=10**9))
+    env.request(0, 0, 1, 0)
+    while env.outstanding:
+        await RisingEdgeN(dut, 1)
+    # Hits already queued when the miss arrives, and more keep coming faster than
+    # they are served, so the open row always has a queued hit.
+    for col in range(1, 4):
+        env.request(0, 0, 1, col)
+    miss = env.request(0, 0, 2, 0)
+    sent_at = env.cycle
+    served_at = None
+    col = 4
+    while env.cycle - sent_at < h.starvation_limit + 600:
+        while env.outstanding < 30:
+            env.request(0, 0, 1, col % env.cols)
+            col += 1
+        await RisingEdgeN(dut, 1)
+        if served_at is None and any(tg == miss for _, tg, _, _ in env.responses):
+            served_at = env.cycle
+    while env.outstanding:
+        await RisingEdgeN(dut, 10)
+    env.check()
+    bound = h.starvation_limit + t.tRAS + t.tRP + t.tRCD + t.rd_latency + t.tRFC + 40
+    assert served_at is not None, "the row miss was never served"
+    dut._log.info("miss served after %d cycles (bound %d), %d hits meanwhile",
+                  served_at - sent_at, bound, col - 1)
+    assert served_at - sent_at <= bound
+    if h.scheduler == "frfcfs" and h.page_policy == "open":
+        # FR-FCFS did prefer the younger hits until the limit.
+        assert served_at - sent_at >= h.starvation_limit // 2
