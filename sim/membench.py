@@ -157,6 +157,10 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
         raise PimforgeError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
     if not 1 <= requests <= 10_000_000:
         raise PimforgeError(f"--requests must be between 1 and 10000000, not {requests}")
+    if pattern == "pe-burst" and burst not in (16, 32, 64, 128, 256):
+        raise PimforgeError(f"--burst must be a power of two between 16 and 256, not {burst}")
+    if stride < 16 or stride % 16:
+        raise PimforgeError(f"--stride must be a positive multiple of 16 bytes, not {stride}")
     if mapping:
         cfg = cfg.replace(hmc=replace(cfg.hmc, mapping=mapping))
     h = cfg.hmc
