@@ -2,48 +2,47 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ._hdl import dec
 from .timing import Timing
 
 __all__ = ["BankMachine", "TimingCounter", "from_config"]
 
 
 class TimingCounter:
-    """A down-counter that is "ready" at zero; a load keeps the larger of the
-    remaining and the new wait, so several constraints can share one counter
-    (LiteDRAM's ``tXXDController`` generalised to ``max``)."""
+    """A timing constraint group: one small down-counter per constraint
+    (LiteDRAM's ``tXXDController``), ready when all of them are zero.
+
+    ``load(cond, k)`` adds a constraint "after a cycle in which *cond* holds,
+    wait *k* cycles" (``k = 1``: next cycle, no counter needed).
+    """
 
     def __init__(self, m: Module, maximum: int, name: str):
-        self.count = Signal(range(max(2, maximum + 1)), name=f"{name}_cnt")
         self.ready = Signal(name=f"{name}_ok")
+        self.name = name
         self._m = m
         self._loads: list[tuple] = []
-        m.d.comb += self.ready.eq(~self.count.any())
 
     def load(self, cond, cycles: int) -> None:
-        """When *cond* holds this cycle, wait *cycles* cycles before ready (1 = next cycle)."""
         self._loads.append((cond, cycles))
 
     def elaborate(self) -> None:
-        m, c = self._m, self.count
-        nxt = Signal.like(c, name=c.name + "_dec")
-        m.d.comb += nxt.eq(Mux(c.any(), c - Const(1, len(c)), c)[:len(c)])
-        # Loads are applied in order, each keeping the maximum.
-        cur = nxt
+        m = self._m
+        zeros = []
         for i, (cond, cycles) in enumerate(self._loads):
-            # A wait of k cycles means k-1 after the command's own cycle.
-            w = cycles - 1
+            w = cycles - 1  # the command's own cycle counts as the first
             if w <= 0:
                 continue
-            step = Signal.like(c, name=f"{c.name}_l{i}")
-            m.d.comb += step.eq(cur)
-            with m.If(cond & (cur < Const(w, len(c)))):
-                m.d.comb += step.eq(Const(w, len(c)))
-            cur = step
-        m.d.sync += c.eq(cur)
+            c = Signal(range(w + 1), name=f"{self.name}_c{i}")
+            with m.If(cond):
+                m.d.sync += c.eq(w)
+            with m.Elif(c.any()):
+                m.d.sync += c.eq(dec(c))
+            zeros.append(~c.any())
+        m.d.comb += self.ready.eq(Cat(*zeros).all() if zeros else 1)
 
 
 class BankMachine(wiring.Component):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import enum
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
+
+from ._hdl import ge_k, mux_k, popcount
 
 __all__ = ["RMAS", "Policy", "from_config"]
 
@@ -79,32 +81,38 @@ class RMAS(wiring.Component):
         V = self.vaults
         q = [self.q[v] for v in range(V)]
         tgt = [self.target[v] for v in range(V)]
-        n_max = Signal(range(V + 1))
-        m.d.comb += n_max.eq(sum(tgt[v] for v in range(V)) if V > 1 else tgt[0])
-        sum_q = Signal(self.q_bits + ceil_log2(V) + 1)
-        m.d.comb += sum_q.eq(sum(q[v] * tgt[v] for v in range(V)))
-        lhs_unit = Signal(len(sum_q) + self.gamma_bits)
-        m.d.comb += lhs_unit.eq(sum_q * self.gamma_v)
-        rhs = Signal(2 * len(n_max) + self.gamma_bits)
-        m.d.comb += rhs.eq(n_max * n_max * self.gamma_h)
+        wn = len(self.n_h)
+        n_max = Signal(wn)
+        m.d.comb += n_max.eq(popcount(tgt, wn))
+        # sum of Q over the targeted vaults: a balanced tree of equally wide adds
+        level = [Mux(tgt[v], q[v], 0) for v in range(V)]
+        while len(level) > 1:
+            level = [level[i] + level[i + 1] for i in range(0, len(level), 2)]
+        sum_q = level[0]
+        lhs_unit = sum_q * self.gamma_v
+        rhs0 = n_max * n_max * self.gamma_h
+        # Both sides of n^2*sum(Q)*gamma_v <= n_max^2*gamma_h made equally wide by
+        # the declared width of their constant factors.
+        width = max(len(lhs_unit) + (V * V).bit_length(), len(rhs0))
+        rhs = rhs0 * Const(1, width - len(rhs0)) if width > len(rhs0) else rhs0
         # n_h counts the n in 1..V meeting both conditions (they hold for a prefix of n).
         conds = []
         for n in range(1, V + 1):
             c = Signal(name=f"ok{n}")
-            m.d.comb += c.eq((n_max >= n) & (lhs_unit * (n * n) <= rhs))
+            lhs = lhs_unit * Const(n * n, width - len(lhs_unit))
+            m.d.comb += c.eq(ge_k(n_max, n) & (lhs <= rhs))
             conds.append(c)
-        n_h = Signal(range(V + 1))
-        m.d.comb += n_h.eq(sum(conds) if V > 1 else conds[0])
+        n_h = Signal(wn)
+        m.d.comb += n_h.eq(popcount(conds, wn))
         # Rank of each targeted vault by Q (ties by index); the n_h smallest are granted.
         grant = Signal(V)
         for v in range(V):
-            rank = Const(0, range(V + 1))
-            for u in range(V):
-                if u == v:
-                    continue
-                before = (q[u] < q[v]) | ((q[u] == q[v]) if u < v else Const(0))
-                rank = rank + (tgt[u] & before)
-            m.d.comb += grant[v].eq(tgt[v] & (rank < n_h))
+            rank = Signal(wn, name=f"rank{v}")
+            before = [tgt[u] & ((q[u] < q[v]) | ((q[u] == q[v]) if u < v else Const(0)))
+                      for u in range(V) if u != v]
+            m.d.comb += rank.eq(popcount(before, wn))
+            # conds[k] holds exactly for k < n_h, so rank < n_h is conds[rank].
+            m.d.comb += grant[v].eq(tgt[v] & mux_k(rank, conds))
         with m.Switch(self.policy):
             with m.Case(Policy.RMAS):
                 m.d.sync += [self.host_first.eq(grant), self.arrival.eq(0)]
