@@ -39,6 +39,10 @@ class _IntOps:
     def narrow(x, bits):
         return x
 
+    @staticmethod
+    def select(i, options):
+        return options[i]
+
 
 class _NumpyOps:
     @staticmethod
@@ -49,6 +53,13 @@ class _NumpyOps:
     @staticmethod
     def narrow(x, bits):
         return x
+
+    @staticmethod
+    def select(i, options):
+        import numpy as np
+        conds = [i == k for k in range(len(options))]
+        return Decoded(*(np.select(conds, [getattr(o, f) for o in options])
+                         for f in ("vault", "bank", "row", "col", "subpage_log")))
 
 
 class _HdlOps:
@@ -61,6 +72,12 @@ class _HdlOps:
     def narrow(x, bits):
         # `&` keeps the wider operand's width; a shift amount must be narrow.
         return x[:bits]
+
+    @staticmethod
+    def select(i, options):
+        from ._hdl import mux_k
+        return Decoded(*(mux_k(i, [getattr(o, f) for o in options])
+                         for f in ("vault", "bank", "row", "col", "subpage_log")))
 
 
 INT_OPS, NUMPY_OPS, HDL_OPS = _IntOps(), _NumpyOps(), _HdlOps()
@@ -122,27 +139,28 @@ class AddressMap:
 
     def decode(self, addr, ops=INT_OPS) -> Decoded:
         """Split byte address(es) *addr* into vault, bank, row, column (and sub-page log)."""
-        vb, bb, rb, cb = self.vault_bits, self.bank_bits, self.row_bits, self.col_bits
-        inbank_bits = rb + cb
         blk = addr >> 4
         if self.kind == "default":
-            s = self.default_subpage_log
-            low = blk & ((1 << s) - 1)
+            return self._split(blk, self.default_subpage_log)
+        ind = ops.narrow((addr >> 1) & 7, 3)
+        # Indicator values 5-7 read as 256 B sub-pages; each sub-page size is a
+        # fixed field layout, chosen by the indicator.
+        return ops.select(ind, [self._split(blk, min(k, MAX_SUBPAGE_LOG)) for k in range(8)])
+
+    def _split(self, blk, s: int) -> Decoded:
+        """The field layout for sub-pages of ``16 << s`` bytes (constant shifts only)."""
+        vb, bb, rb, cb = self.vault_bits, self.bank_bits, self.row_bits, self.col_bits
+        inbank_bits = rb + cb
+        low = blk & ((1 << s) - 1)
+        if self.kind == "default":
             vault = (blk >> s) & ((1 << vb) - 1)
             bank = (blk >> (s + vb)) & ((1 << bb) - 1)
             sub = blk >> (s + vb + bb)
-            idx = ((sub << s) | low) & ((1 << inbank_bits) - 1)
         else:
-            ind = ops.narrow((addr >> 1) & 7, 3)
-            s = ops.narrow(ops.mux(ind > MAX_SUBPAGE_LOG, MAX_SUBPAGE_LOG, ind), 3)
-            one = 1
-            low_mask = (one << s) - 1
-            inv = blk & ((1 << (bb + inbank_bits)) - 1)  # strip the vault field
             vault = (blk >> (bb + inbank_bits)) & ((1 << vb) - 1)
-            low = inv & low_mask
-            bank = (inv >> s) & ((1 << bb) - 1)
-            sub = inv >> (s + bb)
-            idx = ((sub << s) | low) & ((1 << inbank_bits) - 1)
+            bank = (blk >> s) & ((1 << bb) - 1)
+            sub = (blk & ((1 << (bb + inbank_bits)) - 1)) >> (s + bb)
+        idx = ((sub << s) | low) & ((1 << inbank_bits) - 1)
         col = idx & ((1 << cb) - 1)
         row = (idx >> cb) & ((1 << rb) - 1)
         return Decoded(vault, bank, row, col, s)

@@ -7,6 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ._hdl import eq_k
 from .address_map import HDL_OPS, AddressMap
 from .port import HOST, PE, VaultPortSignature
 
@@ -32,7 +33,8 @@ def rr_pick(m: Module, reqs: list, advance, name: str):
     # Priority order last+1, last+2, ...: for each pointer value a fixed chain.
     with m.Switch(last):
         for p in range(n):
-            with m.Case(p):
+            # the last case as Default keeps the case statement complete
+            with (m.Case(p) if p < n - 1 else m.Default()):
                 order = [(p + 1 + k) % n for k in range(n)]
                 for k in reversed(range(n)):
                     i = order[k]
@@ -131,17 +133,17 @@ class Crossbar(wiring.Component):
         wait = [Signal(16, name=f"m{i}_wait") for i in range(M)]
         for i, r in enumerate(mreq):
             with m.If(r.valid & ~r.ready):
-                m.d.sync += wait[i].eq(Mux(wait[i] == 0xFFFF, wait[i], wait[i] + 1))
+                m.d.sync += wait[i].eq(Mux(wait[i].all(), wait[i], wait[i] + 1))
             with m.Else():
                 m.d.sync += wait[i].eq(0)
 
         m.d.comb += self.host_target.eq(
-            Cat(*[Cat(*[mreq[i].valid & (dec[i]["vault"] == v) for i in range(L)]).any()
+            Cat(*[Cat(*[mreq[i].valid & eq_k(dec[i]["vault"], v) for i in range(L)]).any()
                   for v in range(V)]))
 
         granted = [[Signal(name=f"gnt_v{v}_m{i}") for i in range(M)] for v in range(V)]
         for v in range(V):
-            want = [mreq[i].valid & (dec[i]["vault"] == v) for i in range(M)]
+            want = [mreq[i].valid & eq_k(dec[i]["vault"], v) for i in range(M)]
             fire = Signal(name=f"v{v}_fire")
             h_any, h_g = rr_pick(m, want[:L], fire, f"v{v}_host")
             p_any, p_g = rr_pick(m, want[L:], fire, f"v{v}_pe")
@@ -167,7 +169,7 @@ class Crossbar(wiring.Component):
             out = vp[v].req
             m.d.comb += [out.valid.eq(h_any | p_any), fire.eq(out.valid & out.ready)]
             for i in range(M):
-                with m.If(sel == i):
+                with m.If(eq_k(sel, i)):
                     p = mreq[i].payload
                     m.d.comb += [
                         out.payload.we.eq(p.we), out.payload.cls.eq(HOST if i < L else PE),
@@ -183,7 +185,7 @@ class Crossbar(wiring.Component):
         tb = self.tag_bits
         resp_gnt = [[None] * M for _ in range(V)]
         for i in range(M):
-            want = [vp[v].resp.valid & (vp[v].resp.payload.tag[tb:tb + self.mbits] == i)
+            want = [vp[v].resp.valid & eq_k(vp[v].resp.payload.tag[tb:tb + self.mbits], i)
                     for v in range(V)]
             fire = Signal(name=f"m{i}_rfire")
             any_, g = rr_pick(m, want, fire, f"m{i}_resp")
