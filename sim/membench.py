@@ -23,7 +23,7 @@ from ..gen.errors import PimforgeError, SimulationError
 
 __all__ = ["add_arguments", "run", "membench", "make_requests", "PATTERNS"]
 
-PATTERNS = ("seq", "random", "strided", "pe-burst")
+PATTERNS = ("seq", "random", "strided", "pe-burst", "mixed")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="bytes of one PE request (pe-burst), 16-256, a power of two")
     p.add_argument("--policy", choices=("rmas", "pim-first", "host-first", "arrival"),
                    default="rmas", help="host/PE priority policy")
+    p.add_argument("--gamma-v", type=int, default=1, help="RMAS impact factor of PE work (0-255)")
+    p.add_argument("--gamma-h", type=int, default=1,
+                   help="RMAS impact factor of host work (0-255)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--trace", type=Path, help="write every DRAM command as CSV here")
     p.add_argument("--json", type=Path, required=True, help="write the results here")
@@ -65,6 +68,13 @@ def make_requests(cfg, amap, pattern: str, n: int, *, write_fraction: float = 0.
         lin %= cap
         return amap.with_subpage(lin & ~15, host_s) if amap.kind == "capsnet" else lin & ~15
 
+    if pattern == "mixed":
+        # half host sequential reads, half PE bursts, issued concurrently
+        host = make_requests(cfg, amap, "seq", n // 2, write_fraction=write_fraction,
+                             seed=seed)
+        pe = make_requests(cfg, amap, "pe-burst", n - n // 2, write_fraction=write_fraction,
+                           burst=burst, seed=seed + 1)
+        return host + pe
     if pattern in ("seq", "random", "strided"):
         for i in range(n):
             lin = {"seq": i * 16, "random": r.randrange(cap // 16) * 16,
@@ -146,7 +156,8 @@ def _driver_source(el, hmc, amap) -> str:
 
 def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4096,
              write_fraction: float = 0.0, stride: int = 4096, burst: int = 64,
-             policy: str = "rmas", seed: int = 1, trace: Path | None = None) -> dict:
+             policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1, seed: int = 1,
+             trace: Path | None = None) -> dict:
     """Build (cached) and run one membench; returns the JSON-able result."""
     from ..gen.elaborate import elaborate
     from ..rtl.mem.address_map import AddressMap
@@ -157,10 +168,13 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
         raise PimforgeError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
     if not 1 <= requests <= 10_000_000:
         raise PimforgeError(f"--requests must be between 1 and 10000000, not {requests}")
-    if pattern == "pe-burst" and burst not in (16, 32, 64, 128, 256):
+    if pattern in ("pe-burst", "mixed") and burst not in (16, 32, 64, 128, 256):
         raise PimforgeError(f"--burst must be a power of two between 16 and 256, not {burst}")
     if stride < 16 or stride % 16:
         raise PimforgeError(f"--stride must be a positive multiple of 16 bytes, not {stride}")
+    for name, g in (("--gamma-v", gamma_v), ("--gamma-h", gamma_h)):
+        if not 0 <= g <= 255:
+            raise PimforgeError(f"{name} must be an integer between 0 and 255, not {g}")
     if mapping:
         cfg = cfg.replace(hmc=replace(cfg.hmc, mapping=mapping))
     h = cfg.hmc
@@ -176,7 +190,8 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
         rf, sf = Path(td) / "reqs.txt", Path(td) / "stats.txt"
         rf.write_text("".join(f"{m} {we} {a:x} {v} {x:x}\n" for m, we, a, v, x in reqs))
         res = subprocess.run([str(exe), str(rf), str(sf), str(trace) if trace else "-",
-                              str(pol), "1", "1"], capture_output=True, text=True)
+                              str(pol), str(gamma_v), str(gamma_h)],
+                             capture_output=True, text=True)
         if not sf.exists():
             raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
         stats = dict(line.split() for line in sf.read_text().splitlines())
@@ -207,7 +222,19 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
         "bank_conflict_stalls": stats["conflict"],
         "commands": {k: stats[k] for k in ("ACT", "RD", "WR", "PRE", "REF")},
         "errors": stats["errors"],
+        **{f"{cls}_{k}": v for cls, masters in (
+            ("host", range(h.links)), ("pe", range(h.links, h.links + h.vaults)))
+           for k, v in _class_stats(stats, masters, stats["first"]).items()},
     }
+
+
+def _class_stats(stats: dict, masters, first: int) -> dict:
+    n = sum(stats[f"m{m}_n"] for m in masters)
+    if not n:
+        return {"requests": 0}
+    return {"requests": n,
+            "mean_latency_cycles": sum(stats[f"m{m}_lat"] for m in masters) / n,
+            "finish_cycles": max(stats[f"m{m}_last"] for m in masters) - first + 1}
 
 
 def run(args) -> int:
@@ -218,7 +245,8 @@ def run(args) -> int:
         raise PimforgeError(f"--write-fraction must be between 0 and 1, not {args.write_fraction}")
     r = membench(cfg, pattern=args.pattern, mapping=args.mapping, requests=args.requests,
                  write_fraction=args.write_fraction, stride=args.stride, burst=args.burst,
-                 policy=args.policy, seed=args.seed, trace=args.trace)
+                 policy=args.policy, gamma_v=args.gamma_v, gamma_h=args.gamma_h,
+                 seed=args.seed, trace=args.trace)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(r, indent=2) + "\n")
     print(f"{r['pattern']:8s} mapping {r['mapping']:8s} {r['requests']} requests in "

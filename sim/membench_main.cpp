@@ -30,7 +30,7 @@ static uint32_t fdata(int vault, uint64_t a, int word) {  // backdoor contents
     return (uint32_t)x;
 }
 struct Req { int we; uint64_t addr; int vault; uint64_t arr; };
-struct Out { int valid; int vault; uint64_t arr; int we; };
+struct Out { int valid; int vault; uint64_t arr; int we; long issued; };
 
 int main(int argc, char** argv) {
     Verilated::commandArgs(argc, argv);
@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<int>> freetags(NM);
     for (int m = 0; m < NM; m++) for (int t = TAGS - 1; t >= 0; t--) freetags[m].push_back(t);
     std::vector<int> cur(NM, -1);
+    std::vector<long> lat(NM, 0), nresp(NM, 0), mlast(NM, 0), offer(NM, -1);
     long done = 0, errors = 0, cycle = 0, first = -1, last = 0, conflict = 0;
     long cmds[6] = {0};
     std::vector<int> rd_pending(NV, 0);
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
                 setbits(w, 1 + ADDR_BITS, TAG_BITS, cur[m]);
                 if (r.we) for (int k = 0; k < 4; k++) setbits(w, 1 + ADDR_BITS + TAG_BITS + 32 * k, 32, fdata(r.vault, r.arr, k));
                 if (first < 0) first = cycle;
+                if (offer[m] < 0) offer[m] = cycle;  // latency counts the wait at the port
             }
             *valid_in[m] = valid;
         }
@@ -87,7 +89,8 @@ int main(int argc, char** argv) {
         for (int m = 0; m < NM; m++) {
             if (cur[m] >= 0 && *ready_in[m]) {
                 const Req& r = q[m].front();
-                tags[m][cur[m]] = {1, r.vault, r.arr, r.we};
+                tags[m][cur[m]] = {1, r.vault, r.arr, r.we, offer[m]};
+                offer[m] = -1;
                 freetags[m].pop_back();
                 q[m].pop_front();
             }
@@ -99,6 +102,7 @@ int main(int argc, char** argv) {
                 else if (!we) for (int k = 0; k < 4; k++)
                     if (getbits(w, 1 + TAG_BITS + 32 * k, 32) != fdata(o.vault, o.arr, k)) {
                         errors++; if (errors < 10) fprintf(stderr, "master %d tag %d: wrong data\n", m, tag); break; }
+                if (o.valid) { lat[m] += cycle - o.issued; nresp[m]++; mlast[m] = cycle; }
                 o.valid = 0; freetags[m].push_back(tag); done++; last = cycle;
             }
         }
@@ -109,6 +113,7 @@ int main(int argc, char** argv) {
     fprintf(s, "cycles %ld\nfirst %ld\nlast %ld\ndone %ld\ntotal %ld\nerrors %ld\nconflict %ld\n",
             cycle, first, last, done, total, errors, conflict);
     for (int k = 1; k < 6; k++) fprintf(s, "%s %ld\n", CMD[k], cmds[k]);
+    for (int m = 0; m < NM; m++) fprintf(s, "m%d_lat %ld\nm%d_n %ld\nm%d_last %ld\n", m, lat[m], m, nresp[m], m, mlast[m]);
     fclose(s);
     if (tr) fclose(tr);
     delete top;
