@@ -104,7 +104,6 @@ def make_requests(cfg, amap, pattern: str, n: int, *, write_fraction: float = 0.
                     else:
                         addr = v * h.capacity_per_vault + off  # a linear address space
                     add(h.links + v, addr)
-    # keep each vault's PE stream in issue order, interleave vaults by position
     return out
 
 

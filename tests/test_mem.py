@@ -181,7 +181,8 @@ def small_cfg():
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("pattern, mapping", [("random", "default"), ("pe-burst", "capsnet")])
+@pytest.mark.parametrize("pattern, mapping", [("random", "default"), ("pe-burst", "capsnet"),
+                                              ("mixed", "capsnet")])
 def test_membench_trace_obeys_timing(tmp_path, small_cfg, pattern, mapping):
     from pimforge.sim.membench import membench
 
@@ -200,6 +201,8 @@ def test_membench_trace_obeys_timing(tmp_path, small_cfg, pattern, mapping):
     assert set(r["timing"]) == {"tRCD", "tRP", "tRAS", "tRC", "tCCD", "tRRD", "tFAW", "tWR",
                                 "tRTP", "tWTR", "tCL", "tCWL", "tBL", "tRFC", "tREFI"}
     assert 0 < r["bandwidth_fraction"] <= 1 and 0 <= r["row_hit_rate"] <= 1
+    if pattern == "mixed":
+        assert r["host_requests"] + r["pe_requests"] == r["requests"] > 0
 
 
 def test_vault_port_signature_family():
