@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..gen.errors import PimforgeError, SimulationError
 
-__all__ = ["add_arguments", "run", "membench", "make_requests", "PATTERNS"]
+__all__ = ["PATTERNS", "add_arguments", "make_requests", "membench", "run"]
 
 PATTERNS = ("seq", "random", "strided", "pe-burst", "mixed")
 
@@ -133,14 +133,18 @@ def _driver_source(el, hmc, amap) -> str:
                    f"top->v{v}_arr_rdata[k] = fdata({v}, rd_addr[{v}], k); rd_pending[{v}] = 0; }}")
         obs.append(f"""if (top->v{v}_cmd_valid) {{
             int k = top->v{v}_cmd_kind; cmds[k]++;
-            if (tr) fprintf(tr, "%ld,{v},%d,%s,%d,%d\\n", cycle, k == 5 ? -1 : (int)top->v{v}_cmd_bank,
+            if (tr) fprintf(tr, "%ld,{v},%d,%s,%d,%d\\n", cycle,
+                            k == 5 ? -1 : (int)top->v{v}_cmd_bank,
                             CMD[k], (int)top->v{v}_cmd_row, (int)top->v{v}_cmd_col);
         }}
         conflict += top->v{v}_conflict;
         if (top->v{v}_arr_re) {{ rd_pending[{v}] = 1; rd_addr[{v}] = top->v{v}_arr_addr; }}
         if (top->v{v}_arr_we) for (int k = 0; k < 4; k++)
             if (top->v{v}_arr_wdata[k] != fdata({v}, top->v{v}_arr_addr, k)) {{
-                errors++; if (errors < 10) fprintf(stderr, "vault {v}: write data/address mismatch\\n"); break; }}""")
+                errors++;
+                if (errors < 10) fprintf(stderr, "vault {v}: write data/address mismatch\\n");
+                break;
+            }}""")
     payset = [f"memcpy(top->{_cname(m + '__payload')}.data(), pay[{i}], 4 * PAYW);"
               for i, m in enumerate(masters)]
     src = resources.files("pimforge.sim").joinpath("membench_main.cpp").read_text()
@@ -190,7 +194,7 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
         rf.write_text("".join(f"{m} {we} {a:x} {v} {x:x}\n" for m, we, a, v, x in reqs))
         res = subprocess.run([str(exe), str(rf), str(sf), str(trace) if trace else "-",
                               str(pol), str(gamma_v), str(gamma_h)],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, check=False)
         if not sf.exists():
             raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
         stats = dict(line.split() for line in sf.read_text().splitlines())

@@ -6,7 +6,6 @@ import random
 
 import numpy as np
 import pytest
-
 from pimforge.gen.config import ConfigError, load_config
 from pimforge.gen.config.hmc import DRAMTimingNs, HMCConfig
 from pimforge.rtl.mem.address_map import HDL_OPS, NUMPY_OPS, AddressMap
@@ -14,8 +13,9 @@ from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.verif.models.dram_timing import TimingChecker, check_trace, read_trace
 from pimforge.verif.models.rmas import rmas_grant, rmas_nh
 
-HMC21 = dict(tCL=17, tRCD=17, tRP=17, tCWL=13, tRAS=34, tRC=51, tBL=4, tCCD=4, tRTP=9, tWTR=3,
-             tWR=19, tRRD=7, tFAW=17, tRFC=200, tREFI=9750)
+HMC21 = {"tCL": 17, "tRCD": 17, "tRP": 17, "tCWL": 13, "tRAS": 34, "tRC": 51, "tBL": 4,
+         "tCCD": 4, "tRTP": 9, "tWTR": 3, "tWR": 19, "tRRD": 7, "tFAW": 17, "tRFC": 200,
+         "tREFI": 9750}
 
 
 @pytest.mark.parametrize("preset", ["default", "hmc_gen3"])
@@ -30,12 +30,12 @@ def test_timing_rounds_up_at_a_slower_clock():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    (dict(max_block_bytes=48), "hmc.max_block_bytes must be a power of two between 32 and 256"),
-    (dict(scheduler="lifo"), "hmc.scheduler must be one of 'fcfs', 'frfcfs'"),
-    (dict(page_policy="half"), "hmc.page_policy must be one of 'open', 'close'"),
-    (dict(queue_depth=1), "hmc.queue_depth must be an integer between 2 and 64"),
-    (dict(capacity_per_vault=3000), "hmc.capacity_per_vault must be a power of two"),
-    (dict(mapping="capsnet", row_bytes=128, max_block_bytes=32),
+    ({"max_block_bytes": 48}, "hmc.max_block_bytes must be a power of two between 32 and 256"),
+    ({"scheduler": "lifo"}, "hmc.scheduler must be one of 'fcfs', 'frfcfs'"),
+    ({"page_policy": "half"}, "hmc.page_policy must be one of 'open', 'close'"),
+    ({"queue_depth": 1}, "hmc.queue_depth must be an integer between 2 and 64"),
+    ({"capacity_per_vault": 3000}, "hmc.capacity_per_vault must be a power of two"),
+    ({"mapping": "capsnet", "row_bytes": 128, "max_block_bytes": 32},
      "hmc.row_bytes must be at least 256 with mapping 'capsnet'"),
 ])
 def test_hmc_config_validation(kw, msg):
@@ -84,31 +84,30 @@ def test_capsnet_mapping_properties():
     assert [dm.decode(i * h.max_block_bytes).vault for i in range(2)] == [0, 1]
 
 
-def test_address_map_hdl_matches_int():
+@pytest.mark.parametrize("kind", ["default", "capsnet"])
+def test_address_map_hdl_matches_int(kind):
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
 
-    h = load_config().hmc
-    for kind in ("default", "capsnet"):
-        amap = AddressMap.from_config(h, kind)
-        a = Signal(amap.addr_bits)
-        d = amap.decode(a, HDL_OPS)
-        outs = {n: Signal(16, name=n) for n in ("vault", "bank", "row", "col")}
-        m = Module()
-        m.d.comb += [outs[n].eq(getattr(d, n)) for n in outs]
-        r = random.Random(kind)
-        sim = Simulator(m)
+    amap = AddressMap.from_config(load_config().hmc, kind)
+    a = Signal(amap.addr_bits)
+    d = amap.decode(a, HDL_OPS)
+    outs = {n: Signal(16, name=n) for n in ("vault", "bank", "row", "col")}
+    m = Module()
+    m.d.comb += [outs[n].eq(getattr(d, n)) for n in outs]
+    r = random.Random(kind)
+    sim = Simulator(m)
 
-        async def tb(ctx):
-            for _ in range(300):
-                x = r.randrange(1 << amap.addr_bits)
-                ctx.set(a, x)
-                ref = amap.decode(x)
-                for n, s in outs.items():
-                    assert ctx.get(s) == getattr(ref, n), (kind, hex(x), n)
+    async def tb(ctx):
+        for _ in range(300):
+            x = r.randrange(1 << amap.addr_bits)
+            ctx.set(a, x)
+            ref = amap.decode(x)
+            for n, s in outs.items():
+                assert ctx.get(s) == getattr(ref, n), (kind, hex(x), n)
 
-        sim.add_testbench(tb)
-        sim.run()
+    sim.add_testbench(tb)
+    sim.run()
 
 
 def _t():
@@ -192,7 +191,7 @@ def test_membench_trace_obeys_timing(tmp_path, small_cfg, pattern, mapping):
     assert r["errors"] == 0
     rows = read_trace(tr)
     t = resolve_timing(cfg.hmc.timing, cfg.hmc.tck_ns)
-    bad, checkers = check_trace(rows, t, cfg.hmc.banks_per_vault)
+    bad, _checkers = check_trace(rows, t, cfg.hmc.banks_per_vault)
     assert not bad, [str(v) for v in bad[:10]]
     counts = {k: sum(1 for x in rows if x["cmd"] == k) for k in ("ACT", "RD", "WR", "PRE", "REF")}
     assert counts == r["commands"]

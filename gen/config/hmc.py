@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 
 from .base import check, check_choice, check_float, check_int, check_pow2
 
-__all__ = ["HMCConfig", "DRAMTimingNs", "SCHEDULERS", "PAGE_POLICIES", "MAPPINGS"]
+__all__ = ["MAPPINGS", "PAGE_POLICIES", "SCHEDULERS", "DRAMTimingNs", "HMCConfig"]
 
 SCHEDULERS = ("fcfs", "frfcfs")
 PAGE_POLICIES = ("open", "close")

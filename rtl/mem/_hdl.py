@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Value
 
-__all__ = ["eq_k", "ge_k", "lt_k", "gt_k", "dec", "popcount", "pad"]
+__all__ = ["dec", "eq_k", "ge_k", "gt_k", "lt_k", "pad", "popcount"]
 
 
 def eq_k(x: Value, k: int) -> Value:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AddressMap", "INT_OPS", "NUMPY_OPS", "HDL_OPS", "Decoded"]
+__all__ = ["HDL_OPS", "INT_OPS", "NUMPY_OPS", "AddressMap", "Decoded"]
 
 
 class _IntOps:
@@ -120,7 +120,7 @@ class AddressMap:
             raise ValueError(f"mapping must be 'default' or 'capsnet', not {self.kind!r}")
 
     @classmethod
-    def from_config(cls, hmc, kind: str | None = None) -> "AddressMap":
+    def from_config(cls, hmc, kind: str | None = None) -> AddressMap:
         return cls(kind or hmc.mapping, hmc.vault_bits if hmc.vaults > 1 else 0,
                    hmc.bank_bits if hmc.banks_per_vault > 1 else 0, hmc.row_bits, hmc.col_bits,
                    hmc.max_block_bytes)

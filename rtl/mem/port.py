@@ -7,7 +7,7 @@ import enum
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["VaultPortSignature", "Cmd", "HOST", "PE"]
+__all__ = ["HOST", "PE", "Cmd", "VaultPortSignature"]
 
 HOST, PE = 0, 1  # request class: host (crossbar) or the vault's own PEs
 

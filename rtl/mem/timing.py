@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-__all__ = ["Timing", "resolve_timing", "TIMING_NAMES"]
+__all__ = ["TIMING_NAMES", "Timing", "resolve_timing"]
 
 TIMING_NAMES = ("tRCD", "tRP", "tRAS", "tRC", "tCCD", "tRRD", "tFAW", "tWR", "tRTP", "tWTR",
                 "tCL", "tCWL", "tBL", "tRFC", "tREFI")

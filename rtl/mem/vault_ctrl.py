@@ -381,9 +381,9 @@ class VaultController(wiring.Component):
 def from_config(cfg, **overrides) -> VaultController:
     """A vault controller of ``cfg.hmc`` (tags 8 bits unless overridden)."""
     h = cfg.hmc
-    kw = dict(timing=resolve_timing(h.timing, h.tck_ns), banks=h.banks_per_vault, rows=h.rows,
-              columns=h.columns, queue_depth=h.queue_depth, tag_bits=8,
-              scheduler=h.scheduler, page_policy=h.page_policy,
-              starvation_limit=h.starvation_limit, block_bytes=h.block_bytes)
+    kw = {"timing": resolve_timing(h.timing, h.tck_ns), "banks": h.banks_per_vault,
+          "rows": h.rows, "columns": h.columns, "queue_depth": h.queue_depth, "tag_bits": 8,
+          "scheduler": h.scheduler, "page_policy": h.page_policy,
+          "starvation_limit": h.starvation_limit, "block_bytes": h.block_bytes}
     kw.update(overrides)
     return VaultController(**kw)

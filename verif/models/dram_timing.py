@@ -9,6 +9,7 @@ mean the second may issue at ``t + tX`` at the earliest.
 from __future__ import annotations
 
 import csv
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,7 +129,7 @@ class TimingChecker:
 def refresh_gaps(refs: list[int], end_cycle: int) -> list[int]:
     """Gaps between consecutive REFs, the first from cycle 0 and the last to *end_cycle*."""
     pts = [0, *refs, end_cycle]
-    return [b - a for a, b in zip(pts, pts[1:])]
+    return [b - a for a, b in itertools.pairwise(pts)]
 
 
 def read_trace(path: str | Path) -> list[dict]:
@@ -140,7 +141,8 @@ def read_trace(path: str | Path) -> list[dict]:
         return [{k: (v if k == "cmd" else int(v)) for k, v in row.items()} for row in r]
 
 
-def check_trace(rows: list[dict], t, banks: int) -> tuple[list[Violation], dict[int, TimingChecker]]:
+def check_trace(rows: list[dict], t, banks: int
+                ) -> tuple[list[Violation], dict[int, TimingChecker]]:
     """Check a membench trace; returns the violations and one checker per vault."""
     checkers: dict[int, TimingChecker] = {}
     last = NEVER

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from math import isqrt
 
-__all__ = ["rmas_nh", "rmas_grant", "policy_grant"]
+__all__ = ["policy_grant", "rmas_grant", "rmas_nh"]
 
 
 def rmas_nh(q: list[int], target: list[bool], gamma_v: int, gamma_h: int) -> int:

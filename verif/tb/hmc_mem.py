@@ -41,7 +41,7 @@ class SystemEnv:
                               ("data", 128)])
         self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
         self.checkers = [TimingChecker(self.t, h.banks_per_vault, v) for v in range(h.vaults)]
-        self.arrays = [dict() for _ in range(h.vaults)]
+        self.arrays = [{} for _ in range(h.vaults)]
         self.pending = {m: collections.deque() for m in self.masters}
         self.expect = {m: {} for m in self.masters}
         self.shadow: dict[int, int] = {}
@@ -91,7 +91,7 @@ class SystemEnv:
                     tag = self.free[m][-1]
                     cur[m] = tag
                     getattr(d, f"{m}__payload").value = self.req_f.pack(
-                        dict(we=we, addr=addr, tag=tag, data=data))
+                        {"we": we, "addr": addr, "tag": tag, "data": data})
                 getattr(d, f"{m}__valid").value = int(go)
                 getattr(d, f"{m}_resp__ready").value = int(self.r.random() < 0.8)
             await ReadOnly()
@@ -196,7 +196,7 @@ async def priority_policies(dut):
     """A host link and a remote PE port both keep vault 0 busy: RMAS-GPU lets only the
     host in, RMAS-PIM only the PE, arrival order both; RMAS with gamma_h >> gamma_v
     gives the host the vault (n_h = n_max), with gamma_h = 0 the PE (n_h = 0)."""
-    env, r = await _setup(dut, "policy")
+    env, _r = await _setup(dut, "policy")
     for policy, gv, gh, expect in ((Policy.HOST_FIRST, 1, 1, "host"),
                                    (Policy.PIM_FIRST, 1, 1, "pe"),
                                    (Policy.ARRIVAL, 1, 1, "both"),

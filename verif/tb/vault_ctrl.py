@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import cocotb
 
 from ..models.dram_timing import refresh_gaps
@@ -123,7 +125,7 @@ async def refresh_interval(dut):
     await RisingEdgeN(dut, 3 * t.tREFI + 5)
     idle_refs = [c for c, k, *_ in env.cmds if k == "REF"]
     assert len(idle_refs) == 3, f"{len(idle_refs)} REFs in 3 tREFI while idle"
-    gaps = [b - a for a, b in zip(idle_refs, idle_refs[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(idle_refs)]
     assert all(g == t.tREFI for g in gaps), f"idle REF gaps {gaps}, tREFI {t.tREFI}"
     start_cycle = env.cycle
     env.p_req = 1.0

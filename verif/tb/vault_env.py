@@ -92,8 +92,8 @@ class VaultEnv:
         else:
             exp = self.shadow.get(a, 0)
         self.expect[tag] = (we, exp, a)
-        self.pending.append(dict(we=we, cls=cls, bank=bank, row=row, col=col, tag=tag,
-                                 data=data if we else 0))
+        self.pending.append({"we": we, "cls": cls, "bank": bank, "row": row, "col": col, "tag": tag,
+                                 "data": data if we else 0})
         return tag
 
     @property
