@@ -54,6 +54,14 @@ BLOCKS: dict[str, Block] = {b.name: b for b in [
           "DESCNet PMU: sleep request/acknowledge handshake, wake-up latency, ON counters"),
     Block("descnet_spm", "rtl.spm.organization:from_config",
           "DESCNet SMP/SEP/HY scratchpad organization with data, weight and accumulator ports"),
+    Block("dram_bank", "rtl.mem.bank:from_config",
+          "one DRAM bank's state machine with its tRCD/tRAS/tRC/tRP/tRTP/tWR/tRFC counters"),
+    Block("vault_ctrl", "rtl.mem.vault_ctrl:from_config",
+          "HMC vault controller: queue, FCFS/FR-FCFS, open/close page, refresh, banks"),
+    Block("rmas", "rtl.mem.rmas:from_config",
+          "PIM-CapsNet runtime memory access scheduler (Eq. 15) and naive policies"),
+    Block("hmc_mem", "rtl.mem.hmc_mem:from_config",
+          "HMC memory system: crossbar, vault controllers, address decoders, RMAS"),
 ]}
 
 

@@ -120,6 +120,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "gen.cli:cmd_config"),
     "dse": ("design-space exploration (spm: DESCNet scratchpads)", "gen.dse.cli:add_arguments",
             "gen.dse.cli:run"),
+    "membench": ("drive the HMC memory-system RTL with a traffic pattern",
+                 "sim.membench:add_arguments", "sim.membench:run"),
     "demo": ("build the default config and run a small workload on the RTL",
              "sim.demo:add_arguments", "sim.demo:run"),
     "approx": ("error table of the PIM-CapsNet PE approximations vs float64",

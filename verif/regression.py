@@ -79,3 +79,27 @@ BENCHES: list[Bench] = [
     # (Four lanes with two Newton steps is covered in the Amaranth simulator by
     # tests/test_capsnet_pe.py; its Verilator build alone takes two minutes.)
 ]
+
+def _mem_benches() -> list[Bench]:
+    from ..gen.config.hmc import DRAMTimingNs
+
+    # A small vault (4 banks of 8 rows) with tREFI shortened to 1200 cycles so that
+    # refreshes collide with traffic within a short run.
+    small = {"hmc.banks_per_vault": 4, "hmc.capacity_per_vault": 4 * 256 * 8,
+             "hmc.queue_depth": 8, "hmc.timing": DRAMTimingNs(tREFI=960.0)}
+    return [
+        Bench("vault_ctrl_frfcfs_open", "vault_ctrl", "pimforge.verif.tb.vault_ctrl",
+              overrides=small),
+        Bench("vault_ctrl_fcfs_close", "vault_ctrl", "pimforge.verif.tb.vault_ctrl",
+              overrides={**small, "hmc.scheduler": "fcfs", "hmc.page_policy": "close"}),
+        Bench("vault_ctrl_frfcfs_close", "vault_ctrl", "pimforge.verif.tb.vault_ctrl",
+              overrides={**small, "hmc.page_policy": "close"}),
+    ]
+
+
+BENCHES += _mem_benches()
+BENCHES += [Bench("rmas_8vaults", "rmas", "pimforge.verif.tb.rmas",
+                  overrides={"hmc.vaults": 8})]
+BENCHES += [Bench("hmc_mem_capsnet", "hmc_mem", "pimforge.verif.tb.hmc_mem",
+                  overrides={"hmc.banks_per_vault": 4, "hmc.capacity_per_vault": 4 * 256 * 8,
+                             "hmc.queue_depth": 8, "hmc.mapping": "capsnet"})]

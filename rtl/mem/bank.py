@@ -1,0 +1,121 @@
+"""One DRAM bank's state machine and its per-bank timing counters."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ._hdl import dec
+from .timing import Timing
+
+__all__ = ["BankMachine", "TimingCounter", "from_config"]
+
+
+class TimingCounter:
+    """A timing constraint group: one small down-counter per constraint
+    (LiteDRAM's ``tXXDController``), ready when all of them are zero.
+
+    ``load(cond, k)`` adds a constraint "after a cycle in which *cond* holds,
+    wait *k* cycles" (``k = 1``: next cycle, no counter needed).
+    """
+
+    def __init__(self, m: Module, maximum: int, name: str):
+        self.ready = Signal(name=f"{name}_ok")
+        self.name = name
+        self._m = m
+        self._loads: list[tuple] = []
+
+    def load(self, cond, cycles: int) -> None:
+        self._loads.append((cond, cycles))
+
+    def elaborate(self) -> None:
+        m = self._m
+        zeros = []
+        for i, (cond, cycles) in enumerate(self._loads):
+            w = cycles - 1  # the command's own cycle counts as the first
+            if w <= 0:
+                continue
+            c = Signal(range(w + 1), name=f"{self.name}_c{i}")
+            with m.If(cond):
+                m.d.sync += c.eq(w)
+            with m.Elif(c.any()):
+                m.d.sync += c.eq(dec(c))
+            zeros.append(~c.any())
+        m.d.comb += self.ready.eq(Cat(*zeros).all() if zeros else 1)
+
+
+class BankMachine(wiring.Component):
+    """State machine and timing counters of one DRAM bank (LiteDRAM bankmachine style).
+
+    The vault controller decides which command to issue; the bank machine
+    tracks the open row and tells, through ``*_ok``, which commands the bank's
+    own constraints allow this cycle. Vault-wide constraints (tCCD, tRRD, tFAW,
+    tWTR, read/write turnaround) live in the controller.
+
+    Parameters
+    ----------
+    timing : Timing
+        Constraints in controller cycles.
+    row_bits : int
+        Width of a row address.
+
+    Attributes
+    ----------
+    act, pre, rd, wr, ref : In(1)
+        The command issued to this bank this cycle (``ref`` is the all-bank refresh).
+    act_row : In(row_bits)
+        Row of ``act``.
+    is_open : Out(1)
+        A row is open; ``open_row`` is it.
+    act_ok, pre_ok, col_ok : Out(1)
+        ACT (tRP, tRC, tRFC), PRE (tRAS, tRTP, tWR) and RD/WR (tRCD) allowed now.
+    """
+
+    def __init__(self, *, timing: Timing, row_bits: int):
+        if not isinstance(timing, Timing):
+            raise TypeError(f"timing must be a Timing, not {timing!r}")
+        if not isinstance(row_bits, int) or not 1 <= row_bits <= 24:
+            raise ValueError(f"row_bits must be an integer between 1 and 24, not {row_bits!r}")
+        self.timing = timing
+        self.row_bits = row_bits
+        super().__init__({
+            "act": In(1), "pre": In(1), "rd": In(1), "wr": In(1), "ref": In(1),
+            "act_row": In(row_bits),
+            "is_open": Out(1), "open_row": Out(row_bits),
+            "act_ok": Out(1), "pre_ok": Out(1), "col_ok": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        t = self.timing
+        act_c = TimingCounter(m, max(t.tRC, t.tRP, t.tRFC), "act")
+        act_c.load(self.act, t.tRC)
+        act_c.load(self.pre, t.tRP)
+        act_c.load(self.ref, t.tRFC)
+        pre_c = TimingCounter(m, max(t.tRAS, t.tRTP, t.wr_to_pre), "pre")
+        pre_c.load(self.act, t.tRAS)
+        pre_c.load(self.rd, t.tRTP)
+        pre_c.load(self.wr, t.wr_to_pre)
+        col_c = TimingCounter(m, t.tRCD, "col")
+        col_c.load(self.act, t.tRCD)
+        for c in (act_c, pre_c, col_c):
+            c.elaborate()
+
+        with m.If(self.act):
+            m.d.sync += [self.is_open.eq(1), self.open_row.eq(self.act_row)]
+        with m.If(self.pre):
+            m.d.sync += self.is_open.eq(0)
+        m.d.comb += [
+            self.act_ok.eq(act_c.ready & ~self.is_open),
+            self.pre_ok.eq(pre_c.ready & self.is_open),
+            self.col_ok.eq(col_c.ready & self.is_open),
+        ]
+        return m
+
+
+def from_config(cfg) -> BankMachine:
+    """The bank machine of ``cfg.hmc`` (timing resolved to controller cycles)."""
+    from .timing import resolve_timing
+    h = cfg.hmc
+    return BankMachine(timing=resolve_timing(h.timing, h.tck_ns), row_bits=h.row_bits)

@@ -1,0 +1,261 @@
+"""``pimforge membench``: memory-system traffic on the Verilated HMC RTL.
+
+Python writes the request stream (addresses generated and placed with the shared
+:class:`~pimforge.rtl.mem.address_map.AddressMap`), a native C++ driver
+(``membench_main.cpp``) replays it on the Verilated ``hmc_mem`` block with its
+own clock loop, plays the DRAM arrays (sparse, contents by a backdoor
+function), checks every tag and every read's data, and logs every DRAM command
+the vault controllers issue. Units: controller cycles of ``hmc.tck_ns``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import tempfile
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+
+from ..gen.errors import PimforgeError, SimulationError
+
+__all__ = ["PATTERNS", "add_arguments", "make_requests", "membench", "run"]
+
+PATTERNS = ("seq", "random", "strided", "pe-burst", "mixed")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", nargs="?", default="default", help="preset name or TOML path")
+    p.add_argument("--pattern", choices=PATTERNS, default="seq")
+    p.add_argument("--mapping", choices=("default", "capsnet"), help="override hmc.mapping")
+    p.add_argument("--requests", type=int, default=4096, help="16 B block requests in all")
+    p.add_argument("--write-fraction", type=float, default=0.0,
+                   help="fraction of requests that are writes")
+    p.add_argument("--stride", type=int, default=4096, help="bytes between strided requests")
+    p.add_argument("--burst", type=int, default=64,
+                   help="bytes of one PE request (pe-burst), 16-256, a power of two")
+    p.add_argument("--policy", choices=("rmas", "pim-first", "host-first", "arrival"),
+                   default="rmas", help="host/PE priority policy")
+    p.add_argument("--gamma-v", type=int, default=1, help="RMAS impact factor of PE work (0-255)")
+    p.add_argument("--gamma-h", type=int, default=1,
+                   help="RMAS impact factor of host work (0-255)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--trace", type=Path, help="write every DRAM command as CSV here")
+    p.add_argument("--json", type=Path, required=True, help="write the results here")
+
+
+def _arr_addr(hmc, d) -> int:
+    return (d.bank << (hmc.row_bits + hmc.col_bits)) | (d.row << hmc.col_bits) | d.col
+
+
+def make_requests(cfg, amap, pattern: str, n: int, *, write_fraction: float = 0.0,
+                  stride: int = 4096, burst: int = 64, seed: int = 1) -> list[tuple]:
+    """Requests as (master, we, byte address, vault, array address); masters
+    ``0..links-1`` are host links, ``links+v`` vault v's PE port."""
+    h = cfg.hmc
+    r = random.Random(seed)
+    cap = h.vaults * h.capacity_per_vault
+    host_s = (h.max_block_bytes // 16).bit_length() - 1
+    out = []
+
+    def add(master, addr):
+        d = amap.decode(addr)
+        out.append((master, int(r.random() < write_fraction), addr, d.vault, _arr_addr(h, d)))
+
+    def host_addr(lin):
+        lin %= cap
+        return amap.with_subpage(lin & ~15, host_s) if amap.kind == "capsnet" else lin & ~15
+
+    if pattern == "mixed":
+        # half host sequential reads, half PE bursts, issued concurrently
+        host = make_requests(cfg, amap, "seq", n // 2, write_fraction=write_fraction,
+                             seed=seed)
+        pe = make_requests(cfg, amap, "pe-burst", n - n // 2, write_fraction=write_fraction,
+                           burst=burst, seed=seed + 1)
+        return host + pe
+    if pattern in ("seq", "random", "strided"):
+        for i in range(n):
+            lin = {"seq": i * 16, "random": r.randrange(cap // 16) * 16,
+                   "strided": i * stride}[pattern]
+            add(i % h.links, host_addr(lin))
+        return out
+    if burst not in (16, 32, 64, 128, 256):
+        raise PimforgeError(f"--burst must be a power of two between 16 and 256, not {burst}")
+    # pe-burst: every vault's PEs issue requests of `burst` bytes in turn; the data of
+    # PE k's j-th request is the (j*P + k)-th request-sized chunk of its vault's data
+    # (concurrent requests of different PEs are neighbours in the logical layout).
+    P = cfg.capsnet.pes_per_vault
+    s = (burst // 16).bit_length() - 1
+    blocks = burst // 16
+    per_vault = max(1, n // (h.vaults * blocks))
+    for j in range(per_vault // P + 1):
+        for k in range(P):
+            idx = j * P + k
+            if idx >= per_vault:
+                break
+            for v in range(h.vaults):
+                for b in range(blocks):
+                    off = (idx * burst + b * 16) % h.capacity_per_vault
+                    if amap.kind == "capsnet":
+                        # vault-local placement: vault on top, sub-page = request size
+                        addr = (v * h.capacity_per_vault + off) | (s << 1)
+                    else:
+                        addr = v * h.capacity_per_vault + off  # a linear address space
+                    add(h.links + v, addr)
+    return out
+
+
+def _cname(port: str) -> str:
+    return port.replace("__", "___05F")
+
+
+def _driver_source(el, hmc, amap) -> str:
+    ports = {p["name"]: p["width"] for p in el.manifest["ports"]}
+    L, V = hmc.links, hmc.vaults
+    masters = [f"host{i}" for i in range(L)] + [f"pe{v}" for v in range(V)]
+    reqw = ports["host0__payload"]
+    decl = [f"const int PAYW = {(reqw + 31) // 32};",
+            "static uint32_t pay[NM][PAYW];",
+            "uint8_t* valid_in[NM] = {" + ", ".join(f"&top->{_cname(m + '__valid')}"
+                                                      for m in masters) + "};",
+            "uint8_t* ready_in[NM] = {" + ", ".join(f"&top->{_cname(m + '__ready')}"
+                                                      for m in masters) + "};",
+            "uint8_t* valid_out[NM] = {" + ", ".join(f"&top->{_cname(m + '_resp__valid')}"
+                                                       for m in masters) + "};",
+            "const uint32_t* rpay[NM] = {" + ", ".join(
+                f"top->{_cname(m + '_resp__payload')}.data()" for m in masters) + "};"]
+    decl += [f"top->{_cname(m + '_resp__ready')} = 1;" for m in masters]
+    arr, obs = [], []
+    for v in range(V):
+        arr.append(f"if (rd_pending[{v}]) {{ for (int k = 0; k < 4; k++) "
+                   f"top->v{v}_arr_rdata[k] = fdata({v}, rd_addr[{v}], k); rd_pending[{v}] = 0; }}")
+        obs.append(f"""if (top->v{v}_cmd_valid) {{
+            int k = top->v{v}_cmd_kind; cmds[k]++;
+            if (tr) fprintf(tr, "%ld,{v},%d,%s,%d,%d\\n", cycle,
+                            k == 5 ? -1 : (int)top->v{v}_cmd_bank,
+                            CMD[k], (int)top->v{v}_cmd_row, (int)top->v{v}_cmd_col);
+        }}
+        conflict += top->v{v}_conflict;
+        if (top->v{v}_arr_re) {{ rd_pending[{v}] = 1; rd_addr[{v}] = top->v{v}_arr_addr; }}
+        if (top->v{v}_arr_we) for (int k = 0; k < 4; k++)
+            if (top->v{v}_arr_wdata[k] != fdata({v}, top->v{v}_arr_addr, k)) {{
+                errors++;
+                if (errors < 10) fprintf(stderr, "vault {v}: write data/address mismatch\\n");
+                break;
+            }}""")
+    payset = [f"memcpy(top->{_cname(m + '__payload')}.data(), pay[{i}], 4 * PAYW);"
+              for i, m in enumerate(masters)]
+    src = resources.files("pimforge.sim").joinpath("membench_main.cpp").read_text()
+    for k, v in {"@NV@": str(V), "@NM@": str(L + V), "@NL@": str(L), "@TAGS@": "256",
+                 "@ADDR_BITS@": str(amap.addr_bits), "@TAG_BITS@": "8",
+                 "@DECL@": "\n    ".join(decl), "@ARRDATA@": "\n        ".join(arr),
+                 "@PAYSET@": "\n        ".join(payset),
+                 "@OBSERVE@": "\n        ".join(obs)}.items():
+        src = src.replace(k, v)
+    return src
+
+
+def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4096,
+             write_fraction: float = 0.0, stride: int = 4096, burst: int = 64,
+             policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1, seed: int = 1,
+             trace: Path | None = None) -> dict:
+    """Build (cached) and run one membench; returns the JSON-able result."""
+    from ..gen.elaborate import elaborate
+    from ..rtl.mem.address_map import AddressMap
+    from ..rtl.mem.timing import resolve_timing
+    from .build import build_verilated
+
+    if pattern not in PATTERNS:
+        raise PimforgeError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
+    if not 1 <= requests <= 10_000_000:
+        raise PimforgeError(f"--requests must be between 1 and 10000000, not {requests}")
+    if pattern in ("pe-burst", "mixed") and burst not in (16, 32, 64, 128, 256):
+        raise PimforgeError(f"--burst must be a power of two between 16 and 256, not {burst}")
+    if stride < 16 or stride % 16:
+        raise PimforgeError(f"--stride must be a positive multiple of 16 bytes, not {stride}")
+    for name, g in (("--gamma-v", gamma_v), ("--gamma-h", gamma_h)):
+        if not 0 <= g <= 255:
+            raise PimforgeError(f"{name} must be an integer between 0 and 255, not {g}")
+    if mapping:
+        cfg = cfg.replace(hmc=replace(cfg.hmc, mapping=mapping))
+    h = cfg.hmc
+    amap = AddressMap.from_config(h)
+    t = resolve_timing(h.timing, h.tck_ns)
+    el = elaborate("hmc_mem", cfg)
+    exe = build_verilated(el.verilog, "hmc_mem", {"main.cpp": _driver_source(el, h, amap)},
+                          name=f"membench-{cfg.name}")
+    reqs = make_requests(cfg, amap, pattern, requests, write_fraction=write_fraction,
+                         stride=stride, burst=burst, seed=seed)
+    pol = {"rmas": 0, "pim-first": 1, "host-first": 2, "arrival": 3}[policy]
+    with tempfile.TemporaryDirectory() as td:
+        rf, sf = Path(td) / "reqs.txt", Path(td) / "stats.txt"
+        rf.write_text("".join(f"{m} {we} {a:x} {v} {x:x}\n" for m, we, a, v, x in reqs))
+        res = subprocess.run([str(exe), str(rf), str(sf), str(trace) if trace else "-",
+                              str(pol), str(gamma_v), str(gamma_h)],
+                             capture_output=True, text=True, check=False)
+        if not sf.exists():
+            raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
+        stats = dict(line.split() for line in sf.read_text().splitlines())
+    stats = {k: int(v) for k, v in stats.items()}
+    if res.returncode != 0:
+        raise SimulationError(f"membench: {stats['done']}/{stats['total']} responses, "
+                              f"{stats['errors']} errors:\n{res.stderr[-2000:]}")
+    cycles = stats["last"] - stats["first"] + 1
+    nbytes = len(reqs) * h.block_bytes
+    seconds = cycles * h.tck_ns * 1e-9
+    bw = nbytes / seconds
+    peak_vault = h.block_bytes / (t.col_gap * h.tck_ns * 1e-9)
+    vaults_used = len({v for _, _, _, v, _ in reqs})
+    cols = stats["RD"] + stats["WR"]
+    return {
+        "config": cfg.name, "pattern": pattern, "mapping": h.mapping, "requests": len(reqs),
+        "write_fraction": write_fraction, "policy": policy, "seed": seed,
+        "unit": f"controller cycle of {h.tck_ns} ns",
+        "timing": t.as_dict(),
+        "cycles": cycles,
+        "bytes": nbytes,
+        "bandwidth_bytes_per_s": bw,
+        "peak_bytes_per_s": peak_vault * h.vaults,
+        "bandwidth_fraction": bw / (peak_vault * h.vaults),
+        "vaults_used": vaults_used,
+        "bandwidth_fraction_of_used_vaults": bw / (peak_vault * vaults_used),
+        "row_hit_rate": max(0.0, 1 - stats["ACT"] / cols) if cols else 0.0,
+        "bank_conflict_stalls": stats["conflict"],
+        "commands": {k: stats[k] for k in ("ACT", "RD", "WR", "PRE", "REF")},
+        "errors": stats["errors"],
+        **{f"{cls}_{k}": v for cls, masters in (
+            ("host", range(h.links)), ("pe", range(h.links, h.links + h.vaults)))
+           for k, v in _class_stats(stats, masters, stats["first"]).items()},
+    }
+
+
+def _class_stats(stats: dict, masters, first: int) -> dict:
+    n = sum(stats[f"m{m}_n"] for m in masters)
+    if not n:
+        return {"requests": 0}
+    return {"requests": n,
+            "mean_latency_cycles": sum(stats[f"m{m}_lat"] for m in masters) / n,
+            "finish_cycles": max(stats[f"m{m}_last"] for m in masters) - first + 1}
+
+
+def run(args) -> int:
+    from ..gen.config import load_config
+
+    cfg = load_config(args.config)
+    if not 0.0 <= args.write_fraction <= 1.0:
+        raise PimforgeError(f"--write-fraction must be between 0 and 1, not {args.write_fraction}")
+    r = membench(cfg, pattern=args.pattern, mapping=args.mapping, requests=args.requests,
+                 write_fraction=args.write_fraction, stride=args.stride, burst=args.burst,
+                 policy=args.policy, gamma_v=args.gamma_v, gamma_h=args.gamma_h,
+                 seed=args.seed, trace=args.trace)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(r, indent=2) + "\n")
+    print(f"{r['pattern']:8s} mapping {r['mapping']:8s} {r['requests']} requests in "
+          f"{r['cycles']} cycles: {r['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "
+          f"({100 * r['bandwidth_fraction']:.1f}% of {r['peak_bytes_per_s'] / 1e9:.1f} GB/s peak,"
+          f" {100 * r['bandwidth_fraction_of_used_vaults']:.1f}% of the {r['vaults_used']} "
+          f"vault(s) used), row hits {100 * r['row_hit_rate']:.1f}%, bank-conflict stalls "
+          f"{r['bank_conflict_stalls']}")
+    return 0
