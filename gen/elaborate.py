@@ -16,6 +16,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from ..rtl.hierarchy import leaf_scope
 from .blocks import get_block
 from .config import Config, to_dict
 
@@ -68,9 +69,14 @@ def _top_ports(text: str, top: str) -> list[dict]:
 def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborated:
     """Build *block* for *config* and convert it to Verilog named *top* (default: block)."""
     spec = get_block(block)
-    component = spec.build(config)
     top = top or spec.name
-    text = LINT_HEADER + verilog.convert(component, name=top, emit_src=False)
+    with leaf_scope() as leaves:
+        component = spec.build(config)
+        text = verilog.convert(component, name=top, emit_src=False)
+    if top in leaves.modules:
+        raise ValueError(f"block {block!r} uses a leaf module named like the top, {top!r}")
+    # One copy of every separately elaborated leaf module (see rtl/hierarchy.py).
+    text = LINT_HEADER + text + "".join(leaves.modules[n].verilog for n in leaves.order)
     modules = re.findall(r"^module (\S+?)\(", text, re.M)
     manifest = {
         "top": top,

@@ -216,12 +216,20 @@ class CapsNetPE(wiring.Component):
     # -- elaboration -----------------------------------------------------------
 
     def elaborate(self, platform):
-        from ..fp.add import FP32Add
-        from ..fp.mul import FP32Mul
+        from ..fp.add import FP32Add as _Add
+        from ..fp.mul import FP32Mul as _Mul
+        from ..hierarchy import Leaf
 
         m = Module()
         c = self.constants
         la, lm, n = self.add_latency, self.mul_latency, self.newton_steps
+
+        # Each FP unit is one Verilog module instantiated at every slot.
+        def FP32Add(latency):  # noqa: N802 - stands in for the class
+            return Leaf(f"fp32_add_l{latency}", lambda: _Add(latency=latency))
+
+        def FP32Mul(latency):  # noqa: N802
+            return Leaf(f"fp32_mul_l{latency}", lambda: _Mul(latency=latency))
         # ---- MAC group bookkeeping at the input ------------------------------
         # The lane of the next product (one-hot, rotating) and the lanes that
         # already hold a partial sum of the open group (a thermometer mask).
