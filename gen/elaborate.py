@@ -77,7 +77,7 @@ def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborat
         raise ValueError(f"block {block!r} uses a leaf module named like the top, {top!r}")
     # One copy of every separately elaborated leaf module (see rtl/hierarchy.py).
     text = LINT_HEADER + text + "".join(leaves.modules[n].verilog for n in leaves.order)
-    modules = re.findall(r"^module (\S+?)\(", text, re.M)
+    modules = re.findall(r"^module (\\?[^\s(]+)", text, re.M)
     manifest = {
         "top": top,
         "block": spec.name,
