@@ -59,15 +59,20 @@ class CapsNetConfig:
     packet_overhead_bytes : int
         ``SIZE_pkt`` of Eq. 8, 10, 12: head plus tail of one HMC packet
         (8 + 8 bytes, one 16-byte FLIT).
+    imem_instructions : int
+        Depth of each vault's operation-controller instruction memory; a
+        compiled routing program longer than this is rejected.
     """
 
     pes_per_vault: int = 16
     pe_ops_per_cycle: int = 1
     intervault_bw_gbs: float = 16.0
     packet_overhead_bytes: int = 16
+    imem_instructions: int = 256
 
     def __post_init__(self):
         check_int("capsnet.pes_per_vault", self.pes_per_vault, 1, 64)
         check_int("capsnet.pe_ops_per_cycle", self.pe_ops_per_cycle, 1, 16)
         check_float("capsnet.intervault_bw_gbs", self.intervault_bw_gbs, 0.001, 10_000.0)
         check_int("capsnet.packet_overhead_bytes", self.packet_overhead_bytes, 0, 256)
+        check_int("capsnet.imem_instructions", self.imem_instructions, 16, 65536)

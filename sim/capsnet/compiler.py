@@ -1,0 +1,419 @@
+"""Lower a CapsNet routing workload onto the vaults of a config.
+
+:func:`compile_routing` takes a network (Table 1 sizes), the distribution
+dimension chosen offline (``B``, ``L`` or ``H``, Sec. 5.1) and a config, and
+returns a :class:`Compiled` workload: per-vault programs in the ISA of
+:mod:`pimforge.rtl.capsnet.isa`, the placement of every array in each
+vault's DRAM (vault-local word addresses, mapped to cube byte addresses by
+the shared :class:`pimforge.rtl.mem.address_map.AddressMap`), and functions
+that load ``u``/``W`` into the vault memories and gather ``v`` back.
+
+Per dimension (vault 0 is the master of every aggregation; only vaults that
+receive a non-empty slice take part):
+
+``B``  vault ``v`` routes its batch slice with the whole ``W`` (replicated).
+       Per iteration the master computes the softmax (Eq. 5) and broadcasts
+       ``c``; every vault runs Eq. 2-4 on its samples, pre-aggregates the
+       agreement over its samples and sends the partial ``sum_k a_kij`` to the
+       master, which reduces the partials and updates ``b`` (Eq. 4).
+``L``  vault ``v`` holds an L-capsule slice (its ``u``, ``W``, ``b``, ``c``).
+       Per iteration: local softmax and Eq. 2 partial sums over its ``i``;
+       the partial ``s`` go to the master, which reduces them, squashes (Eq. 3)
+       and broadcasts ``v``; each vault then updates its own ``b`` (Eq. 4).
+``H``  vault ``v`` holds an H-capsule slice (``u`` replicated). Per iteration
+       every vault sends its ``b`` columns to the master, which computes the
+       softmax over the full rows and sends each vault its ``c`` columns; Eq. 2-4
+       are then local.
+
+Reduction order (what the ISA executor and the RTL compute, and what
+:func:`program_ops` hands to :func:`~pimforge.verif.models.routing.route_pim`):
+every MAC group is summed in the PE's lane order
+(:func:`~pimforge.verif.models.capsnet_isa.lane_sum`); a sum split across
+vaults (over ``k`` for B, over ``i`` for L) is the lane-order sum of each
+vault's slice, followed by the lane-order sum of the partials in vault order.
+
+Barriers separate the phases. Errors a user can cause raise
+:class:`~pimforge.gen.errors.CapacityError`: a program longer than
+``capsnet.imem_instructions`` or data larger than ``hmc.capacity_per_vault``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...gen.errors import CapacityError
+from ...rtl.capsnet.isa import Instr, Opcode
+from ...rtl.capsnet.pe import Flow
+from ...rtl.mem.address_map import AddressMap
+from ...verif.models.capsnet_isa import ONE_BITS, lane_sum
+from .networks import CapsNetSpec
+
+__all__ = ["Compiled", "compile_routing", "split", "program_ops", "ProgramOrderOps"]
+
+F32 = np.float32
+#: Sub-page size indicator the placement uses in cube addresses (256 B sub-pages).
+SUBPAGE_LOG = 4
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, stop)`` slices of ``range(n)`` over *parts* (ceil-sized, may be empty)."""
+    step = -(-n // parts)
+    return [(min(n, p * step), min(n, (p + 1) * step)) for p in range(parts)]
+
+
+class _Alloc:
+    def __init__(self):
+        self.top = 0
+        self.arrays: dict[str, tuple[int, tuple[int, ...]]] = {}
+
+    def __call__(self, name: str, *shape: int) -> int:
+        base = self.top
+        self.arrays[name] = (base, tuple(shape))
+        # Arrays start on a 16-byte block so that each is whole blocks.
+        self.top += -(-int(np.prod(shape)) // 4) * 4
+        return base
+
+
+@dataclass
+class Compiled:
+    """A routing workload lowered onto the vaults."""
+
+    net: CapsNetSpec
+    dim: str
+    vaults: int
+    active: list[int]
+    slices: list[tuple[int, int]]
+    programs: list[list[Instr]]
+    allocs: list[dict[str, tuple[int, tuple[int, ...]]]]
+    words: list[int]
+    amap: AddressMap
+    v_at: list[tuple[int, str, tuple]] = field(default_factory=list)
+
+    def memories(self, u: np.ndarray, W: np.ndarray) -> list[np.ndarray]:
+        """Vault memories (uint32 words) with ``u``, ``W`` and the constant 1.0 placed."""
+        u = np.asarray(u, dtype=F32)
+        W = np.asarray(W, dtype=F32)
+        mems = [np.zeros(max(4, w), dtype=np.uint32) for w in self.words]
+        for v in self.active:
+            al = self.allocs[v]
+            lo, hi = self.slices[v]
+            us, ws = {"B": (u[lo:hi], W), "L": (u[:, lo:hi], W[lo:hi]),
+                      "H": (u, W[:, lo:hi])}[self.dim]
+            for name, arr in (("u", us), ("W", ws)):
+                base, shape = al[name]
+                assert arr.shape == shape, (name, arr.shape, shape)
+                mems[v][base:base + arr.size] = np.ascontiguousarray(arr).view(np.uint32).ravel()
+            mems[v][al["one"][0]] = ONE_BITS
+        return mems
+
+    def gather_v(self, mems: list[np.ndarray]) -> np.ndarray:
+        """The output capsules ``v`` (B, N_H, C_H) read back from the vault memories."""
+        n = self.net
+        out = np.zeros((n.batch, n.n_h, n.c_h), dtype=np.uint32)
+        for v, name, sl in self.v_at:
+            base, shape = self.allocs[v][name]
+            out[sl] = mems[v][base:base + int(np.prod(shape))].reshape(shape)
+        return out.view(F32)
+
+    def cube_address(self, vault: int, word: int) -> int:
+        """Cube byte address of the 16-byte block holding vault-local *word*.
+
+        Capsnet mapping: the vault field on top, the 256 B sub-page indicator in
+        bits 1-3 (the word inside the block is not part of the block address).
+        """
+        a = self.amap
+        blk = (vault << (a.bank_bits + a.row_bits + a.col_bits)) | (word >> 2)
+        return (blk << 4) | (SUBPAGE_LOG << 1)
+
+    def program_words(self) -> int:
+        return max(len(p) for p in self.programs)
+
+
+class _Emit:
+    """Instruction builders for the equations on one vault's slice."""
+
+    def __init__(self):
+        self.p: list[Instr] = []
+
+    def __call__(self, **kw) -> None:
+        self.p.append(Instr(**kw))
+
+    def eq1(self, u, W, uh, kv, lv, hv, ch, cl):
+        self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=lv, n3=hv * ch, g=cl,
+             a=W, a_s2=hv * ch * cl, a_s3=cl, a_se=1,
+             b=u, b_s1=lv * cl, b_s2=cl, b_se=1,
+             d=uh, d_s1=lv * hv * ch, d_s2=hv * ch, d_s3=1)
+
+    def softmax(self, b, m, t, e, z, c, one, rows, cols):
+        self(op=Opcode.MAXR, n1=rows, g=cols, a=b, a_s1=cols, a_se=1, d=m, d_s1=1)
+        self(op=Opcode.ADD, sign=1, n1=rows, n2=cols, a=b, a_s1=cols, a_s2=1,
+             b=m, b_s1=1, d=t, d_s1=cols, d_s2=1)
+        self(op=Opcode.FLOW, flow=Flow.EXP, n1=rows, n2=cols, a=t, a_s1=cols, a_s2=1,
+             d=e, d_s1=cols, d_s2=1)
+        self(op=Opcode.FLOW, flow=Flow.MAC, n1=rows, g=cols, a=e, a_s1=cols, a_se=1,
+             b=one, d=z, d_s1=1)
+        self(op=Opcode.FLOW, flow=Flow.DIV, n1=rows, n2=cols, a=e, a_s1=cols, a_s2=1,
+             b=z, b_s1=1, d=c, d_s1=cols, d_s2=1)
+
+    def eq2(self, uh, c, s, kv, lv, hv, ch):
+        self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=hv, n3=ch, g=lv,
+             a=uh, a_s1=lv * hv * ch, a_s2=ch, a_s3=1, a_se=hv * ch,
+             b=c, b_s2=1, b_se=hv, d=s, d_s1=hv * ch, d_s2=ch, d_s3=1)
+
+    def squash(self, s, t, v, one, kv, hv, ch):
+        n, n1p, r, q, rs, sc = (t + i * kv * hv for i in range(6))
+        e2 = dict(n1=kv, n2=hv)
+
+        def at(x):
+            return dict(zip(("a", "a_s1", "a_s2"), (x, hv, 1)))
+        self(op=Opcode.FLOW, flow=Flow.MAC, **e2, g=ch, a=s, a_s1=hv * ch, a_s2=ch, a_se=1,
+             b=s, b_s1=hv * ch, b_s2=ch, b_se=1, d=n, d_s1=hv, d_s2=1)
+        self(op=Opcode.ADD, **e2, **at(n), b=one, d=n1p, d_s1=hv, d_s2=1)
+        self(op=Opcode.FLOW, flow=Flow.RECIP, **e2, **at(n1p), d=r, d_s1=hv, d_s2=1)
+        self(op=Opcode.FLOW, flow=Flow.MAC, **e2, **at(n), b=r, b_s1=hv, b_s2=1,
+             d=q, d_s1=hv, d_s2=1)
+        self(op=Opcode.FLOW, flow=Flow.ISQRT, **e2, **at(n), d=rs, d_s1=hv, d_s2=1)
+        self(op=Opcode.FLOW, flow=Flow.MAC, **e2, **at(q), b=rs, b_s1=hv, b_s2=1,
+             d=sc, d_s1=hv, d_s2=1)
+        self(op=Opcode.SELPOS, **e2, **at(sc), b=n, b_s1=hv, b_s2=1, d=sc, d_s1=hv, d_s2=1)
+        self(op=Opcode.FLOW, flow=Flow.MAC, **e2, n3=ch, a=s, a_s1=hv * ch, a_s2=ch, a_s3=1,
+             b=sc, b_s1=hv, b_s2=1, d=v, d_s1=hv * ch, d_s2=ch, d_s3=1)
+
+    def eq4(self, uh, v, agr, p, b, one, kv, lv, hv, ch):
+        self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=lv, n3=hv, g=ch,
+             a=uh, a_s1=lv * hv * ch, a_s2=hv * ch, a_s3=ch, a_se=1,
+             b=v, b_s1=hv * ch, b_s3=ch, b_se=1, d=agr, d_s1=lv * hv, d_s2=hv, d_s3=1)
+        self(op=Opcode.FLOW, flow=Flow.MAC, n1=lv, n2=hv, g=kv, a=agr, a_s1=hv, a_s2=1,
+             a_se=lv * hv, b=one, d=p, d_s1=hv, d_s2=1)
+        if b is not None:
+            self(op=Opcode.ADD, n1=lv, n2=hv, a=b, a_s1=hv, a_s2=1, b=p, b_s1=hv, b_s2=1,
+                 d=b, d_s1=hv, d_s2=1)
+
+    def send(self, src, dst, peer, n1, g, src_s1=None, dst_s1=None):
+        self(op=Opcode.SEND, peer=peer, n1=n1, g=g, a=src, a_s1=g if src_s1 is None else src_s1,
+             a_se=1, d=dst, d_s1=g if dst_s1 is None else dst_s1, d_se=1)
+
+    def reduce(self, parts, out, one, n, count):
+        """``out[x] = lane-order sum over the count partials parts[q*n + x]``."""
+        self(op=Opcode.FLOW, flow=Flow.MAC, n1=n, g=count, a=parts, a_s1=1, a_se=n, b=one,
+             d=out, d_s1=1)
+
+
+def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = None
+                    ) -> Compiled:
+    """Programs and placement of *net*'s routing distributed along *dim* on *cfg*'s vaults."""
+    dim = str(dim).upper()
+    if dim not in ("B", "L", "H"):
+        raise ValueError(f"dimension must be one of B, L, H, not {dim!r}")
+    nv = cfg.hmc.vaults if vaults is None else vaults
+    nb, nl, nh, it, cl, ch = net.batch, net.n_l, net.n_h, net.iterations, net.c_l, net.c_h
+    full = {"B": nb, "L": nl, "H": nh}[dim]
+    slices = split(full, nv)
+    active = [v for v in range(nv) if slices[v][1] > slices[v][0]]
+    na = len(active)
+    master = active[0]
+    allocs = [_Alloc() for _ in range(nv)]
+    progs = [_Emit() for _ in range(nv)]
+    v_at: list[tuple[int, str, tuple]] = []
+    ar: list[dict] = [{} for _ in range(nv)]
+    for v in active:
+        lo, hi = slices[v]
+        n = hi - lo
+        kv, lv, hv = {"B": (n, nl, nh), "L": (nb, n, nh), "H": (nb, nl, n)}[dim]
+        al, a = allocs[v], ar[v]
+        a["one"] = al("one", 1)
+        a["u"] = al("u", kv, lv, cl)
+        a["W"] = al("W", lv, hv, ch, cl)
+        a["uh"] = al("uh", kv, lv, hv, ch)
+        a["c"] = al("c", lv, hv)
+        a["s"] = al("s", kv, hv, ch)
+        a["tmp"] = al("tmp", 6, kv, hv)
+        a["v"] = al("v", kv, hv, ch)
+        a["agr"] = al("agr", kv, lv, hv)
+        a["p"] = al("p", lv, hv)
+        a["dims"] = (kv, lv, hv)
+        if dim == "L":
+            a["b"] = al("b", lv, hv)
+            a.update(_softmax_arrays_prefixed(al, "sm", lv, hv))
+            if v == master:
+                a["S"] = al("S", na, nb, nh, ch)
+                a["sfull"] = al("sfull", nb, nh, ch)
+                a["tmpm"] = al("tmpm", 6, nb, nh)
+                a["vfull"] = al("vfull", nb, nh, ch)
+            else:
+                a["vfull"] = al("vfull", nb, nh, ch)
+        elif dim == "H":
+            a["b"] = al("b", lv, hv)
+            if v == master:
+                a["Bfull"] = al("Bfull", nl, nh)
+                a.update(_softmax_arrays_prefixed(al, "sm", nl, nh))
+        else:
+            if v == master:
+                a["b"] = al("b", nl, nh)
+                a["P"] = al("P", na, nl, nh)
+                a["tot"] = al("tot", nl, nh)
+                a.update(_softmax_arrays_prefixed(al, "sm", nl, nh))
+    for v in active:
+        a, e = ar[v], progs[v]
+        kv, lv, hv = a["dims"]
+        e.eq1(a["u"], a["W"], a["uh"], kv, lv, hv, ch, cl)
+    for _ in range(it):
+        if dim == "B":
+            m = ar[master]
+            progs[master].softmax(m["b"], m["sm_m"], m["sm_t"], m["sm_e"], m["sm_z"],
+                                  m["sm_c"], m["one"], nl, nh)
+            for v in active:
+                progs[master].send(m["sm_c"], ar[v]["c"], v, 1, nl * nh)
+            _barrier(progs, active)
+            for q, v in enumerate(active):
+                a, e = ar[v], progs[v]
+                kv, lv, hv = a["dims"]
+                e.eq2(a["uh"], a["c"], a["s"], kv, lv, hv, ch)
+                e.squash(a["s"], a["tmp"], a["v"], a["one"], kv, hv, ch)
+                e.eq4(a["uh"], a["v"], a["agr"], a["p"], None, a["one"], kv, lv, hv, ch)
+                e.send(a["p"], m["P"] + q * nl * nh, master, 1, nl * nh)
+            _barrier(progs, active)
+            pm = progs[master]
+            pm.reduce(m["P"], m["tot"], m["one"], nl * nh, na)
+            pm(op=Opcode.ADD, n1=nl * nh, a=m["b"], a_s1=1, b=m["tot"], b_s1=1,
+               d=m["b"], d_s1=1)
+        elif dim == "L":
+            m = ar[master]
+            for q, v in enumerate(active):
+                a, e = ar[v], progs[v]
+                kv, lv, hv = a["dims"]
+                e.softmax(a["b"], a["sm_m"], a["sm_t"], a["sm_e"], a["sm_z"], a["c"],
+                          a["one"], lv, hv)
+                e.eq2(a["uh"], a["c"], a["s"], kv, lv, hv, ch)
+                e.send(a["s"], m["S"] + q * nb * nh * ch, master, 1, nb * nh * ch)
+            _barrier(progs, active)
+            pm = progs[master]
+            pm.reduce(m["S"], m["sfull"], m["one"], nb * nh * ch, na)
+            pm.squash(m["sfull"], m["tmpm"], m["vfull"], m["one"], nb, nh, ch)
+            for v in active:
+                if v != master:
+                    pm.send(m["vfull"], ar[v]["vfull"], v, 1, nb * nh * ch)
+            _barrier(progs, active)
+            for v in active:
+                a, e = ar[v], progs[v]
+                kv, lv, hv = a["dims"]
+                e.eq4(a["uh"], a["vfull"], a["agr"], a["p"], a["b"], a["one"], kv, lv, hv, ch)
+        else:
+            m = ar[master]
+            for v in active:
+                a = ar[v]
+                lo, hi = slices[v]
+                progs[v].send(a["b"], m["Bfull"] + lo, master, nl, hi - lo, dst_s1=nh)
+            _barrier(progs, active)
+            pm = progs[master]
+            pm.softmax(m["Bfull"], m["sm_m"], m["sm_t"], m["sm_e"], m["sm_z"], m["sm_c"],
+                       m["one"], nl, nh)
+            for v in active:
+                lo, hi = slices[v]
+                pm.send(m["sm_c"] + lo, ar[v]["c"], v, nl, hi - lo, src_s1=nh)
+            _barrier(progs, active)
+            for v in active:
+                a, e = ar[v], progs[v]
+                kv, lv, hv = a["dims"]
+                e.eq2(a["uh"], a["c"], a["s"], kv, lv, hv, ch)
+                e.squash(a["s"], a["tmp"], a["v"], a["one"], kv, hv, ch)
+                e.eq4(a["uh"], a["v"], a["agr"], a["p"], a["b"], a["one"], kv, lv, hv, ch)
+    for v in range(nv):
+        progs[v](op=Opcode.HALT)
+    if dim == "L":
+        v_at.append((master, "vfull", (slice(None),)))
+    else:
+        for v in active:
+            lo, hi = slices[v]
+            v_at.append((v, "v", (slice(lo, hi),) if dim == "B" else (slice(None),
+                                                                          slice(lo, hi))))
+    programs = [e.p for e in progs]
+    # Idle vaults still take part in every barrier.
+    nbar = sum(1 for i in programs[master] if i.op is Opcode.BAR)
+    for v in range(nv):
+        if v not in active:
+            programs[v] = [Instr(Opcode.BAR)] * nbar + [Instr(Opcode.HALT)]
+    amap = AddressMap.from_config(cfg.hmc, "capsnet")
+    comp = Compiled(net, dim, nv, active, slices, programs, [al.arrays for al in allocs],
+                    [al.top for al in allocs], amap, v_at)
+    _check_capacity(comp, cfg)
+    return comp
+
+
+def _softmax_arrays_prefixed(al: _Alloc, pre: str, rows: int, cols: int) -> dict:
+    return {f"{pre}_{k}": al(f"{pre}_{k}", *sh)
+            for k, sh in (("m", (rows,)), ("t", (rows, cols)), ("e", (rows, cols)),
+                          ("z", (rows,)), ("c", (rows, cols)))}
+
+
+def _barrier(progs: list[_Emit], active: list[int]) -> None:
+    for v in active:
+        progs[v](op=Opcode.BAR)
+
+
+def _check_capacity(comp: Compiled, cfg) -> None:
+    size = comp.program_words()
+    if size > cfg.capsnet.imem_instructions:
+        raise CapacityError(
+            f"the {comp.net.name} routing program for dimension {comp.dim} has {size} "
+            f"instructions; the instruction memory holds capsnet.imem_instructions = "
+            f"{cfg.capsnet.imem_instructions}: raise it in the config")
+    for v, w in enumerate(comp.words):
+        if 4 * w > cfg.hmc.capacity_per_vault:
+            raise CapacityError(
+                f"{comp.net.name} (dimension {comp.dim}) needs {4 * w} bytes in vault {v}; "
+                f"hmc.capacity_per_vault is {cfg.hmc.capacity_per_vault}: raise it in the "
+                f"config or shrink the network with --scale")
+
+
+class ProgramOrderOps:
+    """:class:`~pimforge.verif.models.routing.RoutingOps` in the compiled programs' order.
+
+    ``exp``/``rsqrt``/``recip`` are the PE's flows; every sum is a lane-order MAC
+    sum, split by vault slices where the program splits it (``k_slices`` for
+    the sum over the batch, ``l_slices`` for Eq. 2's sum over ``i``).
+    """
+
+    def __init__(self, pe, *, k_slices=None, l_slices=None):
+        self.pe = pe
+        self.name = "pim-program"
+        self.k_slices = k_slices
+        self.l_slices = l_slices
+
+    @staticmethod
+    def _bits(x):
+        return np.ascontiguousarray(x, dtype=F32).view(np.uint32)
+
+    def exp(self, x):
+        return self.pe.exp(self._bits(x)).view(F32)
+
+    def rsqrt(self, x):
+        return self.pe.isqrt(self._bits(x)).view(F32)
+
+    def recip(self, x):
+        return self.pe.recip(self._bits(x)).view(F32)
+
+    def _lsum(self, x, axis):
+        b = np.moveaxis(self._bits(x), axis, -1)
+        return lane_sum(b, self.pe.lanes).view(F32)
+
+    def sum(self, x, axis):
+        x = np.asarray(x, dtype=F32)
+        sl = None
+        if x.ndim == 3 and axis == 0:
+            sl = self.k_slices
+        elif x.ndim == 4 and axis == 1:
+            sl = self.l_slices
+        if not sl:
+            return self._lsum(x, axis)
+        parts = [self._lsum(np.take(x, range(lo, hi), axis=axis), axis) for lo, hi in sl]
+        return self._lsum(np.stack(parts, axis=-1), -1)
+
+
+def program_ops(comp: Compiled, pe) -> ProgramOrderOps:
+    """The ops object under which ``route_pim`` computes exactly what *comp*'s programs do."""
+    sl = [comp.slices[v] for v in comp.active]
+    return ProgramOrderOps(pe, k_slices=sl if comp.dim == "B" else None,
+                           l_slices=sl if comp.dim == "L" else None)

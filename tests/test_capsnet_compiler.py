@@ -1,0 +1,112 @@
+"""ISA, compiler and ISA-level executor of the PIM-CapsNet vault programs."""
+
+import random
+
+import numpy as np
+import pytest
+
+from pimforge.gen.config import load_config
+from pimforge.gen.errors import CapacityError
+from pimforge.rtl.capsnet.isa import Instr, Opcode, decode, disassemble, encode
+from pimforge.rtl.capsnet.pe import Flow
+from pimforge.sim.capsnet.compiler import compile_routing, program_ops, split
+from pimforge.sim.capsnet.networks import CapsNetSpec, network
+from pimforge.verif.models.capsnet_isa import execute, lane_sum
+from pimforge.verif.models.capsnet_pe import PEModel, f32_mul
+from pimforge.verif.models.routing import route_f64, route_pim
+
+SEED = 20261122
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config()
+
+
+@pytest.fixture(scope="module")
+def pe(cfg):
+    return PEModel(cfg)
+
+
+def test_isa_roundtrip():
+    rng = random.Random(SEED)
+    print("seed", SEED)
+    for _ in range(200):
+        ins = Instr(Opcode(rng.randrange(7)), flow=Flow.MAC, sign=rng.randrange(2),
+                    peer=rng.randrange(256), n1=rng.randrange(1, 1 << 24),
+                    g=rng.randrange(1, 1 << 24), a=rng.randrange(1 << 32),
+                    a_s1=rng.randrange(-(1 << 23), 1 << 23), d_se=rng.randrange(-5, 5))
+        assert decode(encode(ins)) == ins
+    assert "FLOW EXP" in disassemble([Instr(Opcode.FLOW, flow=Flow.EXP)])
+
+
+def test_isa_rejects_bad_fields():
+    with pytest.raises(ValueError, match="a_s1"):
+        Instr(Opcode.FLOW, a_s1=1 << 23)
+    with pytest.raises(ValueError, match="g=4"):
+        Instr(Opcode.FLOW, flow=Flow.EXP, g=4)
+
+
+def test_lane_sum_is_the_pe_mac(pe):
+    rng = np.random.default_rng(SEED)
+    for g in (1, 2, 3, 5, 16, 33):
+        a = rng.normal(size=g).astype(np.float32).view(np.uint32)
+        b = rng.normal(size=g).astype(np.float32).view(np.uint32)
+        assert int(lane_sum(f32_mul(a, b)[None], pe.lanes)[0]) == pe.mac(a, b)
+
+
+def test_split():
+    assert split(10, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert split(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]
+
+
+def _net(b=5, nl=7, nh=3, it=3):
+    return CapsNetSpec("tiny", "none", batch=b, n_l=nl, n_h=nh, iterations=it)
+
+
+@pytest.mark.parametrize("dim", ["B", "L", "H"])
+@pytest.mark.parametrize("vaults", [1, 2, 3, 8])
+def test_programs_equal_route_pim(cfg, pe, dim, vaults):
+    """The executor's v equals route_pim (program order) bit for bit; close to float64."""
+    rng = np.random.default_rng(SEED + vaults)
+    net = _net()
+    u = rng.normal(0, 1, (net.batch, net.n_l, 8)).astype(np.float32)
+    W = rng.normal(0, 0.3, (net.n_l, net.n_h, 16, 8)).astype(np.float32)
+    comp = compile_routing(net, dim, cfg, vaults=vaults)
+    mems = comp.memories(u, W)
+    res = execute(comp.programs, mems, pe)
+    v = comp.gather_v(mems)
+    ref = route_pim(u, W, net.iterations, program_ops(comp, pe)).v
+    assert np.array_equal(v.view(np.uint32), ref.view(np.uint32))
+    v64 = route_f64(u, W, net.iterations).v
+    # PE approximations (exp by Eq. 13-14, one Newton step): documented bound.
+    assert np.abs(v - v64).max() <= 0.1 * np.abs(v64).max()
+    assert res.phases == 1 + 2 * net.iterations
+
+
+def test_placement_respects_address_map(cfg):
+    comp = compile_routing(network("Caps-MN1").scaled(50), "B", cfg)
+    for v in comp.active:
+        for name, (base, shape) in comp.allocs[v].items():
+            for w in (base, base + int(np.prod(shape)) - 1):
+                d = comp.amap.decode(comp.cube_address(v, w))
+                assert d.vault == v, (name, v, w)
+                assert 4 * w < cfg.hmc.capacity_per_vault
+
+
+def test_capacity_errors(cfg):
+    with pytest.raises(CapacityError, match="hmc.capacity_per_vault"):
+        compile_routing(network("Caps-MN1"), "B", cfg)
+    with pytest.raises(CapacityError, match="capsnet.imem_instructions"):
+        compile_routing(_net(it=40), "B", cfg)
+    with pytest.raises(ValueError, match="dimension"):
+        compile_routing(_net(), "X", cfg)
+
+
+def test_executor_rejects_out_of_range(pe):
+    prog = [Instr(Opcode.FLOW, flow=Flow.EXP, a=100), Instr(Opcode.HALT)]
+    with pytest.raises(IndexError, match="out of the vault memory"):
+        execute([prog], [np.zeros(8, np.uint32)], pe)
+    with pytest.raises(ValueError, match="barrier"):
+        execute([[Instr(Opcode.BAR), Instr(Opcode.HALT)], [Instr(Opcode.HALT)]],
+                [np.zeros(8, np.uint32)] * 2, pe)
