@@ -48,6 +48,8 @@ BLOCKS: dict[str, Block] = {b.name: b for b in [
           "FP32 shifter: exponent add/subtract and logical shifts of the bit pattern"),
     Block("capsnet_pe", "rtl.capsnet.pe:from_config",
           "PIM-CapsNet reconfigurable PE (MAC, inverse sqrt, exp, reciprocal flows)"),
+    Block("capsnet_vault", "rtl.capsnet.vault:from_config",
+          "PIM-CapsNet vault compute: operation controller (vault ISA) and its PEs"),
     Block("spm", "rtl.spm.scratchpad:from_config",
           "DESCNet power-gated sectored multi-bank scratchpad with its PMU"),
     Block("spm_pmu", "rtl.spm.pmu:from_config",

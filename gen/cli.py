@@ -124,6 +124,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "sim.membench:add_arguments", "sim.membench:run"),
     "demo": ("build the default config and run a small workload on the RTL",
              "sim.demo:add_arguments", "sim.demo:run"),
+    "run": ("run a workload end to end on the RTL (capsnet: dynamic routing on the vaults)",
+            "sim.capsnet.run_cli:add_arguments", "sim.capsnet.run_cli:run"),
     "approx": ("error table of the PIM-CapsNet PE approximations vs float64",
                "sim.approx_cli:add_arguments", "sim.approx_cli:run"),
 }

@@ -89,6 +89,7 @@ class Compiled:
     allocs: list[dict[str, tuple[int, tuple[int, ...]]]]
     words: list[int]
     amap: AddressMap
+    labels: list[list[str]] = field(default_factory=list)
     v_at: list[tuple[int, str, tuple]] = field(default_factory=list)
 
     def memories(self, u: np.ndarray, W: np.ndarray) -> list[np.ndarray]:
@@ -136,17 +137,24 @@ class _Emit:
 
     def __init__(self):
         self.p: list[Instr] = []
+        self.labels: list[str] = []
+        self.cur = "eq1"
 
     def __call__(self, **kw) -> None:
         self.p.append(Instr(**kw))
+        op = kw["op"]
+        self.labels.append("sync" if op in (Opcode.BAR, Opcode.HALT)
+                           else "xfer" if op is Opcode.SEND else self.cur)
 
     def eq1(self, u, W, uh, kv, lv, hv, ch, cl):
+        self.cur = "eq1"
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=lv, n3=hv * ch, g=cl,
              a=W, a_s2=hv * ch * cl, a_s3=cl, a_se=1,
              b=u, b_s1=lv * cl, b_s2=cl, b_se=1,
              d=uh, d_s1=lv * hv * ch, d_s2=hv * ch, d_s3=1)
 
     def softmax(self, b, m, t, e, z, c, one, rows, cols):
+        self.cur = "eq5"
         self(op=Opcode.MAXR, n1=rows, g=cols, a=b, a_s1=cols, a_se=1, d=m, d_s1=1)
         self(op=Opcode.ADD, sign=1, n1=rows, n2=cols, a=b, a_s1=cols, a_s2=1,
              b=m, b_s1=1, d=t, d_s1=cols, d_s2=1)
@@ -158,11 +166,13 @@ class _Emit:
              b=z, b_s1=1, d=c, d_s1=cols, d_s2=1)
 
     def eq2(self, uh, c, s, kv, lv, hv, ch):
+        self.cur = "eq2"
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=hv, n3=ch, g=lv,
              a=uh, a_s1=lv * hv * ch, a_s2=ch, a_s3=1, a_se=hv * ch,
              b=c, b_s2=1, b_se=hv, d=s, d_s1=hv * ch, d_s2=ch, d_s3=1)
 
     def squash(self, s, t, v, one, kv, hv, ch):
+        self.cur = "eq3"
         n, n1p, r, q, rs, sc = (t + i * kv * hv for i in range(6))
         e2 = dict(n1=kv, n2=hv)
 
@@ -182,6 +192,7 @@ class _Emit:
              b=sc, b_s1=hv, b_s2=1, d=v, d_s1=hv * ch, d_s2=ch, d_s3=1)
 
     def eq4(self, uh, v, agr, p, b, one, kv, lv, hv, ch):
+        self.cur = "eq4"
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=lv, n3=hv, g=ch,
              a=uh, a_s1=lv * hv * ch, a_s2=hv * ch, a_s3=ch, a_se=1,
              b=v, b_s1=hv * ch, b_s3=ch, b_se=1, d=agr, d_s1=lv * hv, d_s2=hv, d_s3=1)
@@ -195,8 +206,9 @@ class _Emit:
         self(op=Opcode.SEND, peer=peer, n1=n1, g=g, a=src, a_s1=g if src_s1 is None else src_s1,
              a_se=1, d=dst, d_s1=g if dst_s1 is None else dst_s1, d_se=1)
 
-    def reduce(self, parts, out, one, n, count):
+    def reduce(self, parts, out, one, n, count, label):
         """``out[x] = lane-order sum over the count partials parts[q*n + x]``."""
+        self.cur = label
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=n, g=count, a=parts, a_s1=1, a_se=n, b=one,
              d=out, d_s1=1)
 
@@ -276,7 +288,7 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
                 e.send(a["p"], m["P"] + q * nl * nh, master, 1, nl * nh)
             _barrier(progs, active)
             pm = progs[master]
-            pm.reduce(m["P"], m["tot"], m["one"], nl * nh, na)
+            pm.reduce(m["P"], m["tot"], m["one"], nl * nh, na, "eq4")
             pm(op=Opcode.ADD, n1=nl * nh, a=m["b"], a_s1=1, b=m["tot"], b_s1=1,
                d=m["b"], d_s1=1)
         elif dim == "L":
@@ -290,7 +302,7 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
                 e.send(a["s"], m["S"] + q * nb * nh * ch, master, 1, nb * nh * ch)
             _barrier(progs, active)
             pm = progs[master]
-            pm.reduce(m["S"], m["sfull"], m["one"], nb * nh * ch, na)
+            pm.reduce(m["S"], m["sfull"], m["one"], nb * nh * ch, na, "eq2")
             pm.squash(m["sfull"], m["tmpm"], m["vfull"], m["one"], nb, nh, ch)
             for v in active:
                 if v != master:
@@ -330,14 +342,16 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
             v_at.append((v, "v", (slice(lo, hi),) if dim == "B" else (slice(None),
                                                                           slice(lo, hi))))
     programs = [e.p for e in progs]
+    labels = [e.labels for e in progs]
     # Idle vaults still take part in every barrier.
     nbar = sum(1 for i in programs[master] if i.op is Opcode.BAR)
     for v in range(nv):
         if v not in active:
             programs[v] = [Instr(Opcode.BAR)] * nbar + [Instr(Opcode.HALT)]
+            labels[v] = ["sync"] * (nbar + 1)
     amap = AddressMap.from_config(cfg.hmc, "capsnet")
     comp = Compiled(net, dim, nv, active, slices, programs, [al.arrays for al in allocs],
-                    [al.top for al in allocs], amap, v_at)
+                    [al.top for al in allocs], amap, labels, v_at)
     _check_capacity(comp, cfg)
     return comp
 

@@ -1,0 +1,195 @@
+"""``pimforge run capsnet``: CapsNet dynamic routing end to end on the vault RTL.
+
+Steps: pick the distribution dimension offline (Sec. 5.1 scores, or ``--dim``),
+compile the routing (:mod:`pimforge.sim.capsnet.compiler`), run the programs
+on the Verilated vault compute of every vault (:mod:`pimforge.sim.capsnet.rtl_run`),
+run the same programs on the ISA-level golden model
+(:mod:`pimforge.verif.models.capsnet_isa`), and compare both with
+``route_pim`` in the programs' order (``rtl_matches_model``) and with float64
+Algorithm 1. ``u`` and ``W`` are random (``--seed``): ``u`` squashed capsules as
+PrimaryCaps produces them, ``W`` normal with std ``0.5/sqrt(C_L)``.
+
+Cycles are logic-die cycles at ``--freq`` (the vault RTL runs in that one clock
+domain); the time and its DRAM-clock equivalent (``hmc.tck_ns``) are derived.
+The per-equation breakdown is the controller's exact per-instruction cost
+(``elements + pe_latency + 6`` cycles) of the most loaded vault; barrier and
+crossbar waits come from the RTL run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["add_arguments", "run", "run_capsnet"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("workload", choices=["capsnet"], help="workload (capsnet)")
+    p.add_argument("--net", required=True, help="Table 1 network (Caps-MN1 ...)")
+    p.add_argument("--config", help="config preset or TOML path (default: default)")
+    p.add_argument("--scale", type=int, default=1, help="divide B and N_L by S (default 1)")
+    p.add_argument("--freq", type=float, help="logic-die MHz (default: the config's)")
+    p.add_argument("--dim", choices=["B", "L", "H"], help="force the distribution dimension")
+    p.add_argument("--seed", type=int, default=1, help="seed of u and W (default 1)")
+    p.add_argument("--dump", help="write u.npy, W.npy, v.npy, iterations.txt here")
+    p.add_argument("--json", help="write the results JSON here")
+
+
+def _inputs(net, seed: int):
+    from ...verif.models.routing import squash_f64
+
+    rng = np.random.default_rng(seed)
+    u = squash_f64(rng.normal(0, 1, (net.batch, net.n_l, net.c_l))).astype(np.float32)
+    W = rng.normal(0, 0.5 / np.sqrt(net.c_l), (net.n_l, net.n_h, net.c_h, net.c_l)
+                   ).astype(np.float32)
+    return u, W
+
+
+def placeholder_energy_j(events: dict) -> dict:
+    """PLACEHOLDER energy estimate until the energy model module lands.
+
+    Per-event energies (pJ) are rough 28 nm-class figures, not the paper's:
+    FP32 op 3.7, DRAM word access 50, crossbar byte 4. Replace with the
+    energy module's function of the same event counts.
+    """
+    pj = (3.7 * events["pe_fp_ops"] + 50.0 * (events["dram_words_read"]
+                                             + events["dram_words_written"])
+          + 4.0 * events["xbar_bytes"])
+    return {"total_j": pj * 1e-12, "model": "placeholder"}
+
+
+def pe_latency(cfg) -> int:
+    """The PE latency of *cfg* (cycles, every flow)."""
+    from ...rtl.capsnet import pe as pe_mod
+
+    p = pe_mod.from_config(cfg)
+    p._MustUse__silence = True      # only its latency is read
+    return p.latency
+
+
+def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | None = None,
+                dim: str | None = None, seed: int = 1, dump: str | None = None) -> dict:
+    """Run one network end to end and return the results dict (see the module doc)."""
+    import dataclasses
+
+    from ...gen.config import load_config
+    from ...verif.models.capsnet_isa import execute
+    from ...verif.models.capsnet_pe import PEModel
+    from ...verif.models.routing import route_f64, route_pim
+    from .compiler import compile_routing, program_ops
+    from .distribution import choose_distribution
+    from .gpu_roofline import roofline
+    from .networks import network
+    from .rtl_run import build_vault_driver, run_on_rtl
+
+    t_start = time.monotonic()
+    cfg = load_config(config)
+    if freq is not None:
+        cfg = dataclasses.replace(cfg, freq_mhz=float(freq))
+    full = network(net_name)
+    net = full.scaled(scale) if scale > 1 else full
+    dist = choose_distribution(net, cfg, cfg.freq_mhz)
+    d = dim or dist.best
+    comp = compile_routing(net, d, cfg)
+    u, W = _inputs(net, seed)
+    mems = comp.memories(u, W)
+    t0 = time.monotonic()
+    exe = build_vault_driver(cfg)
+    build_s = time.monotonic() - t0
+    rtl = run_on_rtl(comp, mems, cfg, exe=exe)
+    pe = PEModel(cfg)
+    t0 = time.monotonic()
+    ex = execute(comp.programs, [m.copy() for m in mems], pe)
+    model_s = time.monotonic() - t0
+    v_rtl = comp.gather_v(rtl.memories)
+    v_isa = comp.gather_v(ex.memories)
+    v_pim = route_pim(u, W, net.iterations, program_ops(comp, pe)).v
+    same_mem = all(np.array_equal(a, b) for a, b in zip(rtl.memories, ex.memories))
+    matches = bool(same_mem and np.array_equal(v_rtl.view(np.uint32), v_isa.view(np.uint32))
+                   and np.array_equal(v_isa.view(np.uint32), v_pim.view(np.uint32)))
+    v64 = route_f64(u, W, net.iterations).v
+    err = float(np.abs(v_rtl - v64).max())
+
+    lat = pe_latency(cfg)
+    per_eq: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    ops_by_flow: dict[str, int] = defaultdict(int)
+    xbar = 0
+    for st in ex.stats:
+        lab = comp.labels[st.vault][st.pc]
+        per_eq[lab][f"v{st.vault}"] += st.elements + lat + 6
+        if st.op in ("FLOW", "ADD"):
+            ops_by_flow[st.flow or "MAC"] += st.elements
+        if st.op == "SEND" and st.peer != st.vault:
+            xbar += st.send_bytes + cfg.capsnet.packet_overhead_bytes
+    breakdown = {k: max(v.values()) for k, v in sorted(per_eq.items())}
+    f_hz = cfg.freq_mhz * 1e6
+    time_s = rtl.cycles / f_hz
+    events = {"pe_records_by_flow": dict(ops_by_flow),
+              "pe_fp_ops": int(2 * ops_by_flow.get("MAC", 0)
+                               + sum(v for k, v in ops_by_flow.items() if k != "MAC") * 6),
+              "dram_words_read": int(2 * sum(rtl.reads)),
+              "dram_words_written": int(sum(rtl.writes)), "xbar_bytes": int(xbar)}
+    gpu = roofline(net)
+    out = {
+        "network": net.name, "config": cfg.name, "scale": scale, "vaults": comp.vaults,
+        "active_vaults": len(comp.active),
+        "shape": {"B": net.batch, "N_L": net.n_l, "N_H": net.n_h, "C_L": net.c_l,
+                  "C_H": net.c_h, "iterations": net.iterations},
+        "freq_mhz": cfg.freq_mhz, "cycles": rtl.cycles, "time_s": time_s,
+        "dram_clock_cycles": round(time_s / (cfg.hmc.tck_ns * 1e-9)),
+        "per_equation_cycles_busiest_vault": breakdown,
+        "phase_cycles": rtl.phase_cycles,
+        "intervault_bytes": int(xbar),
+        "crossbar_wait_cycles": rtl.xbar_wait,
+        "vault_request_stalls": None,
+        "vault_busy_cycles": rtl.busy,
+        "dimension": d, "dimension_forced": dim is not None,
+        "scores": {k: {"E": s.E, "M": s.M, "time_s": s.time_s, "score": s.score}
+                   for k, s in dist.scores.items()},
+        "program_instructions": comp.program_words(),
+        "events": events, "energy": placeholder_energy_j(events),
+        "rtl_matches_model": matches,
+        "max_abs_err_vs_float64": err, "max_abs_v_float64": float(np.abs(v64).max()),
+        "gpu_model": {"gpu": gpu.gpu, "routing_s": gpu.routing_s, "total_s": gpu.total_s,
+                      "note": "roofline model, not a measurement"},
+        "speedup_vs_gpu_model": gpu.routing_s / time_s,
+        "wall_s": {"build": build_s, "rtl": rtl.wall_s, "rtl_loop": rtl.seconds,
+                   "isa_model": model_s, "total": time.monotonic() - t_start},
+        "rtl_cycles_per_s": rtl.cycles / max(rtl.seconds, 1e-9),
+    }
+    if dump:
+        p = Path(dump)
+        p.mkdir(parents=True, exist_ok=True)
+        np.save(p / "u.npy", u)
+        np.save(p / "W.npy", W)
+        np.save(p / "v.npy", v_rtl)
+        (p / "iterations.txt").write_text(f"{net.iterations}\n")
+    return out
+
+
+def run(args) -> int:
+    from ...gen.errors import PimforgeError
+
+    if args.scale < 1:
+        raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
+    res = run_capsnet(args.net, config=args.config, scale=args.scale, freq=args.freq,
+                      dim=args.dim, seed=args.seed, dump=args.dump)
+    sc = res["scores"]
+    print(f"{res['network']} B={res['shape']['B']} N_L={res['shape']['N_L']} "
+          f"N_H={res['shape']['N_H']} on {res['vaults']} vaults at {res['freq_mhz']} MHz")
+    print("  dimension scores (1/s): " + ", ".join(f"{k} {v['score']:.4g}" for k, v in
+                                                   sc.items()) + f" -> {res['dimension']}")
+    print(f"  {res['cycles']} cycles = {res['time_s'] * 1e6:.2f} us; inter-vault "
+          f"{res['intervault_bytes']} B; per equation {res['per_equation_cycles_busiest_vault']}")
+    print(f"  rtl_matches_model {res['rtl_matches_model']}; max |v - v_float64| "
+          f"{res['max_abs_err_vs_float64']:.3g}; speedup vs GPU model "
+          f"{res['speedup_vs_gpu_model']:.3g}x; wall {res['wall_s']['total']:.1f}s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+    return 0 if res["rtl_matches_model"] else 1
