@@ -1,0 +1,55 @@
+"""``pimforge run capsnet`` end to end on the vault RTL (tiny scale, default config).
+
+The first run builds the vault-compute Verilog with Verilator (a few minutes
+on 2 cores, cached afterwards).
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from pimforge.gen.cli import main
+from pimforge.verif.models.routing import route_f64
+
+#: Documented bound of the PE approximations on v (exp by Eq. 13-14, one
+#: Newton step for 1/x and 1/sqrt(x)), relative to max |v_float64|.
+V_REL_BOUND = 0.1
+
+#: Networks run in the suite (the 12-network sweep is scripts/capsnet_sweep.py).
+SUITE_NETS = [("Caps-MN1", 64), ("Caps-CF3", 128), ("Caps-SV2", 128)]
+
+
+@pytest.mark.parametrize("net,scale", SUITE_NETS)
+def test_run_capsnet_end_to_end(tmp_path, net, scale):
+    out, dump = tmp_path / "r.json", tmp_path / "dump"
+    rc = main(["run", "capsnet", "--net", net, "--scale", str(scale), "--json", str(out),
+               "--dump", str(dump)])
+    res = json.loads(out.read_text())
+    assert rc == 0 and res["rtl_matches_model"] is True
+    assert res["cycles"] > 0 and res["time_s"] == pytest.approx(res["cycles"] / 312.5e6)
+    assert res["dimension"] in res["scores"]
+    best = max(res["scores"], key=lambda d: res["scores"][d]["score"])
+    assert res["dimension"] == best
+    assert set(res["per_equation_cycles_busiest_vault"]) >= {"eq1", "eq2", "eq3", "eq4", "eq5"}
+    u, W, v = (np.load(dump / f"{n}.npy") for n in ("u", "W", "v"))
+    it = int((dump / "iterations.txt").read_text())
+    s = res["shape"]
+    assert u.shape == (s["B"], s["N_L"], 8) and W.shape == (s["N_L"], s["N_H"], 16, 8)
+    assert v.shape == (s["B"], s["N_H"], 16) and it == s["iterations"]
+    v64 = route_f64(u, W, it).v
+    assert np.abs(v - v64).max() <= V_REL_BOUND * np.abs(v64).max()
+
+
+def test_run_capsnet_forced_dimension_and_errors(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "capsnet", "--net", "Caps-MN1", "--scale", "64", "--dim", "B",
+                 "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["dimension"] == "B" and res["dimension_forced"] and res["rtl_matches_model"]
+    assert res["intervault_bytes"] > 0
+    assert main(["run", "capsnet", "--net", "Caps-XX9"]) == 2
+    assert "Caps-XX9" in capsys.readouterr().err
+    # Full-size Caps-MN1 does not fit the default config's 256 KiB vaults.
+    assert main(["run", "capsnet", "--net", "Caps-MN1"]) == 2
+    assert "capacity_per_vault" in capsys.readouterr().err
