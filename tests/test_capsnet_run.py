@@ -27,6 +27,8 @@ def test_run_capsnet_end_to_end(tmp_path, net, scale):
                "--dump", str(dump)])
     res = json.loads(out.read_text())
     assert rc == 0 and res["rtl_matches_model"] is True
+    assert res["cycles"] == res["timing_model_cycles"]
+    assert res["isa_model_matches_route_pim"] is True
     assert res["cycles"] > 0 and res["time_s"] == pytest.approx(res["cycles"] / 312.5e6)
     assert res["dimension"] in res["scores"]
     best = max(res["scores"], key=lambda d: res["scores"][d]["score"])

@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
         }
         for (int i = 0; i < nv; i++) {
             V@TOP@* t = v[i].get();
+            // A vault waiting at a barrier (or halted) has drained its PEs and
+            // holds its state until go: its clock is gated off.
+            if ((t->at_bar || t->halted) && !release) continue;
             if (t->rd_en) {
                 uint32_t a = t->rd_a_addr, b = t->rd_b_addr;
                 if (a >= mem[i].size() || b >= mem[i].size()) {

@@ -1,0 +1,45 @@
+"""Cycle count of compiled vault programs, from the controller's fixed timing.
+
+The operation controller (:mod:`pimforge.rtl.capsnet.vault`) is deterministic:
+an instruction of ``n`` elements takes ``n + pe_latency + 6`` cycles (fetch,
+decode, setup, one element per cycle, drain), a barrier or halt 3 cycles plus
+the wait for the slowest vault, and a barrier is released no earlier than the
+crossbar has moved the busiest vault port's bytes at ``intervault_bw_gbs``.
+:func:`program_cycles` evaluates this from the ISA executor's statistics; the
+tests check that it equals the RTL's count, so runs too large for the RTL
+(full-size networks on 32 vaults) can be timed from the ISA model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+__all__ = ["program_cycles"]
+
+
+def program_cycles(stats, vaults: int, phases: int, pe_latency: int, cfg) -> dict:
+    """``{"cycles", "phase_cycles", "xbar_wait"}`` of one run (see the module doc)."""
+    bw = cfg.capsnet.intervault_bw_gbs * 1e9 / (cfg.freq_mhz * 1e6)
+    busy = defaultdict(int)
+    sent = defaultdict(int)
+    recv = defaultdict(int)
+    for st in stats:
+        busy[st.phase, st.vault] += st.elements + pe_latency + 6
+        if st.op == "SEND" and st.peer != st.vault:
+            sent[st.phase, st.vault] += st.send_bytes
+            recv[st.phase, st.peer] += st.send_bytes
+    phase_cycles, total, wait = [], 0, 0
+    for p in range(phases):
+        natural = max(busy[p, v] for v in range(vaults)) + 3
+        if p < phases - 1:
+            worst = max(max(sent[p, v], recv[p, v]) for v in range(vaults))
+            need = math.ceil(worst / bw - 1e-6) if worst else 0
+            length = max(natural, need)
+            wait += length - natural
+            phase_cycles.append(length)
+            total += length + 1
+        else:   # the driver counts the cycle that sees every vault halted
+            phase_cycles.append(natural + 1)
+            total += natural + 1
+    return {"cycles": total, "phase_cycles": phase_cycles, "xbar_wait": wait}
