@@ -133,3 +133,28 @@ def test_gpu_energy_model():
     assert P100_POWER.tdp_w == 250
     with pytest.raises(PimforgeError):
         gpu_energy(1.0, activity=1.5)
+
+
+def test_routing_estimate_counts_by_hand():
+    from pimforge.sim.capsnet.distribution import choose_distribution
+    from pimforge.sim.capsnet.energy import routing_counts_estimate, routing_energy_estimate
+    from pimforge.sim.capsnet.networks import CapsNetSpec
+
+    tiny = CapsNetSpec("tiny", "none", batch=5, n_l=4, n_h=3, iterations=2, c_l=2, c_h=3)
+    cfg = load_config("hmc_gen3")
+    counts, t, dim = routing_counts_estimate(tiny, cfg)
+    # u_hat = 5*4*3*3 = 180 words; reads W 72 + u 40 + 2 x 2 x 180 + 2 x (2*12 + 45) words
+    assert counts["rd_bytes"] == 4 * (72 + 40 + 720 + 138)
+    assert counts["wr_bytes"] == 4 * (180 + 2 * (24 + 90))
+    assert counts["act"] == counts["pre"] == -(-(3880 + 1632) // 256)
+    assert counts["link_bytes"] == 4 * (40 + 45)
+    d = choose_distribution(tiny, cfg)
+    assert dim == d.best and t == d.scores[dim].time_s and counts["xbar_bytes"] == d.scores[dim].M
+    assert counts["exp"] == 2 * 12 and counts["isqrt"] == 2 * 15
+    assert counts["mac"] == 5 * 4 * 3 * 3 * 2 + 2 * (24 + 12 + 180 + 45 + 30 + 30 + 45 + 180
+                                                     + 60 + 24)
+    r = routing_energy_estimate("Caps-MN1", cfg)
+    p = r["pim"]
+    assert all(p[k] > 0 for k in ("pe", "dram", "crossbar", "link", "static"))
+    assert r["gpu_j"] == pytest.approx(250 * r["gpu_s"])
+    assert 0 < r["saving"] < 1 and r["saving"] == pytest.approx(1 - p["total"] / r["gpu_j"])

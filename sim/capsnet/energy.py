@@ -39,7 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pimforge.gen.errors import PimforgeError
 
 __all__ = ["EnergyCoefficients", "DEFAULT_COEFFICIENTS", "flow_unit_ops", "COUNT_KEYS",
-           "pim_energy", "GPUPower", "P100_POWER", "gpu_energy", "energy_table"]
+           "pim_energy", "GPUPower", "P100_POWER", "gpu_energy", "energy_table",
+           "routing_counts_estimate", "routing_energy_estimate", "routing_energy_table"]
 
 #: Horowitz, "Computing's energy problem", ISSCC 2014 (45 nm, 0.9 V): FP32 add 0.9 pJ,
 #: FP32 multiply 3.7 pJ, 32-bit integer add 0.1 pJ.
@@ -270,3 +271,86 @@ def energy_table(e: dict) -> str:
                                                      "total"]
     tot = e["total"] or 1.0
     return "\n".join(f"{k:<14} {1e6 * e[k]:>12.4f} uJ {100 * e[k] / tot:>6.1f} %" for k in keys)
+
+
+def routing_counts_estimate(net, cfg, freq_mhz: float | None = None) -> tuple[dict, float, str]:
+    """Analytic event counts and time of one routing run on the cube: ``(counts, s, dim)``.
+
+    A first-order MODEL for use before (or beside) an RTL run's own counts:
+
+    * PE inputs per flow: exactly those of
+      :func:`pimforge.sim.capsnet.rtl_routing.routing_pe_counts` (the records that
+      route the network on the PE RTL);
+    * DRAM: ``W`` and ``u`` read once, ``u_hat`` written once (Eq. 1) and read twice
+      per iteration (Eq. 2 and 4), everything else (``b``, ``c``, ``s``, ``v``) once
+      per iteration each way; FP32 words, streamed, so one ACT per ``row_bytes``
+      (every opened row fully used, the best case the PIM-CapsNet mapping aims at);
+      ``rd``/``wr`` bytes only (no command counts needed);
+    * crossbar: ``M`` of the chosen distribution (Eq. 8/10/12); link: ``u`` in and
+      ``v`` out; time: ``alpha E + beta M`` of the chosen dimension
+      (:mod:`pimforge.sim.capsnet.distribution`), refresh over that time.
+    """
+    from .distribution import choose_distribution
+    from .networks import network
+    from .rtl_routing import routing_pe_counts
+
+    net = network(net) if isinstance(net, str) else net
+    B, L, H, cl, ch, it = net.batch, net.n_l, net.n_h, net.c_l, net.c_h, net.iterations
+    counts = routing_pe_counts(B, L, H, cl, ch, it)
+    w = 4
+    uhat = B * L * H * ch
+    rd = w * (L * H * ch * cl + B * L * cl + 2 * it * uhat + it * (2 * L * H + B * H * ch))
+    wr = w * (uhat + it * (2 * L * H + 2 * B * H * ch))
+    d = choose_distribution(net, cfg, freq_mhz)
+    best = d.scores[d.best]
+    t = best.time_s
+    counts.update(rd_bytes=rd, wr_bytes=wr, act=-(-(rd + wr) // cfg.hmc.row_bytes),
+                  xbar_bytes=best.M, link_bytes=w * (B * L * cl + B * H * ch),
+                  ref=int(t / (cfg.hmc.timing.tREFI * 1e-9)) * cfg.hmc.vaults)
+    counts["pre"] = counts["act"]
+    return counts, t, d.best
+
+
+def routing_energy_estimate(net, cfg, freq_mhz: float | None = None,
+                            coeffs: EnergyCoefficients = DEFAULT_COEFFICIENTS) -> dict:
+    """Modelled routing energy on PIM-CapsNet vs the P100 roofline model (both MODELS).
+
+    Returns ``{"network", "dim", "pim_s", "pim": pim_energy(...), "gpu_s", "gpu_j",
+    "saving"}`` with ``saving = 1 - pim total / gpu_j``.
+    """
+    from .gpu_roofline import P100, roofline
+
+    counts, t, dim = routing_counts_estimate(net, cfg, freq_mhz)
+    pim = pim_energy(counts, t, cfg, coeffs)
+    rl = roofline(net, P100)
+    gpu = gpu_energy(rl.routing_s)
+    name = net if isinstance(net, str) else net.name
+    return {"network": name, "dim": dim, "pim_s": t, "pim": pim, "gpu_s": rl.routing_s,
+            "gpu_j": gpu, "saving": 1.0 - pim["total"] / gpu}
+
+
+def routing_energy_table(cfg=None, nets=None) -> str:
+    """Text table of :func:`routing_energy_estimate` for the 12 networks (config hmc_gen3)."""
+    from pimforge.gen.config import load_config
+
+    from .networks import NETWORKS
+    cfg = cfg if cfg is not None else load_config("hmc_gen3")
+    nets = nets or [n.name for n in NETWORKS]
+    head = (f"{'network':<9} {'dim':>3} {'PIM us':>9} {'PE uJ':>9} {'DRAM uJ':>9} {'xbar uJ':>8}"
+            f" {'link uJ':>8} {'static uJ':>9} {'PIM uJ':>9} {'P100 us':>9} {'P100 uJ':>10}"
+            f" {'saving':>7}")
+    lines = ["routing energy MODEL (analytic counts; P100 = roofline time x 250 W), config "
+             f"{cfg.name}", head, "-" * len(head)]
+    for n in nets:
+        r = routing_energy_estimate(n, cfg)
+        p = r["pim"]
+        lines.append(f"{n:<9} {r['dim']:>3} {1e6 * r['pim_s']:>9.1f} {1e6 * p['pe']:>9.1f} "
+                     f"{1e6 * p['dram']:>9.1f} {1e6 * p['crossbar']:>8.2f} {1e6 * p['link']:>8.2f}"
+                     f" {1e6 * p['static']:>9.1f} {1e6 * p['total']:>9.1f} "
+                     f"{1e6 * r['gpu_s']:>9.1f} {1e6 * r['gpu_j']:>10.1f} "
+                     f"{100 * r['saving']:>6.1f}%")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(routing_energy_table())

@@ -37,7 +37,8 @@ import numpy as np
 
 from pimforge.gen.errors import SimulationError
 
-__all__ = ["PEStreamRunner", "route_on_pe", "RTLSampleResult", "rtl_sample_check"]
+__all__ = ["PEStreamRunner", "route_on_pe", "routing_pe_counts", "RTLSampleResult",
+           "rtl_sample_check"]
 
 F32 = np.float32
 #: Records per driver invocation: bounds the stimulus file (28 bytes a record).
@@ -62,7 +63,7 @@ class PEStreamRunner:
         t0 = time.monotonic()
         self.drv = StreamDriver(el, name="capsnet_pe-routing")
         self.build_s = time.monotonic() - t0
-        self.records = self.cycles = self.runs = 0
+        self.records = self.cycles = self.runs = self.mac_groups = 0
         self.sim_s = 0.0
         self.per_flow: dict[str, int] = {}
 
@@ -83,6 +84,8 @@ class PEStreamRunner:
         for s in range(0, len(a), step):
             outs.append(self._run(flow, a[s:s + step], b[s:s + step], g, is_mac))
         self.per_flow[flow.name] = self.per_flow.get(flow.name, 0) + len(a)
+        if is_mac:
+            self.mac_groups += len(a) // g
         return (np.concatenate(outs) if outs else np.zeros(0, np.uint32)).view(F32)
 
     def _run(self, flow, a, b, g, is_mac) -> np.ndarray:
@@ -157,11 +160,30 @@ def route_on_pe(u: np.ndarray, W: np.ndarray, iterations: int, pe) -> dict:
     return {"v": v, "s": s, "c": c, "b": b, "u_hat": u_hat}
 
 
+def routing_pe_counts(batch: int, n_l: int, n_h: int, c_l: int, c_h: int,
+                      iterations: int) -> dict[str, int]:
+    """PE inputs per flow (and MAC groups) that :func:`route_on_pe` issues, in closed form.
+
+    The keys are those of :func:`pimforge.sim.capsnet.energy.pim_energy`.
+    """
+    B, L, H = batch, n_l, n_h
+    mac = B * L * H * c_h * c_l
+    groups = B * L * H * c_h
+    it_mac = (2 * L * H + L * H + B * H * c_h * L + B * H * c_h + 2 * B * H + 2 * B * H
+              + B * H * c_h + B * L * H * c_h + L * H * B + 2 * L * H)
+    it_groups = (L * H + L + B * H * c_h + B * H + B * H + 2 * B * H + B * H * c_h + B * L * H
+                 + L * H + L * H)
+    return {"mac": mac + iterations * it_mac, "mac_groups": groups + iterations * it_groups,
+            "exp": iterations * L * H, "div": iterations * L * H,
+            "recip": iterations * B * H, "isqrt": iterations * B * H}
+
+
 @dataclass(frozen=True)
 class RTLSampleResult:
     """Outcome of routing one batch on the PE RTL vs the PE-ops model."""
 
     images: int
+    recovery: bool
     bit_exact: bool
     mismatches: dict
     same_class_as_model: float
@@ -176,7 +198,8 @@ class RTLSampleResult:
                    "DIFFERS: " + ", ".join(f"{k} {n}" for k, n in self.mismatches.items() if n))
         flows = ", ".join(f"{k} {n:,}" for k, n in sorted(self.per_flow.items()))
         return (f"RTL sample: {self.images} test images routed on the PE RTL ({flows} records); "
-                f"v, s, c, b, u_hat vs route_pim(PEOps): {verdict}; "
+                f"v, s, c, b, u_hat vs route_pim(PEOps, recovery "
+                f"{'on' if self.recovery else 'off'}): {verdict}; "
                 f"{self.cycles:,} cycles in {self.sim_s:.2f}s of Verilator time "
                 f"({self.cycles / max(self.sim_s, 1e-9):,.0f} cycles/s), build {self.build_s:.1f}s")
 
@@ -213,7 +236,8 @@ def rtl_sample_check(cfg=None, *, images: int | None = None, start: int = 0,
             for k in ("u_hat", "c", "s", "v", "b")}
     cls_got = np.argmax(np.sum(got["v"].astype(np.float64) ** 2, -1), 1)
     cls_ref = np.argmax(np.sum(ref.v.astype(np.float64) ** 2, -1), 1)
-    return RTLSampleResult(images=images, bit_exact=not any(mism.values()), mismatches=mism,
+    return RTLSampleResult(images=images, recovery=cfg.pe.exp_recovery,
+                           bit_exact=not any(mism.values()), mismatches=mism,
                            same_class_as_model=float(np.mean(cls_got == cls_ref)),
                            records=runner.records, cycles=runner.cycles, sim_s=runner.sim_s,
                            build_s=runner.build_s, per_flow=dict(runner.per_flow))
