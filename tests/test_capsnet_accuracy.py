@@ -8,8 +8,14 @@ import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.sim.capsnet.accuracy import PAPER_TABLE5, WITH, WITHOUT, accuracy_table, evaluate
-from pimforge.sim.capsnet.digits_net import (WEIGHTS_VERSION, DigitsCapsNet, load_digits_split,
-                                             load_trained, margin_loss, trained_meta)
+from pimforge.sim.capsnet.digits_net import (
+    WEIGHTS_VERSION,
+    DigitsCapsNet,
+    load_digits_split,
+    load_trained,
+    margin_loss,
+    trained_meta,
+)
 from pimforge.verif.models import pe_constants as pc
 from pimforge.verif.models.capsnet_pe import PEModel
 from pimforge.verif.models.pe_constants import EXP_AVG, LOG2E

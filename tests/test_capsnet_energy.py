@@ -8,9 +8,16 @@ import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import PimforgeError
-from pimforge.sim.capsnet.energy import (COUNT_KEYS, DEFAULT_COEFFICIENTS, P100_POWER,
-                                         EnergyCoefficients, energy_table, flow_unit_ops,
-                                         gpu_energy, pim_energy)
+from pimforge.sim.capsnet.energy import (
+    COUNT_KEYS,
+    DEFAULT_COEFFICIENTS,
+    P100_POWER,
+    EnergyCoefficients,
+    energy_table,
+    flow_unit_ops,
+    gpu_energy,
+    pim_energy,
+)
 from pimforge.verif.models import capsnet_pe as cpe
 from pimforge.verif.models.pe_constants import f32_bits
 

@@ -35,8 +35,16 @@ from pimforge.verif.models.routing import RoutingOps, route_f32, route_f64, rout
 
 from .digits_net import EVAL_BATCH, ITERATIONS, load_digits_split, load_trained
 
-__all__ = ["AccuracyRow", "evaluate", "accuracy_table", "PAPER_TABLE5", "add_arguments", "run",
-           "WITHOUT", "WITH"]
+__all__ = [
+    "PAPER_TABLE5",
+    "WITH",
+    "WITHOUT",
+    "AccuracyRow",
+    "accuracy_table",
+    "add_arguments",
+    "evaluate",
+    "run",
+]
 
 #: PIM-CapsNet Table 5 (origin, w/o recovery, w/ recovery), in percent.
 PAPER_TABLE5 = {
@@ -115,8 +123,8 @@ def evaluate(variants: dict[str, object] | None = None, cfg: Config | None = Non
 
 
 def accuracy_table(rows: list[AccuracyRow]) -> str:
-    lines = [f"{'routing':<26} {'accuracy':>9} {'same class as f64':>18} {'max |v - v_f64|':>16}"
-             f" {'max |v - v_w/o|':>16} {'v bits != w/o':>14}"]
+    lines = [(f"{'routing':<26} {'accuracy':>9} {'same class as f64':>18} {'max |v - v_f64|':>16}"
+             f" {'max |v - v_w/o|':>16} {'v bits != w/o':>14}")]
     for r in rows:
         diff = ("" if r.bits_differ_vs_without < 0 else
                 f" {r.max_abs_v_diff_vs_without:>16.2e} {r.bits_differ_vs_without:>14d}")

@@ -30,8 +30,8 @@ def study_text(study: dict) -> str:
     """The study as two text tables: scores per (network, frequency), then choices."""
     head = (f"{'network':<10} {'MHz':>6}  {'S_B (1/s)':>11} {'S_L (1/s)':>11} "
             f"{'S_H (1/s)':>11}  best")
-    lines = [f"execution score S = 1/(alpha E + beta M), config {study['config']}, "
-             f"{study['vaults']} vaults, beta {study['beta_s_per_byte']:.3g} s/byte",
+    lines = [(f"execution score S = 1/(alpha E + beta M), config {study['config']}, "
+             f"{study['vaults']} vaults, beta {study['beta_s_per_byte']:.3g} s/byte"),
              head, "-" * len(head)]
     for n in study["networks"]:
         for p in n["per_freq"]:

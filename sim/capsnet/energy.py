@@ -38,9 +38,20 @@ from dataclasses import asdict, dataclass, field
 
 from pimforge.gen.errors import PimforgeError
 
-__all__ = ["EnergyCoefficients", "DEFAULT_COEFFICIENTS", "flow_unit_ops", "COUNT_KEYS",
-           "pim_energy", "GPUPower", "P100_POWER", "gpu_energy", "energy_table",
-           "routing_counts_estimate", "routing_energy_estimate", "routing_energy_table"]
+__all__ = [
+    "COUNT_KEYS",
+    "DEFAULT_COEFFICIENTS",
+    "P100_POWER",
+    "EnergyCoefficients",
+    "GPUPower",
+    "energy_table",
+    "flow_unit_ops",
+    "gpu_energy",
+    "pim_energy",
+    "routing_counts_estimate",
+    "routing_energy_estimate",
+    "routing_energy_table",
+]
 
 #: Horowitz, "Computing's energy problem", ISSCC 2014 (45 nm, 0.9 V): FP32 add 0.9 pJ,
 #: FP32 multiply 3.7 pJ, 32-bit integer add 0.1 pJ.
@@ -339,8 +350,8 @@ def routing_energy_table(cfg=None, nets=None) -> str:
     head = (f"{'network':<9} {'dim':>3} {'PIM us':>9} {'PE uJ':>9} {'DRAM uJ':>9} {'xbar uJ':>8}"
             f" {'link uJ':>8} {'static uJ':>9} {'PIM uJ':>9} {'P100 us':>9} {'P100 uJ':>10}"
             f" {'saving':>7}")
-    lines = ["routing energy MODEL (analytic counts; P100 = roofline time x 250 W), config "
-             f"{cfg.name}", head, "-" * len(head)]
+    lines = [("routing energy MODEL (analytic counts; P100 = roofline time x 250 W), config "
+             f"{cfg.name}"), head, "-" * len(head)]
     for n in nets:
         r = routing_energy_estimate(n, cfg)
         p = r["pim"]

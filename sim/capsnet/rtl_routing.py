@@ -37,8 +37,13 @@ import numpy as np
 
 from pimforge.gen.errors import SimulationError
 
-__all__ = ["PEStreamRunner", "route_on_pe", "routing_pe_counts", "RTLSampleResult",
-           "rtl_sample_check"]
+__all__ = [
+    "PEStreamRunner",
+    "RTLSampleResult",
+    "route_on_pe",
+    "routing_pe_counts",
+    "rtl_sample_check",
+]
 
 F32 = np.float32
 #: Records per driver invocation: bounds the stimulus file (28 bytes a record).

@@ -73,7 +73,7 @@ class PEOps:
         self.name = f"pe{'+recovery' if self.recovery else ''}"
 
     @classmethod
-    def from_config(cls, cfg, *, recovery: bool | None = None) -> "PEOps":
+    def from_config(cls, cfg, *, recovery: bool | None = None) -> PEOps:
         return cls(cfg.pe, cfg.fp, recovery=recovery)
 
     @staticmethod
