@@ -128,6 +128,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "sim.capsnet.run_cli:add_arguments", "sim.capsnet.run_cli:run"),
     "approx": ("error table of the PIM-CapsNet PE approximations vs float64",
                "sim.approx_cli:add_arguments", "sim.approx_cli:run"),
+    "accuracy": ("Table 5 study: digits CapsNet accuracy with the PE arithmetic (and on the RTL)",
+                 "sim.capsnet.accuracy:add_arguments", "sim.capsnet.accuracy:run"),
+    "capsnet-dist": ("Fig. 18 study: B/L/H distribution scores and choice per PE frequency",
+                     "sim.capsnet.dist_cli:add_arguments", "sim.capsnet.dist_cli:run"),
 }
 
 

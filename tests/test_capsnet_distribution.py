@@ -141,3 +141,38 @@ def test_config_fields_validated():
     for preset in ("default", "hmc_gen3"):
         c = load_config(preset).capsnet
         assert (c.pe_ops_per_cycle, c.intervault_bw_gbs, c.packet_overhead_bytes) == (1, 16.0, 16)
+
+
+def test_frequency_study_data_and_cli(tmp_path, capsys):
+    import json
+
+    from pimforge.gen.cli import main
+    from pimforge.sim.capsnet.distribution import frequency_study
+
+    cfg = load_config("hmc_gen3")
+    st = frequency_study(cfg)
+    assert [n["network"] for n in st["networks"]] == [n.name for n in NETWORKS]
+    for n in st["networks"]:
+        for p in n["per_freq"]:
+            d = choose_distribution(n["network"], cfg, p["freq_mhz"])
+            assert p["best"] == d.best
+            assert p["scores"]["L"]["score"] == pytest.approx(d.scores["L"].score)
+            best = max("BLH", key=lambda k: p["scores"][k]["score"])
+            assert p["best"] == best
+    sv3 = next(n for n in st["networks"] if n["network"] == "Caps-SV3")
+    assert sv3["choices"][0] == "L" and sv3["choices"][-1] == "H" and sv3["changes"]
+    assert sum(st["choice_counts"]["312.5"].values()) == 12
+    # alpha halves when the frequency doubles
+    assert st["alpha_s_per_op"]["625"] == pytest.approx(st["alpha_s_per_op"]["312.5"] / 2)
+
+    out = tmp_path / "dist.json"
+    assert main(["capsnet-dist", "--freq", "312.5", "--freq", "937.5", "--net", "Caps-SV3",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Caps-SV3" in text and "changes with frequency" in text and "Caps-MN1" not in text
+    data = json.loads(out.read_text())
+    assert data["freqs_mhz"] == [312.5, 937.5]
+    assert data["networks"][0]["choices"] == ["L", "H"]
+    assert main(["capsnet-dist", "--net", "Caps-XX1"]) == 2
+    assert main(["capsnet-dist", "--freq", "0"]) == 2
+    assert "unknown network" in capsys.readouterr().err

@@ -31,6 +31,7 @@ def test_run_capsnet_end_to_end(tmp_path, net, scale):
     assert res["isa_model_matches_route_pim"] is True
     assert res["cycles"] > 0 and res["time_s"] == pytest.approx(res["cycles"] / 312.5e6)
     assert res["dimension"] in res["scores"]
+    assert res["energy_j"]["total"] > 0 and res["energy_j"]["pe"] > 0
     best = max(res["scores"], key=lambda d: res["scores"][d]["score"])
     assert res["dimension"] == best
     assert set(res["per_equation_cycles_busiest_vault"]) >= {"eq1", "eq2", "eq3", "eq4", "eq5"}

@@ -45,7 +45,8 @@ from .networks import CapsNetSpec, network
 
 __all__ = ["DIMENSIONS", "workload_e", "movement_m", "coefficients", "DimensionScore",
            "Distribution", "choose_distribution", "pre_aggregate", "b_messages",
-           "distribution_table", "print_distribution_table", "FIG18_FREQS_MHZ"]
+           "distribution_table", "print_distribution_table", "FIG18_FREQS_MHZ",
+           "frequency_study"]
 
 DIMENSIONS = ("B", "L", "H")
 #: The PE frequencies of the paper's Fig. 18 study.
@@ -214,6 +215,41 @@ def distribution_table(nets: list[CapsNetSpec | str] | None, cfg: Config,
             lines.append(f"{n.name:<10} {f:>6g}  {s['B'].score:>10.1f} {s['L'].score:>10.1f} "
                          f"{s['H'].score:>10.1f}  {d.best}")
     return "\n".join(lines)
+
+
+def frequency_study(cfg: Config, freqs_mhz: tuple[float, ...] = FIG18_FREQS_MHZ,
+                    nets: list[CapsNetSpec | str] | None = None) -> dict:
+    """The Fig. 18 study as plain data: per network and frequency, E, M, S and the choice.
+
+    Returns ``{"config", "vaults", "alpha_s_per_op", "beta_s_per_byte", "freqs_mhz",
+    "networks": [{"network", "per_freq": [{"freq_mhz", "best", "scores": {dim: {"E",
+    "M", "compute_s", "movement_s", "score"}}}], "choices": [best per freq],
+    "changes": bool}], "choice_counts": {freq: {dim: n}}}`` (JSON-ready).
+    """
+    for f in freqs_mhz:
+        if not (isinstance(f, (int, float)) and 1.0 <= f <= 5000.0):
+            from pimforge.gen.errors import PimforgeError
+            raise PimforgeError(f"frequency must be between 1 and 5000 MHz, not {f!r}")
+    nets = [network(n) if isinstance(n, str) else n
+            for n in (nets if nets is not None else list(_all()))]
+    rows = []
+    counts = {f"{f:g}": {d: 0 for d in DIMENSIONS} for f in freqs_mhz}
+    for n in nets:
+        per = []
+        for f in freqs_mhz:
+            d = choose_distribution(n, cfg, f)
+            counts[f"{f:g}"][d.best] += 1
+            per.append({"freq_mhz": float(f), "best": d.best, "scores": {
+                k: {"E": float(v.E), "M": int(v.M), "compute_s": v.compute_s,
+                    "movement_s": v.movement_s, "score": v.score}
+                for k, v in d.scores.items()}})
+        choices = [p["best"] for p in per]
+        rows.append({"network": n.name, "per_freq": per, "choices": choices,
+                     "changes": len(set(choices)) > 1})
+    return {"config": cfg.name, "vaults": cfg.hmc.vaults,
+            "alpha_s_per_op": {f"{f:g}": coefficients(cfg, f)[0] for f in freqs_mhz},
+            "beta_s_per_byte": coefficients(cfg)[1], "freqs_mhz": [float(f) for f in freqs_mhz],
+            "networks": rows, "choice_counts": counts}
 
 
 def _all() -> tuple[CapsNetSpec, ...]:

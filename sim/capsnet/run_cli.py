@@ -54,19 +54,6 @@ def _inputs(net, seed: int):
     return u, W
 
 
-def placeholder_energy_j(events: dict) -> dict:
-    """PLACEHOLDER energy estimate until the energy model module lands.
-
-    Per-event energies (pJ) are rough 28 nm-class figures, not the paper's:
-    FP32 op 3.7, DRAM word access 50, crossbar byte 4. Replace with the
-    energy module's function of the same event counts.
-    """
-    pj = (3.7 * events["pe_fp_ops"] + 50.0 * (events["dram_words_read"]
-                                             + events["dram_words_written"])
-          + 4.0 * events["xbar_bytes"])
-    return {"total_j": pj * 1e-12, "model": "placeholder"}
-
-
 def pe_latency(cfg) -> int:
     """The PE latency of *cfg* (cycles, every flow)."""
     from ...rtl.capsnet import pe as pe_mod
@@ -91,6 +78,7 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     from .gpu_roofline import roofline
     from .networks import network
     from .rtl_run import build_vault_driver, run_on_rtl
+    from .energy import pim_energy
     from .timing import program_cycles
 
     t_start = time.monotonic()
@@ -137,12 +125,15 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     err = float(np.abs(v_out - v64).max())
     per_eq: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     ops_by_flow: dict[str, int] = defaultdict(int)
+    mac_groups = 0
     xbar = 0
     for st in ex.stats:
         lab = comp.labels[st.vault][st.pc]
         per_eq[lab][f"v{st.vault}"] += st.elements + lat + 6
         if st.op in ("FLOW", "ADD"):
             ops_by_flow[st.flow or "MAC"] += st.elements
+            if (st.flow or "MAC") == "MAC":
+                mac_groups += st.outputs
         if st.op == "SEND" and st.peer != st.vault:
             xbar += st.send_bytes + cfg.capsnet.packet_overhead_bytes
     breakdown = {k: max(v.values()) for k, v in sorted(per_eq.items())}
@@ -153,11 +144,14 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
                  for v in range(comp.vaults)]
         writes = [sum(s.outputs for s in ex.stats if s.vault == v and s.op != "SEND")
                   for v in range(comp.vaults)]
-    events = {"pe_records_by_flow": dict(ops_by_flow),
-              "pe_fp_ops": int(2 * ops_by_flow.get("MAC", 0)
-                               + sum(v for k, v in ops_by_flow.items() if k != "MAC") * 6),
-              "dram_words_read": int(2 * sum(reads)),
-              "dram_words_written": int(sum(writes)), "xbar_bytes": int(xbar)}
+    # Event counts for the energy model. The operand path has no DRAM command
+    # model, so ACT/REF are 0 and only the bytes moved are charged.
+    events = {"mac": int(ops_by_flow.get("MAC", 0)), "mac_groups": int(mac_groups),
+              **{f.lower(): int(ops_by_flow.get(f, 0)) for f in ("ISQRT", "EXP", "RECIP",
+                                                                 "DIV")},
+              "rd_bytes": int(8 * sum(reads)), "wr_bytes": int(4 * sum(writes)),
+              "xbar_bytes": int(xbar)}
+    energy = pim_energy(events, time_s, cfg)
     gpu = roofline(net)
     out = {
         "network": net.name, "config": cfg.name, "scale": scale, "vaults": comp.vaults,
@@ -178,7 +172,8 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
         "scores": {k: {"E": s.E, "M": s.M, "time_s": s.time_s, "score": s.score}
                    for k, s in dist.scores.items()},
         "program_instructions": comp.program_words(),
-        "events": events, "energy": placeholder_energy_j(events),
+        "events": events, "energy_j": {k: v for k, v in energy.items() if k != "ops"},
+        "energy_note": "energy model (sim/capsnet/energy.py); DRAM commands not simulated",
         "rtl_matches_model": matches,
         "isa_model_matches_route_pim": isa_eq_pim,
         "max_abs_err_vs_float64": err, "max_abs_v_float64": float(np.abs(v64).max()),
