@@ -56,3 +56,16 @@ def test_run_capsnet_forced_dimension_and_errors(tmp_path, capsys):
     # Full-size Caps-MN1 does not fit the default config's 256 KiB vaults.
     assert main(["run", "capsnet", "--net", "Caps-MN1"]) == 2
     assert "capacity_per_vault" in capsys.readouterr().err
+
+
+def test_run_capsnet_ablation_pim_intra(tmp_path):
+    """PIM-Intra (one vault computes, operands cross the crossbar) is slower."""
+    out = tmp_path / "r.json"
+    assert main(["run", "capsnet", "--net", "Caps-EN1", "--scale", "128", "--ablation", "all",
+                 "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    intra = res["variants"]["pim-intra"]
+    assert intra["rtl_matches_model"] is True
+    assert intra["ablation_detail"]["remote_operand_bytes"] > 0
+    assert res["speedup_vs"]["pim-intra"] == pytest.approx(intra["time_s"] / res["time_s"])
+    assert res["speedup_vs"]["pim-intra"] > 1.0

@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of u and W (default 1)")
     p.add_argument("--dump", help="write u.npy, W.npy, v.npy, iterations.txt here")
     p.add_argument("--json", help="write the results JSON here")
+    p.add_argument("--ablation", choices=[*ABLATIONS, "all"], default="pim-capsnet",
+                   help="Sec. 6.1 variant (default pim-capsnet); all: every variant with "
+                        "speedup_vs ratios")
     p.add_argument("--model-only", action="store_true",
                    help="skip the RTL: run the ISA-level model and its exact cycle count "
                         "(for sizes the RTL cannot finish here)")
@@ -54,6 +57,10 @@ def _inputs(net, seed: int):
     return u, W
 
 
+#: Sec. 6.1 variants implemented (see :func:`run_capsnet`).
+ABLATIONS = ("pim-capsnet", "pim-intra")
+
+
 def pe_latency(cfg) -> int:
     """The PE latency of *cfg* (cycles, every flow)."""
     from ...rtl.capsnet import pe as pe_mod
@@ -65,11 +72,21 @@ def pe_latency(cfg) -> int:
 
 def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | None = None,
                 dim: str | None = None, seed: int = 1, dump: str | None = None,
-                model_only: bool = False, check_route_pim: bool = True) -> dict:
-    """Run one network end to end and return the results dict (see the module doc)."""
+                model_only: bool = False, check_route_pim: bool = True,
+                ablation: str = "pim-capsnet") -> dict:
+    """Run one network end to end and return the results dict (see the module doc).
+
+    ``ablation="pim-intra"`` (Sec. 6.1 PIM-Intra): no inter-vault distribution; the
+    whole routing runs on vault 0's controller and PEs (compiled for one vault,
+    simulated on the same RTL) while the data stays spread over all vaults, so
+    the operands of the other ``N - 1`` vaults cross the crossbar. That traffic is
+    charged analytically: ``(N-1)/N`` of the words read and written, at
+    ``intervault_bw_gbs``, overlapped with the compute (time = the larger of the two).
+    """
     import dataclasses
 
     from ...gen.config import load_config
+    from ...gen.errors import PimforgeError
     from ...verif.models.capsnet_isa import execute
     from ...verif.models.capsnet_pe import PEModel
     from ...verif.models.routing import route_f64, route_pim
@@ -89,7 +106,16 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     net = full.scaled(scale) if scale > 1 else full
     dist = choose_distribution(net, cfg, cfg.freq_mhz)
     d = dim or dist.best
-    comp = compile_routing(net, d, cfg)
+    if ablation not in ABLATIONS:
+        raise PimforgeError(f"ablation must be one of {', '.join(ABLATIONS)}, not {ablation!r}")
+    intra = ablation == "pim-intra"
+    if intra:
+        # One vault computes; the data is held by all vaults (capacity of the cube).
+        ccfg = dataclasses.replace(cfg, hmc=dataclasses.replace(
+            cfg.hmc, capacity_per_vault=cfg.hmc.capacity_per_vault * cfg.hmc.vaults))
+        comp = compile_routing(net, d, ccfg, vaults=1)
+    else:
+        comp = compile_routing(net, d, cfg)
     u, W = _inputs(net, seed)
     mems = comp.memories(u, W)
     pe = PEModel(cfg)
@@ -138,6 +164,17 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
             xbar += st.send_bytes + cfg.capsnet.packet_overhead_bytes
     breakdown = {k: max(v.values()) for k, v in sorted(per_eq.items())}
     f_hz = cfg.freq_mhz * 1e6
+    ablation_info = None
+    if intra:
+        nv = cfg.hmc.vaults
+        words = sum(2 * s.elements + s.outputs for s in ex.stats if s.op != "SEND")
+        remote = 4 * words * (nv - 1) / nv
+        bw = cfg.capsnet.intervault_bw_gbs * 1e9 / f_hz
+        xcyc = int(np.ceil(remote / bw))
+        ablation_info = {"compute_cycles": cycles, "remote_operand_bytes": int(remote),
+                         "crossbar_cycles": xcyc, "modelled": "crossbar operand traffic"}
+        xbar += int(remote)
+        cycles = max(cycles, xcyc)
     time_s = cycles / f_hz
     if reads is None:      # the controller reads one a/b pair per non-send element
         reads = [sum(s.elements for s in ex.stats if s.vault == v and s.op != "SEND")
@@ -159,6 +196,7 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
         "shape": {"B": net.batch, "N_L": net.n_l, "N_H": net.n_h, "C_L": net.c_l,
                   "C_H": net.c_h, "iterations": net.iterations},
         "executed_on": "isa-model" if model_only else "rtl",
+        "ablation": ablation, "ablation_detail": ablation_info,
         "freq_mhz": cfg.freq_mhz, "cycles": cycles, "time_s": time_s,
         "dram_clock_cycles": round(time_s / (cfg.hmc.tck_ns * 1e-9)),
         "per_equation_cycles_busiest_vault": breakdown,
@@ -200,9 +238,19 @@ def run(args) -> int:
 
     if args.scale < 1:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
-    res = run_capsnet(args.net, config=args.config, scale=args.scale, freq=args.freq,
-                      dim=args.dim, seed=args.seed, dump=args.dump,
-                      model_only=args.model_only)
+    kw = dict(config=args.config, scale=args.scale, freq=args.freq, dim=args.dim,
+              seed=args.seed, model_only=args.model_only)
+    if args.ablation == "all":
+        res = run_capsnet(args.net, dump=args.dump, **kw)
+        others = {a: run_capsnet(args.net, ablation=a, **kw) for a in ABLATIONS[1:]}
+        res["variants"] = {a: {k: r[k] for k in ("cycles", "time_s", "intervault_bytes",
+                                                  "ablation_detail", "rtl_matches_model")}
+                           for a, r in others.items()}
+        res["speedup_vs"] = {a: r["time_s"] / res["time_s"] for a, r in others.items()}
+        for a, x in res["speedup_vs"].items():
+            print(f"  speedup vs {a}: {x:.2f}x")
+    else:
+        res = run_capsnet(args.net, dump=args.dump, ablation=args.ablation, **kw)
     sc = res["scores"]
     print(f"{res['network']} B={res['shape']['B']} N_L={res['shape']['N_L']} "
           f"N_H={res['shape']['N_H']} on {res['vaults']} vaults at {res['freq_mhz']} MHz")
