@@ -213,9 +213,13 @@ class _Emit:
              d=out, d_s1=1)
 
 
-def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = None
-                    ) -> Compiled:
-    """Programs and placement of *net*'s routing distributed along *dim* on *cfg*'s vaults."""
+def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = None,
+                    capacity_bytes: int | None = None) -> Compiled:
+    """Programs and placement of *net*'s routing distributed along *dim* on *cfg*'s vaults.
+
+    ``vaults`` overrides the number of vaults that compute; ``capacity_bytes`` the
+    data capacity of each (default ``hmc.capacity_per_vault``).
+    """
     dim = str(dim).upper()
     if dim not in ("B", "L", "H"):
         raise ValueError(f"dimension must be one of B, L, H, not {dim!r}")
@@ -352,7 +356,7 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     amap = AddressMap.from_config(cfg.hmc, "capsnet")
     comp = Compiled(net, dim, nv, active, slices, programs, [al.arrays for al in allocs],
                     [al.top for al in allocs], amap, labels, v_at)
-    _check_capacity(comp, cfg)
+    _check_capacity(comp, cfg, capacity_bytes or cfg.hmc.capacity_per_vault)
     return comp
 
 
@@ -367,7 +371,7 @@ def _barrier(progs: list[_Emit], active: list[int]) -> None:
         progs[v](op=Opcode.BAR)
 
 
-def _check_capacity(comp: Compiled, cfg) -> None:
+def _check_capacity(comp: Compiled, cfg, capacity: int) -> None:
     size = comp.program_words()
     if size > cfg.capsnet.imem_instructions:
         raise CapacityError(
@@ -375,11 +379,12 @@ def _check_capacity(comp: Compiled, cfg) -> None:
             f"instructions; the instruction memory holds capsnet.imem_instructions = "
             f"{cfg.capsnet.imem_instructions}: raise it in the config")
     for v, w in enumerate(comp.words):
-        if 4 * w > cfg.hmc.capacity_per_vault:
+        if 4 * w > capacity:
             raise CapacityError(
                 f"{comp.net.name} (dimension {comp.dim}) needs {4 * w} bytes in vault {v}; "
-                f"hmc.capacity_per_vault is {cfg.hmc.capacity_per_vault}: raise it in the "
-                f"config or shrink the network with --scale")
+                f"it has {capacity} (hmc.capacity_per_vault is "
+                f"{cfg.hmc.capacity_per_vault}): raise it in the config or shrink the "
+                f"network with --scale")
 
 
 class ProgramOrderOps:

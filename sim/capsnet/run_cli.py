@@ -111,9 +111,8 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     intra = ablation == "pim-intra"
     if intra:
         # One vault computes; the data is held by all vaults (capacity of the cube).
-        ccfg = dataclasses.replace(cfg, hmc=dataclasses.replace(
-            cfg.hmc, capacity_per_vault=cfg.hmc.capacity_per_vault * cfg.hmc.vaults))
-        comp = compile_routing(net, d, ccfg, vaults=1)
+        comp = compile_routing(net, d, cfg, vaults=1,
+                               capacity_bytes=cfg.hmc.capacity_per_vault * cfg.hmc.vaults)
     else:
         comp = compile_routing(net, d, cfg)
     u, W = _inputs(net, seed)
