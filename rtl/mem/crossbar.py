@@ -33,7 +33,7 @@ def rr_pick(m: Module, reqs: list, advance, name: str):
     # else the lowest request overall (x & -x isolates the lowest set bit).
     req = Cat(*reqs)
     above = Signal(n, name=f"{name}_above")
-    m.d.comb += above.eq(req & Cat(*(last < i for i in range(n))))
+    m.d.comb += above.eq(req & Cat(Const(0, 1), *(last < i for i in range(1, n))))
     first = Signal(n, name=f"{name}_first")
     m.d.comb += first.eq(Mux(above != 0, above & -above, req & -req))
     m.d.comb += [g.eq(first[i]) for i, g in enumerate(grant)]
