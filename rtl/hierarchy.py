@@ -81,7 +81,8 @@ class Leaf(wiring.Component):
     ----------
     prototype : wiring.Component
         The component built for the signature; its attributes (``latency``,
-        ``latencies``...) describe every instance.
+        ``latencies``...) describe every instance, and any of its attributes
+        that is not a port can be read through the leaf.
     """
 
     # Attributes of the block that describe every instance, copied from the prototype.
@@ -116,6 +117,14 @@ class Leaf(wiring.Component):
             elif known.fingerprint != fingerprint:
                 raise ValueError(f"two different blocks use the leaf module name {name!r}; "
                                  "the name must encode every parameter of the block")
+
+    def __getattr__(self, name: str):
+        # Parameters of the block (``bank_bits``, ``port_signature``...) read through to
+        # the prototype; ports and private names never do (wiring sets those itself).
+        proto = self.__dict__.get("prototype")
+        if proto is None or name.startswith("_") or name in proto.signature.members:
+            raise AttributeError(name)
+        return getattr(proto, name)
 
     def elaborate(self, platform):
         m = Module()

@@ -8,7 +8,7 @@ reciprocal and division) by the approximations of the paper.
 """
 
 
-from amaranth import Cat, Const, Module, Mux, Signal, Value
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,12 +43,6 @@ class Flow(enum.Enum, shape=3):
     EXP = 2
     RECIP = 3
     DIV = 4
-
-
-def _is(flow, f: "Flow") -> Value:
-    """``flow == f`` as an AND of bit tests (lint-clean for any encoding, zero included)."""
-    v = Value.cast(flow)
-    return Cat(*(v[i] if (f.value >> i) & 1 else ~v[i] for i in range(len(v)))).all()
 
 
 class _C:
@@ -197,7 +191,7 @@ class CapsNetPE(wiring.Component):
         """*st* with each flow's destination replaced by *result*."""
         out = dict(st)
         for dst in sorted({c[-1] for c in ctrl.values()}):
-            hit = Cat(*(_is(st["flow"], f) for f, c in ctrl.items() if c[-1] == dst)).any()
+            hit = st["flow"].as_value().matches(*(f for f, c in ctrl.items() if c[-1] == dst))
             s = Signal(32, name=f"{name}_{dst}")
             m.d.comb += s.eq(Mux(hit, result, st[dst]))
             out[dst] = s
@@ -206,9 +200,10 @@ class CapsNetPE(wiring.Component):
     def _fp_slot(self, m: Module, st: dict, unit, ctrl: dict, name: str) -> dict:
         """One adder or multiplier slot: ``ctrl`` maps flow -> (src1, src2, dst)."""
         m.submodules[name] = unit
-        for i, (flow, (s1, s2, _)) in enumerate(ctrl.items()):
-            with (m.If if i == 0 else m.Elif)(_is(st["flow"], flow)):
-                m.d.comb += [unit.a.eq(self._src(st, s1)), unit.b.eq(self._src(st, s2))]
+        with m.Switch(st["flow"]):
+            for flow, (s1, s2, _) in ctrl.items():
+                with m.Case(flow):
+                    m.d.comb += [unit.a.eq(self._src(st, s1)), unit.b.eq(self._src(st, s2))]
         m.d.comb += unit.in_valid.eq(st["valid"])
         out = self._delay(m, st, unit.latency, name)
         return self._writeback(m, out, ctrl, unit.result, name)
@@ -236,7 +231,7 @@ class CapsNetPE(wiring.Component):
         lane_r = Signal(la, init=1)
         seen_r = Signal(la)
         open_ = Signal()
-        is_mac = _is(self.op, Flow.MAC)
+        is_mac = self.op == Flow.MAC
         start = self.first | ~open_
         lane = Signal(la)
         seen = Signal(la)
@@ -275,8 +270,8 @@ class CapsNetPE(wiring.Component):
         m.submodules.a0 = add0
         lanes = [Signal(32, name=f"lane{i}") for i in range(la)]
         out0 = self._delay(m, st, la, "a0")
-        out_mac = out0["valid"] & _is(out0["flow"], Flow.MAC)
-        in_mac = _is(st["flow"], Flow.MAC)
+        out_mac = out0["valid"] & (out0["flow"] == Flow.MAC)
+        in_mac = st["flow"] == Flow.MAC
         hit = out_mac & (out0["lane"] & st["lane"]).any()
         sel = Const(_NEG_ZERO, 32)
         for i in range(la):   # one-hot select of the product's lane register
@@ -319,9 +314,10 @@ class CapsNetPE(wiring.Component):
                  Flow.ISQRT: (ShiftOp.ISQRT_SEED, 0, "a", "v"),
                  Flow.RECIP: (ShiftOp.RECIP_SEED, 0, "a", "v"),
                  Flow.DIV: (ShiftOp.RECIP_SEED, 0, "b", "v")}
-        for i, (flow, (op, k, src, _)) in enumerate(sctrl.items()):
-            with (m.If if i == 0 else m.Elif)(_is(st["flow"], flow)):
-                m.d.comb += [shifter.op.eq(op), shifter.k.eq(k), shifter.a.eq(st[src])]
+        with m.Switch(st["flow"]):
+            for flow, (op, k, src, _) in sctrl.items():
+                with m.Case(flow):
+                    m.d.comb += [shifter.op.eq(op), shifter.k.eq(k), shifter.a.eq(st[src])]
         m.d.comb += shifter.in_valid.eq(st["valid"])
         st = self._writeback(m, self._delay(m, st, self.shift_latency, "s0"), sctrl,
                              shifter.result, "s0")
@@ -349,7 +345,7 @@ class CapsNetPE(wiring.Component):
         st = self._fp_slot(m, st, FP32Mul(latency=lm), fctrl, "mf")
         end = self._delay(m, st, self.latency - self.chain_latency, "pad")
 
-        is_mac_out = _is(end["flow"], Flow.MAC)
+        is_mac_out = end["flow"] == Flow.MAC
         m.d.comb += [
             self.out_valid.eq(end["valid"] & (~is_mac_out | end["last"])),
             self.result.eq(Mux(is_mac_out, mac_res, end["v"])),

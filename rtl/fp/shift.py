@@ -6,7 +6,7 @@ FP32 pattern rather than an addition or a multiplication happens here.
 """
 
 
-from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -55,52 +55,7 @@ class ShiftOp(enum.Enum, shape=3):
     RECIP_SEED = 5
 
 
-_W = 14   # two's-complement width of the exponent arithmetic (|values| < 2**12)
-
-
-def _sext(value, width: int) -> Value:
-    """*value* (signed) sign-extended to *width* bits, as an unsigned bit vector."""
-    value = Value.cast(value)
-    return Cat(value, value[-1].replicate(width - len(value)))
-
-
-def _add(m: Module, x, y, name: str, *, carry_in=0) -> Signal:
-    """``(x + y + carry_in) mod 2**w`` of two *w*-bit vectors as an explicit ripple adder.
-
-    The shifter's few adders are written as gates so that the generated Verilog
-    has no arithmetic operator whose operands a synthesis pass could narrow below
-    the operator's width (Verilator's WIDTH lint); their timing is not critical.
-    """
-    x, y = Value.cast(x), Value.cast(y)
-    assert len(x) == len(y), (len(x), len(y))
-    c = Value.cast(carry_in)
-    bits = []
-    for i in range(len(x)):
-        p = x[i] ^ y[i]
-        bits.append(p ^ c)
-        cw = Signal(name=f"{name}_c{i}")
-        m.d.comb += cw.eq((x[i] & y[i]) | (p & c))
-        c = cw
-    out = Signal(len(x), name=name)
-    m.d.comb += out.eq(Cat(*bits))
-    return out
-
-
-def _sub(m: Module, x, y, name: str) -> Signal:
-    """``(x - y) mod 2**w`` as ``x + ~y + 1``."""
-    return _add(m, x, ~Value.cast(y), name, carry_in=1)
-
-
-def _neg(m: Module, x: Value, c: int, name: str) -> Value:
-    """``x - c < 0`` for a _W-bit two's-complement *x* (no overflow in range)."""
-    return _add(m, x, Const(-c % (1 << _W), _W), name)[-1]
-
-
-def _match(value: Value, const: int) -> Value:
-    """``value == const`` as an AND of bit tests (no constant-width mismatch)."""
-    value = Value.cast(value)
-    return Cat(*(value[i] if (const >> i) & 1 else ~value[i]
-                 for i in range(len(value)))).all()
+_W = 14   # signed width of the exponent arithmetic (|values| < 2**12)
 
 
 class FP32Shift(wiring.Component):
@@ -170,26 +125,23 @@ class FP32Shift(wiring.Component):
         m.d.comb += raw.eq(Cat(man, ~exp_zero))
         lz = lzc(m, raw, "lz")                       # 5 bits, 24 for zero
         sig = shift_left(m, raw, lz, "norm")
-        eff_e = Signal(_W)                           # two's complement
-        m.d.comb += eff_e.eq(Mux(is_sub, _sub(m, Const(1, _W), zext(lz, _W), "sub_e"),
-                                 zext(exp, _W)))
-        kx = Signal(_W)
-        m.d.comb += kx.eq(_sext(k, _W))
+        eff_e = Signal(signed(_W))
+        m.d.comb += eff_e.eq(Mux(is_sub, 1 - lz, exp))
 
         # ---- LDEXP -----------------------------------------------------------
-        new_e = Signal(_W)
-        m.d.comb += new_e.eq(_add(m, eff_e, kx, "ld_e"))
-        overflow = ~_neg(m, new_e, 255, "ld_ovf")
-        normal = ~_neg(m, new_e, 1, "ld_norm")
+        new_e = Signal(signed(_W))
+        m.d.comb += new_e.eq(eff_e + k)
+        overflow = new_e >= 255
+        normal = new_e >= 1
         # Underflow: shift the significand right by 1 - new_e with RNE; more than
         # 25 leaves nothing (sig < 2**24: below half of the smallest subnormal).
-        far = _neg(m, new_e, -24, "ld_far")
+        far = new_e < -24
         sh = Signal(5)
-        m.d.comb += sh.eq(Mux(far, Const(26, 5), _sub(m, Const(1, _W), new_e, "ld_sh")[:5]))
+        m.d.comb += sh.eq(Mux(far, 26, 1 - new_e))
         q_ext, sticky = shift_right_sticky(m, Cat(Const(0, 1), sig), sh, "ld_sub")
         q, rnd = q_ext[1:25], q_ext[0]
         sub_bits = Signal(24)
-        m.d.comb += sub_bits.eq(_add(m, q, Const(0, 24), "ld_rnd", carry_in=rnd & (sticky | q[0])))
+        m.d.comb += sub_bits.eq(q + (rnd & (sticky | q[0])))
         ldexp = Signal(32)
         with m.If(is_nan):
             m.d.comb += ldexp.eq(CANONICAL_NAN)
@@ -204,60 +156,54 @@ class FP32Shift(wiring.Component):
             m.d.comb += ldexp.eq(Cat(sub_bits, Const(0, 7), sign))
 
         # ---- SRL / SLL -------------------------------------------------------
-        k_neg = k[-1]
+        k_neg = k < 0
         mag = Signal(K_WIDTH + 1)
-        kw = _sext(k, K_WIDTH + 1)
-        m.d.comb += mag.eq(Mux(k_neg, _sub(m, Const(0, K_WIDTH + 1), kw, "mag"), kw))
-        big = mag[5:].any()
-        srl_r = Mux(big, Const(0, 32), shift_right_sticky(m, a, mag[0:5], "srl")[0])
-        sll_r = Mux(big, Const(0, 32), shift_left(m, a, mag[0:5], "sll"))
+        m.d.comb += mag.eq(Mux(k_neg, -k, k))
+        big = mag >= 32
+        srl_r = Mux(big, 0, shift_right_sticky(m, a, mag[0:5], "srl")[0])
+        sll_r = Mux(big, 0, shift_left(m, a, mag[0:5], "sll"))
         right = Signal(32)
         left = Signal(32)
         m.d.comb += [right.eq(Mux(k_neg, sll_r, srl_r)), left.eq(Mux(k_neg, srl_r, sll_r))]
 
         # ---- FIX: trunc(sig * 2**(eff_e - 150 + k)), saturated ----------------
-        fsh = Signal(_W)
-        m.d.comb += fsh.eq(_add(m, new_e, Const(-150 % (1 << _W), _W), "fix_e"))
-        too_big = ~_neg(m, fsh, 8, "fix_big")
-        left_sh = ~fsh[-1]
-        too_small = _neg(m, fsh, -24, "fix_small")
+        fsh = Signal(signed(_W))
+        m.d.comb += fsh.eq(new_e - 150)
+        too_big = fsh >= 8
+        left_sh = fsh >= 0
+        too_small = fsh < -24
         fix_l = shift_left(m, zext(sig, 32), fsh[0:3], "fix_l")      # 0 <= fsh <= 7 only
-        sat = _add(m, zext(fix_l, 33), Const(-POS_INF % (1 << 33), 33), "fix_sat")
-        fix_l_sat = ~sat[32]                                          # fix_l >= 0x7F800000
-        nfsh = Signal(_W)
-        m.d.comb += nfsh.eq(_sub(m, Const(0, _W), fsh, "fix_n"))
-        fix_r = shift_right_sticky(m, sig, Mux(too_small, Const(24, 5), nfsh[:5]), "fix_r")[0]
+        fix_rsh = Signal(5)                                           # -24 <= fsh < 0 only
+        m.d.comb += fix_rsh.eq(Mux(too_small, 24, -fsh))
+        fix_r = shift_right_sticky(m, sig, fix_rsh, "fix_r")[0]
         fix = Signal(32)
         with m.If(is_nan):
             m.d.comb += fix.eq(CANONICAL_NAN)
         with m.Elif(sign | is_zero):
             m.d.comb += fix.eq(0)
-        with m.Elif(is_special | too_big):
+        with m.Elif(is_special | too_big | (left_sh & (fix_l >= POS_INF))):
             m.d.comb += fix.eq(POS_INF)
         with m.Elif(left_sh):
-            m.d.comb += fix.eq(Mux(fix_l_sat, Const(POS_INF, 32), fix_l))
+            m.d.comb += fix.eq(fix_l)
         with m.Else():
-            m.d.comb += fix.eq(zext(fix_r, 32))
-
-        # ---- seeds: magic - (a >> 1), magic - a (mod 2**32) ----------------------
-        isqrt_r = _sub(m, Const(self.isqrt_magic, 32), Cat(a[1:32], Const(0, 1)), "isqrt")
-        recip_r = _sub(m, Const(self.recip_magic, 32), a, "recip")
+            m.d.comb += fix.eq(fix_r)
 
         res = Signal(32)
-        with m.If(_match(self.op, ShiftOp.LDEXP.value)):
-            m.d.comb += res.eq(ldexp)
-        with m.Elif(_match(self.op, ShiftOp.SRL.value)):
-            m.d.comb += res.eq(right)
-        with m.Elif(_match(self.op, ShiftOp.SLL.value)):
-            m.d.comb += res.eq(left)
-        with m.Elif(_match(self.op, ShiftOp.FIX.value)):
-            m.d.comb += res.eq(fix)
-        with m.Elif(_match(self.op, ShiftOp.ISQRT_SEED.value)):
-            m.d.comb += res.eq(isqrt_r)
-        with m.Elif(_match(self.op, ShiftOp.RECIP_SEED.value)):
-            m.d.comb += res.eq(recip_r)
-        with m.Else():
-            m.d.comb += res.eq(0)
+        with m.Switch(self.op):
+            with m.Case(ShiftOp.LDEXP):
+                m.d.comb += res.eq(ldexp)
+            with m.Case(ShiftOp.SRL):
+                m.d.comb += res.eq(right)
+            with m.Case(ShiftOp.SLL):
+                m.d.comb += res.eq(left)
+            with m.Case(ShiftOp.FIX):
+                m.d.comb += res.eq(fix)
+            with m.Case(ShiftOp.ISQRT_SEED):   # magic - (a >> 1) mod 2**32
+                m.d.comb += res.eq(self.isqrt_magic - (a >> 1))
+            with m.Case(ShiftOp.RECIP_SEED):   # magic - a mod 2**32
+                m.d.comb += res.eq(self.recip_magic - a)
+            with m.Default():
+                m.d.comb += res.eq(0)
 
         # Pipeline: the result is registered `latency` times, valid alongside.
         data, valid = res, self.in_valid

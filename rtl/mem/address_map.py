@@ -75,8 +75,8 @@ class _HdlOps:
 
     @staticmethod
     def select(i, options):
-        from ._hdl import mux_k
-        return Decoded(*(mux_k(i, [getattr(o, f) for o in options])
+        from amaranth.hdl import Array, Value
+        return Decoded(*(Array(Value.cast(getattr(o, f)) for o in options)[i]
                          for f in ("vault", "bank", "row", "col", "subpage_log")))
 
 

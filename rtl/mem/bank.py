@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ._hdl import dec
 from .timing import Timing
 
-__all__ = ["BankMachine", "TimingCounter", "from_config"]
+__all__ = ["BankMachine", "TimingCounter", "bank_leaf", "from_config"]
 
 
 class TimingCounter:
@@ -39,9 +40,9 @@ class TimingCounter:
             c = Signal(range(w + 1), name=f"{self.name}_c{i}")
             with m.If(cond):
                 m.d.sync += c.eq(w)
-            with m.Elif(c.any()):
-                m.d.sync += c.eq(dec(c))
-            zeros.append(~c.any())
+            with m.Elif(c != 0):
+                m.d.sync += c.eq(c - 1)
+            zeros.append(c == 0)
         m.d.comb += self.ready.eq(Cat(*zeros).all() if zeros else 1)
 
 
@@ -112,6 +113,19 @@ class BankMachine(wiring.Component):
             self.col_ok.eq(col_c.ready & self.is_open),
         ]
         return m
+
+
+def bank_leaf(*, timing: Timing, row_bits: int):
+    """A :class:`BankMachine` as one Verilog module shared by every bank of that timing.
+
+    The module name carries the row width and a hash of the timing, so two
+    different bank machines never share a name.
+    """
+    from ..hierarchy import Leaf
+
+    key = hashlib.sha1(repr((timing, row_bits)).encode()).hexdigest()[:8]
+    return Leaf(f"bank_machine_r{row_bits}_{key}",
+                lambda: BankMachine(timing=timing, row_bits=row_bits))
 
 
 def from_config(cfg) -> BankMachine:

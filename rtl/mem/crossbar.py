@@ -7,7 +7,6 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ._hdl import eq_k
 from .address_map import HDL_OPS, AddressMap
 from .port import HOST, PE, VaultPortSignature
 
@@ -30,18 +29,16 @@ def rr_pick(m: Module, reqs: list, advance, name: str):
         return reqs[0], [reqs[0]]
     last = Signal(range(n), name=f"{name}_last", init=n - 1)
     grant = [Signal(name=f"{name}_g{i}") for i in range(n)]
-    # Priority order last+1, last+2, ...: for each pointer value a fixed chain.
-    with m.Switch(last):
-        for p in range(n):
-            # the last case as Default keeps the case statement complete
-            with (m.Case(p) if p < n - 1 else m.Default()):
-                order = [(p + 1 + k) % n for k in range(n)]
-                for k in reversed(range(n)):
-                    i = order[k]
-                    with m.If(reqs[i]):
-                        m.d.comb += [g.eq(j == i) for j, g in enumerate(grant)]
+    # Priority order last+1, last+2, ...: the lowest request above the pointer,
+    # else the lowest request overall (x & -x isolates the lowest set bit).
+    req = Cat(*reqs)
+    above = Signal(n, name=f"{name}_above")
+    m.d.comb += above.eq(req & Cat(Const(0, 1), *(last < i for i in range(1, n))))
+    first = Signal(n, name=f"{name}_first")
+    m.d.comb += first.eq(Mux(above != 0, above & -above, req & -req))
+    m.d.comb += [g.eq(first[i]) for i, g in enumerate(grant)]
     any_ = Signal(name=f"{name}_any")
-    m.d.comb += any_.eq(Cat(*reqs).any())
+    m.d.comb += any_.eq(req != 0)
     with m.If(advance & any_):
         for i in range(n):
             with m.If(grant[i]):
@@ -138,12 +135,12 @@ class Crossbar(wiring.Component):
                 m.d.sync += wait[i].eq(0)
 
         m.d.comb += self.host_target.eq(
-            Cat(*[Cat(*[mreq[i].valid & eq_k(dec[i]["vault"], v) for i in range(L)]).any()
+            Cat(*[Cat(*[mreq[i].valid & (dec[i]["vault"] == v) for i in range(L)]).any()
                   for v in range(V)]))
 
         granted = [[Signal(name=f"gnt_v{v}_m{i}") for i in range(M)] for v in range(V)]
         for v in range(V):
-            want = [mreq[i].valid & eq_k(dec[i]["vault"], v) for i in range(M)]
+            want = [mreq[i].valid & (dec[i]["vault"] == v) for i in range(M)]
             fire = Signal(name=f"v{v}_fire")
             h_any, h_g = rr_pick(m, want[:L], fire, f"v{v}_host")
             p_any, p_g = rr_pick(m, want[L:], fire, f"v{v}_pe")
@@ -168,15 +165,16 @@ class Crossbar(wiring.Component):
                     m.d.comb += sel.eq(i)
             out = vp[v].req
             m.d.comb += [out.valid.eq(h_any | p_any), fire.eq(out.valid & out.ready)]
-            for i in range(M):
-                with m.If(eq_k(sel, i)):
-                    p = mreq[i].payload
-                    m.d.comb += [
-                        out.payload.we.eq(p.we), out.payload.cls.eq(HOST if i < L else PE),
-                        out.payload.bank.eq(dec[i]["bank"]), out.payload.row.eq(dec[i]["row"]),
-                        out.payload.col.eq(dec[i]["col"]), out.payload.data.eq(p.data),
-                        out.payload.tag.eq(Cat(p.tag, Const(i, self.mbits))),
-                    ]
+            with m.Switch(sel):
+                for i in range(M):
+                    with m.Case(i):
+                        p = mreq[i].payload
+                        m.d.comb += [
+                            out.payload.we.eq(p.we), out.payload.cls.eq(HOST if i < L else PE),
+                            out.payload.bank.eq(dec[i]["bank"]), out.payload.row.eq(dec[i]["row"]),
+                            out.payload.col.eq(dec[i]["col"]), out.payload.data.eq(p.data),
+                            out.payload.tag.eq(Cat(p.tag, Const(i, self.mbits))),
+                        ]
         for i in range(M):
             m.d.comb += mreq[i].ready.eq(
                 Cat(*[granted[v][i] & vp[v].req.ready for v in range(V)]).any())
@@ -185,7 +183,7 @@ class Crossbar(wiring.Component):
         tb = self.tag_bits
         resp_gnt = [[None] * M for _ in range(V)]
         for i in range(M):
-            want = [vp[v].resp.valid & eq_k(vp[v].resp.payload.tag[tb:tb + self.mbits], i)
+            want = [vp[v].resp.valid & (vp[v].resp.payload.tag[tb:tb + self.mbits] == i)
                     for v in range(V)]
             fire = Signal(name=f"m{i}_rfire")
             any_, g = rr_pick(m, want, fire, f"m{i}_resp")

@@ -11,7 +11,7 @@ from .address_map import AddressMap
 from .crossbar import Crossbar, master_request_layout, master_response_layout
 from .rmas import RMAS
 from .timing import resolve_timing
-from .vault_ctrl import VaultController
+from .vault_ctrl import vault_leaf
 
 __all__ = ["HMCMemory", "from_config"]
 
@@ -51,12 +51,13 @@ class HMCMemory(wiring.Component):
         V, L = hmc.vaults, hmc.links
         self.mbits = max(1, ceil_log2(L + V))
         dbits = hmc.block_bytes * 8
-        self.vaults = [VaultController(
+        # One Verilog module for all vault controllers, instantiated per vault.
+        vault_kw = dict(
             timing=self.timing, banks=hmc.banks_per_vault, rows=hmc.rows, columns=hmc.columns,
             queue_depth=hmc.queue_depth, tag_bits=tag_bits + self.mbits,
             scheduler=hmc.scheduler, page_policy=hmc.page_policy,
             starvation_limit=hmc.starvation_limit, block_bytes=hmc.block_bytes)
-            for _ in range(V)]
+        self.vaults = [vault_leaf(**vault_kw) for _ in range(V)]
         vc = self.vaults[0]
         self.xbar = Crossbar(amap=self.amap, links=L, vaults=V, tag_bits=tag_bits,
                              vault_signature=vc.port_signature, data_bits=dbits)

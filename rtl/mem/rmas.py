@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import enum
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
-
-from ._hdl import ge_k, mux_k, popcount
 
 __all__ = ["RMAS", "Policy", "from_config"]
 
@@ -83,36 +81,26 @@ class RMAS(wiring.Component):
         tgt = [self.target[v] for v in range(V)]
         wn = len(self.n_h)
         n_max = Signal(wn)
-        m.d.comb += n_max.eq(popcount(tgt, wn))
-        # sum of Q over the targeted vaults: a balanced tree of equally wide adds
-        level = [Mux(tgt[v], q[v], 0) for v in range(V)]
-        while len(level) > 1:
-            level = [level[i] + level[i + 1] for i in range(0, len(level), 2)]
-        sum_q = level[0]
+        m.d.comb += n_max.eq(sum(tgt))
+        sum_q = sum(Mux(tgt[v], q[v], 0) for v in range(V))      # over the targeted vaults
         lhs_unit = sum_q * self.gamma_v
-        rhs0 = n_max * n_max * self.gamma_h
-        # Both sides of n^2*sum(Q)*gamma_v <= n_max^2*gamma_h made equally wide by
-        # the declared width of their constant factors.
-        width = max(len(lhs_unit) + (V * V).bit_length(), len(rhs0))
-        rhs = rhs0 * Const(1, width - len(rhs0)) if width > len(rhs0) else rhs0
+        rhs = n_max * n_max * self.gamma_h
         # n_h counts the n in 1..V meeting both conditions (they hold for a prefix of n).
         conds = []
         for n in range(1, V + 1):
             c = Signal(name=f"ok{n}")
-            lhs = lhs_unit * Const(n * n, width - len(lhs_unit))
-            m.d.comb += c.eq(ge_k(n_max, n) & (lhs <= rhs))
+            m.d.comb += c.eq((n_max >= n) & (lhs_unit * (n * n) <= rhs))
             conds.append(c)
         n_h = Signal(wn)
-        m.d.comb += n_h.eq(popcount(conds, wn))
+        m.d.comb += n_h.eq(sum(conds))
         # Rank of each targeted vault by Q (ties by index); the n_h smallest are granted.
         grant = Signal(V)
         for v in range(V):
             rank = Signal(wn, name=f"rank{v}")
-            before = [tgt[u] & ((q[u] < q[v]) | ((q[u] == q[v]) if u < v else Const(0)))
+            before = [tgt[u] & ((q[u] < q[v]) if u > v else (q[u] <= q[v]))
                       for u in range(V) if u != v]
-            m.d.comb += rank.eq(popcount(before, wn))
-            # conds[k] holds exactly for k < n_h, so rank < n_h is conds[rank].
-            m.d.comb += grant[v].eq(tgt[v] & mux_k(rank, conds))
+            m.d.comb += rank.eq(sum(before))
+            m.d.comb += grant[v].eq(tgt[v] & (rank < n_h))
         with m.Switch(self.policy):
             with m.Case(Policy.RMAS):
                 m.d.sync += [self.host_first.eq(grant), self.arrival.eq(0)]

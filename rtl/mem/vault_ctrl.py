@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
@@ -10,12 +11,11 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ._hdl import dec, eq_k, gt_k, lt_k, mux_k, popcount
-from .bank import BankMachine, TimingCounter
+from .bank import TimingCounter, bank_leaf
 from .port import PE, Cmd, VaultPortSignature
 from .timing import Timing, resolve_timing
 
-__all__ = ["VaultController", "from_config"]
+__all__ = ["VaultController", "from_config", "vault_leaf"]
 
 
 class VaultController(wiring.Component):
@@ -132,7 +132,7 @@ class VaultController(wiring.Component):
         Q, NB = self.queue_depth, self.banks
         req, resp = self.bus.req, self.bus.resp
 
-        banks = [BankMachine(timing=t, row_bits=self.row_bits) for _ in range(NB)]
+        banks = [bank_leaf(timing=t, row_bits=self.row_bits) for _ in range(NB)]
         for i, b in enumerate(banks):
             m.submodules[f"bank{i}"] = b
         b_open = Array(b.is_open for b in banks)
@@ -157,7 +157,7 @@ class VaultController(wiring.Component):
         faw = [TimingCounter(m, t.tFAW, f"faw{i}") for i in range(4)]
         faw_next = Signal(2)
         for i, c in enumerate(faw):
-            c.load(issue_act & eq_k(faw_next, i), t.tFAW)
+            c.load(issue_act & (faw_next == i), t.tFAW)
         with m.If(issue_act):
             m.d.sync += faw_next.eq(faw_next + 1)
         for c in (ccd, rd_gap, wr_gap, rrd, *faw):
@@ -170,13 +170,13 @@ class VaultController(wiring.Component):
         refi = Signal(range(t.tREFI + 1), init=t.tREFI - 1)
         ref_pending = Signal(range(9))
         ref_due = Signal()
-        m.d.comb += ref_due.eq(~refi.any())
-        m.d.sync += refi.eq(Mux(ref_due, t.tREFI - 1, dec(refi)))
+        m.d.comb += ref_due.eq(refi == 0)
+        m.d.sync += refi.eq(Mux(ref_due, t.tREFI - 1, refi - 1))
         # Up to 8 refreshes may be owed (JEDEC postponement limit); never dropped.
         with m.If(ref_due & ~issue_ref):
             m.d.sync += ref_pending.eq(ref_pending + 1)
         with m.Elif(issue_ref & ~ref_due):
-            m.d.sync += ref_pending.eq(dec(ref_pending))
+            m.d.sync += ref_pending.eq(ref_pending - 1)
 
         # ---- request queue (compacting: entry 0 is the oldest) ----------------
         lay = self.port_signature.req_layout
@@ -184,7 +184,7 @@ class VaultController(wiring.Component):
         count = Signal(range(Q + 1))
         valid = [Signal(name=f"qv{i}") for i in range(Q)]
         for i in range(Q):
-            m.d.comb += valid[i].eq(gt_k(count, i))
+            m.d.comb += valid[i].eq(count > i)
 
         hit = [Signal(name=f"hit{i}") for i in range(Q)]
         older_bank = [Signal(name=f"older_bank{i}") for i in range(Q)]
@@ -212,12 +212,12 @@ class VaultController(wiring.Component):
         rfifo = m.submodules.rfifo = SyncFIFO(width=len(resp.payload.as_value()),
                                               depth=self.resp_depth)
         resp_space = Signal()
-        m.d.comb += resp_space.eq(credits.any())
+        m.d.comb += resp_space.eq(credits != 0)
         inflight = Signal(range(L + 1))
 
         head_wait = Signal(range(self.starvation_limit + 1))
         starving = Signal()
-        m.d.comb += starving.eq(eq_k(head_wait, self.starvation_limit))
+        m.d.comb += starving.eq(head_wait == self.starvation_limit)
         reorder = Const(int(self.scheduler == "frfcfs")) & ~starving
 
         col_c = [Signal(name=f"col_c{i}") for i in range(Q)]
@@ -239,7 +239,7 @@ class VaultController(wiring.Component):
             for b in range(NB):
                 wanted = Const(0)
                 for i, e in enumerate(ent):
-                    wanted = wanted | (valid[i] & eq_k(e.bank, b) & (e.row == banks[b].open_row))
+                    wanted = wanted | (valid[i] & (e.bank == b) & (e.row == banks[b].open_row))
                 m.d.comb += close_c[b].eq(banks[b].pre_ok & ~wanted & ~refreshing)
         # Refresh: precharge every open bank, then REF when all are idle.
         ref_pre = [Signal(name=f"ref_pre{b}") for b in range(NB)]
@@ -279,21 +279,21 @@ class VaultController(wiring.Component):
                 self._fcfs_select(m, ent, row_c, col_c, b_open, kind, sel_bank, sel_entry)
 
         sel = Signal(lay)
-        m.d.comb += sel.eq(mux_k(sel_entry, ent))
+        m.d.comb += sel.eq(Array(e.as_value() for e in ent)[sel_entry])
         m.d.comb += [
-            issue_act.eq(eq_k(kind, Cmd.ACT)), issue_pre.eq(eq_k(kind, Cmd.PRE)),
-            issue_rd.eq(eq_k(kind, Cmd.RD)), issue_wr.eq(eq_k(kind, Cmd.WR)),
-            issue_ref.eq(eq_k(kind, Cmd.REF)),
+            issue_act.eq(kind == Cmd.ACT), issue_pre.eq(kind == Cmd.PRE),
+            issue_rd.eq(kind == Cmd.RD), issue_wr.eq(kind == Cmd.WR),
+            issue_ref.eq(kind == Cmd.REF),
         ]
         for b, bm in enumerate(banks):
-            here = eq_k(sel_bank, b)
+            here = sel_bank == b
             m.d.comb += [
                 bm.act.eq(issue_act & here), bm.act_row.eq(sel.row),
                 bm.pre.eq(issue_pre & here), bm.rd.eq(issue_rd & here),
                 bm.wr.eq(issue_wr & here), bm.ref.eq(issue_ref),
             ]
         m.d.comb += [
-            self.cmd_valid.eq(kind.any()), self.cmd_kind.eq(kind),
+            self.cmd_valid.eq(kind != 0), self.cmd_kind.eq(kind),
             self.cmd_bank.eq(sel_bank),
             self.cmd_row.eq(Mux(issue_pre, b_row[sel_bank], sel.row)),
             self.cmd_col.eq(Mux(issue_col, sel.col, 0)),
@@ -304,11 +304,11 @@ class VaultController(wiring.Component):
 
         # ---- queue update: remove the served entry, compact, append -----------
         accept = Signal()
-        m.d.comb += [req.ready.eq(lt_k(count, Q)), accept.eq(req.valid & req.ready)]
+        m.d.comb += [req.ready.eq(count < Q), accept.eq(req.valid & req.ready)]
         removed = [Signal(name=f"rm{i}") for i in range(Q)]
         shift = Const(0)
         for i in range(Q):
-            m.d.comb += removed[i].eq(issue_col & eq_k(sel_entry, i))
+            m.d.comb += removed[i].eq(issue_col & (sel_entry == i))
             shift = shift | removed[i]
             nxt = ent[i + 1] if i + 1 < Q else Const(0, len(ent[i].as_value()))
             with m.If(shift):
@@ -316,11 +316,11 @@ class VaultController(wiring.Component):
         tail = Signal(range(Q + 1))
         m.d.comb += tail.eq(count - issue_col)
         for i in range(Q):
-            with m.If(accept & eq_k(tail, i)):
+            with m.If(accept & (tail == i)):
                 m.d.sync += ent[i].eq(req.payload)
-        m.d.sync += count.eq((tail + accept)[:len(count)])
+        m.d.sync += count.eq(tail + accept)
 
-        with m.If(~count.any() | (issue_col & eq_k(sel_entry, 0))):
+        with m.If((count == 0) | (issue_col & (sel_entry == 0))):
             m.d.sync += head_wait.eq(0)
         with m.Elif(~starving):
             m.d.sync += head_wait.eq(head_wait + 1)
@@ -349,21 +349,20 @@ class VaultController(wiring.Component):
         with m.If(issue_col & ~out_v):
             m.d.sync += inflight.eq(inflight + 1)
         with m.Elif(out_v & ~issue_col):
-            m.d.sync += inflight.eq(dec(inflight))
+            m.d.sync += inflight.eq(inflight - 1)
         popped = rfifo.r_rdy & resp.ready
         with m.If(issue_col & ~popped):
-            m.d.sync += credits.eq(dec(credits))
+            m.d.sync += credits.eq(credits - 1)
         with m.Elif(popped & ~issue_col):
             m.d.sync += credits.eq(credits + 1)
 
         # ---- observation ------------------------------------------------------
-        qw = len(self.pe_count)
-        pe_n = popcount([valid[i] & (e.cls == PE) for i, e in enumerate(ent)], qw)
-        conf_n = popcount([valid[i] & b_open[e.bank] & (b_row[e.bank] != e.row)
-                           for i, e in enumerate(ent)], qw)
+        pe_n = sum(valid[i] & (e.cls == PE) for i, e in enumerate(ent))
+        conf_n = sum(valid[i] & b_open[e.bank] & (b_row[e.bank] != e.row)
+                     for i, e in enumerate(ent))
         m.d.comb += [
             self.pe_count.eq(pe_n), self.occupancy.eq(count), self.conflict_now.eq(conf_n),
-            self.busy.eq(count.any() | inflight.any() | rfifo.r_rdy),
+            self.busy.eq((count != 0) | (inflight != 0) | rfifo.r_rdy),
         ]
         return m
 
@@ -376,6 +375,15 @@ class VaultController(wiring.Component):
             with m.Elif(row_c[i]):
                 m.d.comb += [kind.eq(Mux(b_open[ent[i].bank], Cmd.PRE, Cmd.ACT)),
                              sel_bank.eq(ent[i].bank), sel_entry.eq(i)]
+
+
+def vault_leaf(**kwargs):
+    """A :class:`VaultController` of these keyword arguments as one Verilog module
+    that every vault of a cube instantiates (the name hashes every argument)."""
+    from ..hierarchy import Leaf
+
+    key = hashlib.sha1(repr(sorted(kwargs.items())).encode()).hexdigest()[:10]
+    return Leaf(f"vault_ctrl_{key}", lambda: VaultController(**kwargs))
 
 
 def from_config(cfg, **overrides) -> VaultController:
