@@ -110,7 +110,10 @@ async def page_policy(dut):
         acts = env.checker.counts.get("ACT", 0)
         assert env.checker.counts.get("PRE", 0) >= acts
     else:
-        assert open_banks, "open page closed every row while idle"
+        # A refresh closes every bank; rows opened after the last one must stay open.
+        last_act = max((x[0] for x in env.cmds if x[1] == "ACT"), default=-1)
+        last_ref = max((x[0] for x in env.cmds if x[1] == "REF"), default=-1)
+        assert open_banks or last_ref > last_act, "open page closed every row while idle"
 
 
 @cocotb.test()
