@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Callable
 
 from .config import Config
 from .errors import UnknownNameError

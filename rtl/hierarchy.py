@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring

@@ -136,6 +136,7 @@ def _check_host_reference(op: str) -> None:
     import random
 
     import numpy as np
+
     from pimforge.verif.models import fp32
 
     gold, ref = (fp32.fp32_add, fp32.ref_add) if op == "add" else (fp32.fp32_mul, fp32.ref_mul)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pimforge.sim.capsnet.digits_net import (EVAL_BATCH, DigitsCapsNet, load_digits_split)
+from pimforge.sim.capsnet.digits_net import EVAL_BATCH, DigitsCapsNet, load_digits_split
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "sim" / "capsnet" / "weights" / "digits_capsnet.npz"

@@ -5,12 +5,18 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pimforge.gen.config import ConfigError, load_config
+from pimforge.gen.config import Config, ConfigError, load_config
 from pimforge.gen.config.base import from_dict
-from pimforge.gen.config import Config
-from pimforge.sim.capsnet.distribution import (FIG18_FREQS_MHZ, b_messages, choose_distribution,
-                                               coefficients, movement_m, pre_aggregate,
-                                               print_distribution_table, workload_e)
+from pimforge.sim.capsnet.distribution import (
+    FIG18_FREQS_MHZ,
+    b_messages,
+    choose_distribution,
+    coefficients,
+    movement_m,
+    pre_aggregate,
+    print_distribution_table,
+    workload_e,
+)
 from pimforge.sim.capsnet.networks import NETWORKS, CapsNetSpec, network
 
 # A hand-checkable network: N_B=5, N_L=4, N_H=3, I=2, C_L=2, C_H=3; 2 vaults.

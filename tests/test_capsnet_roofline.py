@@ -2,8 +2,15 @@
 
 import pytest
 
-from pimforge.sim.capsnet.gpu_roofline import (P100, V100, Kernel, network_kernels, roofline,
-                                               roofline_table, routing_kernels)
+from pimforge.sim.capsnet.gpu_roofline import (
+    P100,
+    V100,
+    Kernel,
+    network_kernels,
+    roofline,
+    roofline_table,
+    routing_kernels,
+)
 from pimforge.sim.capsnet.networks import CapsNetSpec
 
 TINY = CapsNetSpec("tiny", "none", batch=2, n_l=3, n_h=2, iterations=2, c_l=2, c_h=4)

@@ -6,8 +6,16 @@ import random
 import numpy as np
 import pytest
 
-from pimforge.verif.models.routing import (ExactFloat32Ops, RoutingOps, route_f32, route_f64,
-                                           route_naive, route_pim, sequential_sum, squash_f64)
+from pimforge.verif.models.routing import (
+    ExactFloat32Ops,
+    RoutingOps,
+    route_f32,
+    route_f64,
+    route_naive,
+    route_pim,
+    sequential_sum,
+    squash_f64,
+)
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """CapsNet/DeepCaps operation profiles: totals checked by hand from the layer shapes."""
 
 import pytest
+
 from pimforge.gen.errors import UnknownNameError
 from pimforge.sim.descnet.profiles import ACC_BYTES, PIPE, profile
 

@@ -10,6 +10,7 @@ access counts the paper does not list and are compared in the README only.
 
 import numpy as np
 import pytest
+
 from pimforge.sim.descnet import sram
 from pimforge.sim.descnet.sram import PAPER_FPS, TABLE_III
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from pimforge.gen.dse import spm
 from pimforge.gen.errors import UnknownNameError
 from pimforge.sim.descnet import sram

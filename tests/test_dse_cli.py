@@ -5,6 +5,7 @@ import csv
 import json
 
 import pytest
+
 from pimforge.gen.dse import cli
 from pimforge.gen.errors import UnknownNameError
 

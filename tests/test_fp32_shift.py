@@ -135,7 +135,7 @@ def test_rtl_matches_model_in_amaranth_sim(latency):
     sim.add_testbench(tb)
     sim.run()
     assert len(got) == len(cases)
-    for (i, res), (op, a, k) in zip(got, cases):
+    for (_i, res), (op, a, k) in zip(got, cases):
         assert res == int(model.shift(op, np.uint32(a), k, **MAGICS)), (op, hex(a), k)
     assert got[0][0] == latency - 1  # read after the edge that registers stage `latency`
 

@@ -14,8 +14,17 @@ from pimforge.rtl.fp import add as fp_add
 from pimforge.rtl.fp import mul as fp_mul
 from pimforge.rtl.fp.add import FP32Add
 from pimforge.rtl.fp.mul import FP32Mul
-from pimforge.verif.models.fp32 import (QNAN, corner_pairs, corner_values, fp32_add, fp32_mul,
-                                        is_nan, random_pairs, ref_add, ref_mul)
+from pimforge.verif.models.fp32 import (
+    QNAN,
+    corner_pairs,
+    corner_values,
+    fp32_add,
+    fp32_mul,
+    is_nan,
+    random_pairs,
+    ref_add,
+    ref_mul,
+)
 
 # Components built only to check their constructor are never elaborated.
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")

@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+
 from pimforge.gen.config import ConfigError, load_config
 from pimforge.gen.config.hmc import DRAMTimingNs, HMCConfig
 from pimforge.rtl.mem.address_map import HDL_OPS, NUMPY_OPS, AddressMap

@@ -1,6 +1,7 @@
 """Simulated power gating on the Verilated organization RTL (one native build, cached)."""
 
 import numpy as np
+
 from pimforge.gen.dse import spm
 from pimforge.sim.descnet.pg_replay import WAKEUP_CYCLES, replay, schedule
 from pimforge.sim.descnet.profiles import Op, Profile
@@ -9,8 +10,9 @@ K = 1024
 
 
 def three_ops():
-    mk = lambda n, d, w, a, c: Op(n, "conv", D=d, W=w, A=a, rd=(10, 10, 10), wr=(1, 1, 1),
-                                  cycles=c, macs=1)
+    def mk(n, d, w, a, c):
+        return Op(n, "conv", D=d, W=w, A=a, rd=(10, 10, 10), wr=(1, 1, 1),
+                                      cycles=c, macs=1)
     return Profile("tiny", [mk("a", 4 * K, K, 8 * K, 3000),
                             mk("b", K, 8 * K, K, 5000),
                             mk("c", 2 * K, 2 * K, 3 * K, 2000)])

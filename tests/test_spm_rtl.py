@@ -6,6 +6,7 @@ import warnings
 import pytest
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
+
 from pimforge.rtl.spm.organization import DESCNetSPM
 from pimforge.rtl.spm.pmu import SPMPowerManager
 from pimforge.rtl.spm.scratchpad import SectoredSPM, poison
@@ -154,7 +155,7 @@ def test_parameter_validation(kwargs, msg):
     ({"data_bytes": 16}, "spm.data_bytes must be at least word_bits/8 x banks x sectors"),
 ])
 def test_spm_config_validation(section, msg):
-    from pimforge.gen.config import ConfigError, Config
+    from pimforge.gen.config import Config, ConfigError
     from pimforge.gen.config.base import from_dict
 
     with pytest.raises(ConfigError, match=msg.replace("(", r"\(")):

@@ -47,8 +47,8 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
                   sim: str = "verilator", waves: bool = False, seed: int | None = None,
                   testcase: str | None = None, extra_env: dict | None = None) -> BenchResult:
     """Elaborate *block*, build it for *sim* (cached) and run cocotb module *module*."""
-    from cocotb_tools.runner import get_results, get_runner
     import cocotb
+    from cocotb_tools.runner import get_results, get_runner
 
     if sim not in SIMULATORS:
         raise SimulationError(f"--sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")

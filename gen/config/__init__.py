@@ -58,7 +58,7 @@ class Config:
     def tck_ns(self) -> float:
         return 1000.0 / self.freq_mhz
 
-    def replace(self, **changes) -> "Config":
+    def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
 
 

@@ -60,7 +60,7 @@ def _paper(net: str) -> dict:
     from ...sim.descnet.sram import TABLE_III
 
     out: dict = {}
-    for n, org, mem, kib, ports, sc, area, dyn, stat, wake in TABLE_III:
+    for n, org, mem, kib, _ports, sc, area, dyn, stat, wake in TABLE_III:
         if n == net:
             d = out.setdefault(org, {"size_kib": {}, "sectors": {}, "area_mm2": 0.0,
                                      "energy_mj": 0.0})

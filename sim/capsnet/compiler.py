@@ -58,7 +58,10 @@ SUBPAGE_LOG = 4
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:
-    """Contiguous ``[start, stop)`` slices of ``range(n)`` over *parts* (ceil-sized, may be empty)."""
+    """Contiguous ``[start, stop)`` slices of ``range(n)`` over *parts*.
+
+    Slices are ceil-sized; the last ones may be empty.
+    """
     step = -(-n // parts)
     return [(min(n, p * step), min(n, (p + 1) * step)) for p in range(parts)]
 

@@ -126,7 +126,7 @@ class DigitsCapsNet:
     NAMES = ("conv1_w", "conv1_b", "prim_w", "prim_b", "W")
 
     @classmethod
-    def init(cls, rng: np.random.Generator, w_std: float = 0.1) -> "DigitsCapsNet":
+    def init(cls, rng: np.random.Generator, w_std: float = 0.1) -> DigitsCapsNet:
         return cls(conv1_w=rng.normal(0, np.sqrt(2 / 9), (32, 1, 3, 3)),
                    conv1_b=np.zeros(32),
                    prim_w=rng.normal(0, np.sqrt(2 / (32 * 9)), (TYPES * C_L, 32, 3, 3)),

@@ -72,7 +72,7 @@ class CapsNetSpec:
         """Scalars in the routing weights ``W`` (N_L x N_H x C_H x C_L)."""
         return self.n_l * self.n_h * self.c_h * self.c_l
 
-    def scaled(self, factor: int) -> "CapsNetSpec":
+    def scaled(self, factor: int) -> CapsNetSpec:
         """A reduced-size variant: ``batch`` and ``n_l`` divided by *factor*.
 
         Rounding is upward, ``ceil(x / factor)``, which is never below 1, so the

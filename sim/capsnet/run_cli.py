@@ -92,10 +92,10 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     from ...verif.models.routing import route_f64, route_pim
     from .compiler import compile_routing, program_ops
     from .distribution import choose_distribution
+    from .energy import pim_energy
     from .gpu_roofline import roofline
     from .networks import network
     from .rtl_run import build_vault_driver, run_on_rtl
-    from .energy import pim_energy
     from .timing import program_cycles
 
     t_start = time.monotonic()
@@ -257,7 +257,8 @@ def run(args) -> int:
                                                    sc.items()) + f" -> {res['dimension']}")
     print(f"  {res['cycles']} cycles = {res['time_s'] * 1e6:.2f} us; inter-vault "
           f"{res['intervault_bytes']} B; per equation {res['per_equation_cycles_busiest_vault']}")
-    print(f"  on {res['executed_on']}; rtl_matches_model {res['rtl_matches_model']}; max |v - v_float64| "
+    print(f"  on {res['executed_on']}; rtl_matches_model {res['rtl_matches_model']}; "
+          f"max |v - v_float64| "
           f"{res['max_abs_err_vs_float64']:.3g}; speedup vs GPU model "
           f"{res['speedup_vs_gpu_model']:.3g}x; wall {res['wall_s']['total']:.1f}s")
     if args.json:

@@ -81,7 +81,8 @@ int main(int argc, char **argv) {
     uint64_t seed = 12345, cycles = 0, errs = 0, accesses = 0;
     auto want = [&](size_t i, uint64_t t, int m) {
         int w = ops[i].on[m];
-        if (i + 1 < ops.size() && t + lead >= ops[i].cycles && ops[i + 1].on[m] > w) w = ops[i + 1].on[m];
+        if (i + 1 < ops.size() && t + lead >= ops[i].cycles && ops[i + 1].on[m] > w)
+            w = ops[i + 1].on[m];
         return w; };
     // Before the first op: the first op's sectors ON (reset state), the rest asleep, settled.
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -94,7 +95,8 @@ int main(int argc, char **argv) {
 #define PORT(k, name) \
             if (ops[i].hi[k] > ops[i].lo[k]) { r = lcg(seed); top->name##___05Fen = 1; \
                 top->name##___05Fwe = r & 1; top->name##___05Fwdata = r; \
-                top->name##___05Faddr = ops[i].lo[k] + (lcg(seed) % (ops[i].hi[k] - ops[i].lo[k])); \
+                top->name##___05Faddr = ops[i].lo[k] \
+                    + (lcg(seed) % (ops[i].hi[k] - ops[i].lo[k])); \
                 ++accesses; } else top->name##___05Fen = 0;
             PORT(0, data) PORT(1, weight) PORT(2, acc)
             top->clk = 1; top->eval(); top->clk = 0; top->eval(); ++cycles;

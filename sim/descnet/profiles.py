@@ -40,7 +40,8 @@ Off-chip accesses (Appendix A): ``RD_off_i = (WR_D + WR_W)_i`` counting the
 writes that come from DRAM (Eq. 3), and ``WR_off_i`` is the output of *i* that
 the next operation loads into its data memory (Eq. 4, read as the write count
 ``WR_D`` of *i+1*: the paper writes ``RD_D`` there, but with this dataflow's
-reuse the read count would count every input value once per output group). Routing reads DRAM only in its first operation
+reuse the read count would count every input value once per output group).
+Routing reads DRAM only in its first operation
 (the initial coupling coefficients) and writes only in its last (``v``).
 DeepCaps' skip connections are added by preloading the accumulators of the
 third layer of each cell with the skip branch's output (an off-chip read

@@ -27,9 +27,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fp32, fp32_shift as sh
-from .pe_constants import (EXP_FIX_SHIFT, ISQRT_HALF, ISQRT_THREE_HALVES, RECIP_TWO,
-                           PEConstants, f32_bits, pe_constants)
+from . import fp32
+from . import fp32_shift as sh
+from .pe_constants import (
+    EXP_FIX_SHIFT,
+    ISQRT_HALF,
+    ISQRT_THREE_HALVES,
+    RECIP_TWO,
+    PEConstants,
+    f32_bits,
+    pe_constants,
+)
 
 __all__ = ["CANONICAL_NAN", "NEG_ZERO", "f32_add", "f32_mul", "exp_approx", "isqrt_approx",
            "recip_approx", "div_approx", "PEModel", "Record"]

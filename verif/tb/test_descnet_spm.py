@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
 from pimforge.verif.models.spm import OrgModel, Req
 from pimforge.verif.tb.common import bench, rng, start
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
 from pimforge.verif.models.spm import Req, SPMModel
 from pimforge.verif.tb.common import bench, rng, start
 
@@ -89,7 +90,8 @@ class Harness:
 
 @cocotb.test()
 async def handshake_and_latencies(dut):
-    """Directed: ack exactly sleep_cycles after the request, ON exactly wakeup_cycles after release."""
+    """Directed: ack exactly sleep_cycles after the request, ON exactly wakeup_cycles
+    after the release."""
     h = Harness(dut)
     await start(dut)
     h.drive([])
@@ -124,7 +126,8 @@ async def handshake_and_latencies(dut):
 
 @cocotb.test()
 async def non_retention_and_off_flag(dut):
-    """Directed: data survives in ON sectors, is lost in a sector that was OFF, OFF access flagged."""
+    """Directed: data survives in ON sectors, is lost in a sector that was OFF, and an
+    OFF access is flagged."""
     h = Harness(dut)
     r = rng("nonret")
     await start(dut)
@@ -155,7 +158,8 @@ async def non_retention_and_off_flag(dut):
 
 @cocotb.test()
 async def random_sleep_wake_and_traffic(dut):
-    """Randomized: sleep/wake requests held or toggled at random, random reads/writes on every port."""
+    """Randomized: sleep/wake requests held or toggled at random, random reads and
+    writes on every port."""
     h = Harness(dut)
     r = rng("random")
     await start(dut)

@@ -22,7 +22,7 @@ async def random_traffic_protocol_and_scoreboard(dut):
     env = VaultEnv(dut, r)
     cocotb.start_soon(env.run(max_cycles=10**9))
     total = 0
-    for phase in range(8):
+    for _phase in range(8):
         env.p_req = r.choice([1.0, 1.0, 0.5, 0.1])
         env.p_resp = r.choice([1.0, 0.6, 0.2])
         for _ in range(90):
@@ -97,7 +97,7 @@ async def page_policy(dut):
     env.check()
     open_banks = [b.open_row for b in env.checker.bank if b.open_row is not None]
     last_row: dict[int, int] = {}
-    for i, (cyc, cmd, bank, row, col) in enumerate(env.cmds):
+    for i, (cyc, cmd, bank, row, _col) in enumerate(env.cmds):
         if cmd == "ACT":
             last_row[bank] = row
         if cmd == "PRE" and h.page_policy == "open":
