@@ -21,9 +21,12 @@ from pathlib import Path
 
 from ..gen.errors import PimforgeError, SimulationError
 
-__all__ = ["PATTERNS", "add_arguments", "make_requests", "membench", "run"]
+__all__ = ["PATTERNS", "POLICIES", "add_arguments", "build_driver", "make_requests",
+           "membench", "replay", "run"]
 
 PATTERNS = ("seq", "random", "strided", "pe-burst", "mixed")
+#: Host/PE priority policies and their code on the ``policy`` input of ``hmc_mem``.
+POLICIES = {"rmas": 0, "pim-first": 1, "host-first": 2, "arrival": 3}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -157,15 +160,66 @@ def _driver_source(el, hmc, amap) -> str:
     return src
 
 
+def build_driver(cfg) -> Path:
+    """The (cached) native membench driver of *cfg*'s ``hmc_mem``."""
+    from ..gen.elaborate import elaborate
+    from ..rtl.mem.address_map import AddressMap
+    from .build import build_verilated
+
+    el = elaborate("hmc_mem", cfg)
+    src = _driver_source(el, cfg.hmc, AddressMap.from_config(cfg.hmc))
+    return build_verilated(el.verilog, "hmc_mem", {"main.cpp": src}, name=f"membench-{cfg.name}")
+
+
+def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1,
+           trace: Path | None = None, max_inflight_host: int | None = None,
+           max_inflight_pe: int | None = None, exe: Path | None = None) -> dict:
+    """Replay *reqs* on *cfg*'s Verilated ``hmc_mem``; returns the driver's raw counters.
+
+    Each request is ``(master, we, byte address, vault, array address[, gap])`` as
+    :func:`make_requests` makes them; the optional ``gap`` is the number of
+    cycles its master waits after its previous request was accepted before
+    offering it (a stall therefore delays all later requests of that master).
+    ``max_inflight_host`` / ``max_inflight_pe`` cap the requests one host link /
+    one PE port has in flight (default: the 256 tags). Raises
+    :class:`SimulationError` when a response is missing or wrong.
+    """
+    if policy not in POLICIES:
+        raise PimforgeError(f"--policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+    for name, g in (("--gamma-v", gamma_v), ("--gamma-h", gamma_h)):
+        if not 0 <= g <= 255:
+            raise PimforgeError(f"{name} must be an integer between 0 and 255, not {g}")
+    for name, c in (("max_inflight_host", max_inflight_host),
+                    ("max_inflight_pe", max_inflight_pe)):
+        if c is not None and not 1 <= c <= 256:
+            raise PimforgeError(f"{name} must be between 1 and 256, not {c}")
+    exe = exe or build_driver(cfg)
+    lines = "".join(f"{r[0]} {r[1]} {r[2]:x} {r[3]} {r[4]:x}" + (f" {r[5]}\n" if len(r) > 5
+                                                                   else "\n") for r in reqs)
+    with tempfile.TemporaryDirectory() as td:
+        rf, sf = Path(td) / "reqs.txt", Path(td) / "stats.txt"
+        rf.write_text(lines)
+        res = subprocess.run([str(exe), str(rf), str(sf), str(trace) if trace else "-",
+                              str(POLICIES[policy]), str(gamma_v), str(gamma_h),
+                              str(max_inflight_host or 256), str(max_inflight_pe or 256)],
+                             capture_output=True, text=True, check=False)
+        if not sf.exists():
+            raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
+        stats = dict(line.split() for line in sf.read_text().splitlines())
+    stats = {k: int(v) for k, v in stats.items()}
+    if res.returncode != 0:
+        raise SimulationError(f"membench: {stats['done']}/{stats['total']} responses, "
+                              f"{stats['errors']} errors:\n{res.stderr[-2000:]}")
+    return stats
+
+
 def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4096,
              write_fraction: float = 0.0, stride: int = 4096, burst: int = 64,
              policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1, seed: int = 1,
              trace: Path | None = None) -> dict:
     """Build (cached) and run one membench; returns the JSON-able result."""
-    from ..gen.elaborate import elaborate
     from ..rtl.mem.address_map import AddressMap
     from ..rtl.mem.timing import resolve_timing
-    from .build import build_verilated
 
     if pattern not in PATTERNS:
         raise PimforgeError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
@@ -175,33 +229,14 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
         raise PimforgeError(f"--burst must be a power of two between 16 and 256, not {burst}")
     if stride < 16 or stride % 16:
         raise PimforgeError(f"--stride must be a positive multiple of 16 bytes, not {stride}")
-    for name, g in (("--gamma-v", gamma_v), ("--gamma-h", gamma_h)):
-        if not 0 <= g <= 255:
-            raise PimforgeError(f"{name} must be an integer between 0 and 255, not {g}")
     if mapping:
         cfg = cfg.replace(hmc=replace(cfg.hmc, mapping=mapping))
     h = cfg.hmc
     amap = AddressMap.from_config(h)
     t = resolve_timing(h.timing, h.tck_ns)
-    el = elaborate("hmc_mem", cfg)
-    exe = build_verilated(el.verilog, "hmc_mem", {"main.cpp": _driver_source(el, h, amap)},
-                          name=f"membench-{cfg.name}")
     reqs = make_requests(cfg, amap, pattern, requests, write_fraction=write_fraction,
                          stride=stride, burst=burst, seed=seed)
-    pol = {"rmas": 0, "pim-first": 1, "host-first": 2, "arrival": 3}[policy]
-    with tempfile.TemporaryDirectory() as td:
-        rf, sf = Path(td) / "reqs.txt", Path(td) / "stats.txt"
-        rf.write_text("".join(f"{m} {we} {a:x} {v} {x:x}\n" for m, we, a, v, x in reqs))
-        res = subprocess.run([str(exe), str(rf), str(sf), str(trace) if trace else "-",
-                              str(pol), str(gamma_v), str(gamma_h)],
-                             capture_output=True, text=True, check=False)
-        if not sf.exists():
-            raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
-        stats = dict(line.split() for line in sf.read_text().splitlines())
-    stats = {k: int(v) for k, v in stats.items()}
-    if res.returncode != 0:
-        raise SimulationError(f"membench: {stats['done']}/{stats['total']} responses, "
-                              f"{stats['errors']} errors:\n{res.stderr[-2000:]}")
+    stats = replay(cfg, reqs, policy=policy, gamma_v=gamma_v, gamma_h=gamma_h, trace=trace)
     cycles = stats["last"] - stats["first"] + 1
     nbytes = len(reqs) * h.block_bytes
     seconds = cycles * h.tck_ns * 1e-9

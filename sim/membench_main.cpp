@@ -1,5 +1,10 @@
 // membench driver: replays a request file on the Verilated HMC memory system.
 // Generated names (@...@) are filled in by pimforge.sim.membench.
+// A request line is "MASTER WE ADDR VAULT ARR [GAP]": the optional GAP (decimal,
+// default 0) is the number of cycles the master waits after its previous request
+// was accepted (or after reset, for its first) before offering this one, so a
+// stalled request delays every later one of that master (compute between accesses).
+// Optional arguments 7 and 8 cap the requests in flight per host / PE master.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +34,7 @@ static uint32_t fdata(int vault, uint64_t a, int word) {  // backdoor contents
     x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29;
     return (uint32_t)x;
 }
-struct Req { int we; uint64_t addr; int vault; uint64_t arr; };
+struct Req { int we; uint64_t addr; int vault; uint64_t arr; long gap; };
 struct Out { int valid; int vault; uint64_t arr; int we; long issued; };
 
 int main(int argc, char** argv) {
@@ -38,9 +43,14 @@ int main(int argc, char** argv) {
     FILE* f = fopen(argv[1], "r");
     if (!f) { perror(argv[1]); return 2; }
     std::vector<std::deque<Req>> q(NM);
-    long total = 0;
-    { int m, we, v; unsigned long long a, arr;
-      while (fscanf(f, "%d %d %llx %d %llx", &m, &we, &a, &v, &arr) == 5) { q[m].push_back({we, a, v, arr}); total++; } }
+    long total = 0, gaps = 0;
+    { int m, we, v; unsigned long long a, arr; long gap; char line[256];
+      while (fgets(line, sizeof line, f)) {
+          gap = 0;
+          int n = sscanf(line, "%d %d %llx %d %llx %ld", &m, &we, &a, &v, &arr, &gap);
+          if (n < 5) continue;
+          if (m < 0 || m >= NM || gap < 0) { fprintf(stderr, "bad request line: %s", line); return 2; }
+          q[m].push_back({we, a, v, arr, gap}); total++; gaps += gap; } }
     fclose(f);
     FILE* tr = strcmp(argv[3], "-") ? fopen(argv[3], "w") : nullptr;
     if (tr) fprintf(tr, "cycle,vault,bank,cmd,row,col\n");
@@ -49,6 +59,9 @@ int main(int argc, char** argv) {
     top->policy = argc > 4 ? atoi(argv[4]) : 0;
     top->gamma_v = argc > 5 ? atoi(argv[5]) : 1;
     top->gamma_h = argc > 6 ? atoi(argv[6]) : 1;
+    int cap_host = argc > 7 ? atoi(argv[7]) : TAGS, cap_pe = argc > 8 ? atoi(argv[8]) : TAGS;
+    if (cap_host < 1 || cap_host > TAGS) cap_host = TAGS;
+    if (cap_pe < 1 || cap_pe > TAGS) cap_pe = TAGS;
     top->rst = 1; top->clk = 0; top->eval();
     for (int i = 0; i < 4; i++) { top->clk = 1; top->eval(); top->clk = 0; top->eval(); }
     top->rst = 0;
@@ -57,17 +70,20 @@ int main(int argc, char** argv) {
     for (int m = 0; m < NM; m++) for (int t = TAGS - 1; t >= 0; t--) freetags[m].push_back(t);
     std::vector<int> cur(NM, -1);
     std::vector<long> lat(NM, 0), nresp(NM, 0), mlast(NM, 0), offer(NM, -1);
+    std::vector<long> ready_at(NM, 0), inflight(NM, 0);  // earliest offer cycle; outstanding
+    for (int m = 0; m < NM; m++) if (!q[m].empty()) ready_at[m] = q[m].front().gap;
     long done = 0, errors = 0, cycle = 0, first = -1, last = 0, conflict = 0;
     long cmds[6] = {0};
     std::vector<int> rd_pending(NV, 0);
     std::vector<uint64_t> rd_addr(NV, 0);
-    long limit = 2000 * total + 200000;
+    long limit = 2000 * total + 200000 + gaps;
     @DECL@
     while (done < total && cycle < limit) {
         // inputs of this cycle
         @ARRDATA@
         for (int m = 0; m < NM; m++) {
-            int valid = !q[m].empty() && !freetags[m].empty();
+            int valid = !q[m].empty() && !freetags[m].empty() && cycle >= ready_at[m]
+                        && inflight[m] < (m < NL ? cap_host : cap_pe);
             cur[m] = valid ? freetags[m].back() : -1;
             if (valid) {
                 const Req& r = q[m].front();
@@ -93,6 +109,8 @@ int main(int argc, char** argv) {
                 offer[m] = -1;
                 freetags[m].pop_back();
                 q[m].pop_front();
+                inflight[m]++;
+                if (!q[m].empty()) ready_at[m] = cycle + 1 + q[m].front().gap;
             }
             if (*valid_out[m]) {
                 const uint32_t* w = rpay[m];
@@ -103,6 +121,7 @@ int main(int argc, char** argv) {
                     if (getbits(w, 1 + TAG_BITS + 32 * k, 32) != fdata(o.vault, o.arr, k)) {
                         errors++; if (errors < 10) fprintf(stderr, "master %d tag %d: wrong data\n", m, tag); break; }
                 if (o.valid) { lat[m] += cycle - o.issued; nresp[m]++; mlast[m] = cycle; }
+                if (o.valid) inflight[m]--;
                 o.valid = 0; freetags[m].push_back(tag); done++; last = cycle;
             }
         }
