@@ -12,8 +12,13 @@ from pimforge.gen.config import load_config
 from pimforge.gen.errors import PimforgeError, UnknownNameError
 from pimforge.sim.capsnet import host as H
 from pimforge.sim.capsnet.networks import NETWORKS, network
-from pimforge.sim.capsnet.pipeline import (SCENARIOS, pipeline_time, routing_from_run,
-                                           stage_time, whole_network)
+from pimforge.sim.capsnet.pipeline import (
+    SCENARIOS,
+    pipeline_time,
+    routing_from_run,
+    stage_time,
+    whole_network,
+)
 
 log = logging.getLogger(__name__)
 SEED = 20240611
@@ -95,6 +100,8 @@ def test_table1_shapes_and_input_check():
         H.primary_capsules(np.zeros((2, 1, 28, 28)), wts, hn)
     for n in NETWORKS:
         assert H.HostNet.from_spec(n).n_l == n.n_l
+    small = network("Caps-MN1").scaled(5)                 # N_L = 231: 7 types of 36
+    assert (H.HostNet.from_spec(small).types, H.HostNet.from_spec(small).batch) == (7, 20)
 
 
 def test_decoder_masks_all_but_the_chosen_capsule():

@@ -152,14 +152,16 @@ class HostNet:
 
     @classmethod
     def from_spec(cls, net: CapsNetSpec, batch: int | None = None) -> HostNet:
-        """The assumed Table 1 structure of *net* (28x28 input, 9x9/256, 9x9 stride 2)."""
+        """The assumed Table 1 structure of *net* (28x28 input, 9x9/256, 9x9 stride 2).
+
+        ``types = N_L / 36``; a reduced network (:meth:`CapsNetSpec.scaled`) whose
+        ``N_L`` is not a multiple of 36 gets ``ceil(N_L / 36)`` types, so its host
+        layers produce up to 35 capsules more than it routes.
+        """
         cells = net.primary_grid ** 2
-        if net.n_l % cells:
-            raise PimforgeError(f"{net.name}: N_L = {net.n_l} is not a multiple of the "
-                                f"{cells} cells of the PrimaryCaps grid")
         return cls(name=net.name, batch=batch or net.batch, in_channels=net.in_channels,
                    in_size=28, conv_kernel=9, conv_channels=256, prim_kernel=9,
-                   prim_stride=2, types=net.n_l // cells, c_l=net.c_l, n_h=net.n_h,
+                   prim_stride=2, types=-(-net.n_l // cells), c_l=net.c_l, n_h=net.n_h,
                    c_h=net.c_h)
 
     @classmethod
