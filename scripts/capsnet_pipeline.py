@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pimforge.gen.config import load_config
 from pimforge.sim.capsnet.gpu_roofline import roofline
+from pimforge.sim.capsnet.networks import network
 from pimforge.sim.capsnet.pipeline import (
     PAPER,
     routing_from_run,
@@ -57,16 +58,18 @@ def main(argv=None) -> int:
         else:
             run = run_capsnet(name, config=a.config, model_only=True, check_route_pim=False)
         routing = routing_from_run(run)
+        # a run at --scale S routed the reduced network: the host layers follow it
+        net = network(name).scaled(run["scale"]) if run.get("scale", 1) > 1 else network(name)
         if a.routing_speedup:
             routing["executed_on"] = (f"what-if: P100 roofline RP / {a.routing_speedup:g} "
                                       f"(run: {1e3 * routing['time_s']:.3f} ms)")
-            t = roofline(name).routing_s / a.routing_speedup
+            t = roofline(net).routing_s / a.routing_speedup
             f = t / routing["time_s"]
             routing["reads"] = [r * f for r in routing["reads"]]
             routing["writes"] = [w * f for w in routing["writes"]]
             routing["time_s"] = t
             routing.pop("energy_j", None)
-        res = whole_network(name, cfg, routing, policy_windows=a.window, batches=a.batches,
+        res = whole_network(net, cfg, routing, policy_windows=a.window, batches=a.batches,
                             replay_vaults=a.replay_vaults, gamma_v=a.gamma_v,
                             gamma_h=a.gamma_h)
         results.append(res)

@@ -14,6 +14,11 @@ the two sides of one step together: while both are busy the host advances
 alone (the contention measured by :mod:`pimforge.sim.capsnet.contention`);
 once one side finishes the other runs alone at full speed.
 
+Host times are the GPU roofline MODEL of the host layers; in the pipelined
+scenarios the host's data lives in the cube, so its bandwidth is the smaller
+of the GPU's and the cube's peak column bandwidth (``vaults x block_bytes``
+per column-to-column gap).
+
 Scenarios (:data:`SCENARIOS`):
 
 ``baseline``
@@ -166,7 +171,8 @@ def whole_network(net_spec: CapsNetSpec | str, cfg, routing: dict, *,
     from ...gen.config import load_config
     from .contention import contention
     from .energy import P100_POWER, gpu_energy, pim_energy
-    from .gpu_roofline import P100, roofline
+    from ...rtl.mem.timing import resolve_timing
+    from .gpu_roofline import GPU, P100, roofline
     from .host import host_layers, host_times
 
     scenarios = tuple(scenarios)
@@ -182,7 +188,13 @@ def whole_network(net_spec: CapsNetSpec | str, cfg, routing: dict, *,
     gpu = gpu or P100
     R = float(routing["time_s"])
     layers = host_layers(net)
-    ht = host_times(net, gpu)
+    # Pipelined, the host's data lives in the cube: its roofline bandwidth is the
+    # smaller of the GPU's and the cube's peak column bandwidth.
+    h = cfg.hmc
+    cube_bw = h.vaults * h.block_bytes / (resolve_timing(h.timing, h.tck_ns).col_gap
+                                          * h.tck_ns * 1e-9)
+    host_gpu = GPU(f"{gpu.name} on the cube", gpu.peak_flops, min(gpu.bandwidth, cube_bw))
+    ht = host_times(net, host_gpu)
     pre, post = ht["pre_s"], ht["post_s"]
     hbytes = sum(layer.bytes for layer in layers)
     hwrite = sum(layer.write_bytes for layer in layers)
@@ -192,7 +204,8 @@ def whole_network(net_spec: CapsNetSpec | str, cfg, routing: dict, *,
                              "vaults": routing["vaults"], "energy_j": rj,
                              "energy_source": rj_src,
                              "executed_on": routing.get("executed_on")},
-                 "host": {"gpu": gpu.name, "pre_s": pre, "post_s": post,
+                 "host": {"gpu": host_gpu.name, "bandwidth": host_gpu.bandwidth,
+                          "pre_s": pre, "post_s": post,
                           "layers": [{"name": la.name, "stage": la.stage, "flops": la.flops,
                                       "macs": la.macs, "weight_bytes": la.weight_bytes,
                                       "act_read_bytes": la.act_read_bytes,
