@@ -233,17 +233,18 @@ def test_contention_policies_order_the_slowdowns(replay_exe):
     assert p["pim-first"]["host_slowdown"] > p["host-first"]["host_slowdown"]
     assert p["host-first"]["pe_extra_cycles"] > 0 and p["pim-first"]["host_extra_cycles"] > 0
 
-    # Combined metric: one balanced pipeline step (host work = routing work); RMAS
-    # must not be worse than the worse naive policy (1 % allowance for the window).
-    def step(x):
-        return stage_time(1.0, 1.0, x["host_slowdown"], x["pe_slowdown"])
-    assert step(p["rmas"]) <= 1.01 * max(step(p["pim-first"]), step(p["host-first"]))
-
+    # With full PE queues (Q = 16 >> n_max) Eq. 15 grants the host almost nothing at
+    # gamma_v = gamma_h: RMAS sits at the pim-first end for the host.
+    assert p["rmas"]["host_slowdown"] > p["host-first"]["host_slowdown"] + 0.05
     # gamma_v = 0 makes every targeted vault serve the host first: RMAS turns into
     # host-first (up to its one-cycle registered grant and untargeted vaults).
     g = contention(load_config(), policies=["rmas"], gamma_v=0, gamma_h=1, **kw)["policies"]
     assert abs(g["rmas"]["host_slowdown"] - p["host-first"]["host_slowdown"]) < 0.03
+    assert abs(g["rmas"]["pe_slowdown"] - p["host-first"]["pe_slowdown"]) < 0.03
     assert g["rmas"]["host_slowdown"] < p["pim-first"]["host_slowdown"] - 0.05
+    # every policy serves every request exactly once
+    for x in (*p.values(), g["rmas"]):
+        assert x["commands"]["RD"] + x["commands"]["WR"] == r["host_requests"] + r["pe_requests"]
 
 
 @pytest.mark.cocotb

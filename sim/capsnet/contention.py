@@ -147,9 +147,11 @@ def pe_requests(rcfg, blocks_per_cycle: list[float], write_fraction: list[float]
             we = int(nwr < wf * (i + 1) - 1e-9)
             j = nwr if we else nrd
             base = v * h.capacity_per_vault + we * quarter + (j * burst) % quarter
+            # the burst's own nb - 1 back-to-back acceptances are part of the period
+            lead = max(0, starts[i] - (nb - 1)) if i else starts[i]
             for b in range(nb):
                 out.append(_req(amap, h, h.links + v, we, (base + 16 * b) | (s << 1),
-                                starts[i] if b == 0 else 0))
+                                lead if b == 0 else 0))
             nwr, nrd = nwr + we, nrd + (1 - we)
     return out
 
@@ -232,7 +234,8 @@ def contention(cfg, *, host_bytes_per_s_per_vault: float, host_write_fraction: f
     for pol in policies:
         st = replay(rcfg, hreq + preq, policy=pol, **kw)
         hb, pb = _class(st, hm), _class(st, pm)
-        res = {"host": hb, "pe": pb}
+        res = {"host": hb, "pe": pb, "commands": {k: st[k] for k in ("ACT", "RD", "WR", "REF")},
+               "bank_conflict_stalls": st["conflict"]}
         for cls, alone, both in (("host", alone_h, hb), ("pe", alone_p, pb)):
             if alone:
                 res[f"{cls}_slowdown"] = both["finish"] / alone["finish"]

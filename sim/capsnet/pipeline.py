@@ -169,9 +169,9 @@ def whole_network(net_spec: CapsNetSpec | str, cfg, routing: dict, *,
         ``contention`` (the RTL replay), ``paper`` (the Sec. 6.3 figures) and notes.
     """
     from ...gen.config import load_config
+    from ...rtl.mem.timing import resolve_timing
     from .contention import contention
     from .energy import P100_POWER, gpu_energy, pim_energy
-    from ...rtl.mem.timing import resolve_timing
     from .gpu_roofline import GPU, P100, roofline
     from .host import host_layers, host_times
 
