@@ -50,8 +50,11 @@ IWORDS = -(-INSTR_BITS // 32)
 DRAM_MODES = ("banked", "ideal")
 
 
-def build_vault_driver(cfg) -> Path:
-    """The cached native driver executable for *cfg*'s vault compute."""
+def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
+    """The cached native driver executable for *cfg*'s vault compute.
+
+    ``extra_args`` go to Verilator (e.g. ``("-MAKEFLAGS", "OPT_FAST=-O2")``).
+    """
     from ...gen.elaborate import elaborate
     from ..build import build_verilated
 
@@ -60,7 +63,7 @@ def build_vault_driver(cfg) -> Path:
            .replace("@TOP@", "capsnet_vault").replace("@IWORDS@", str(IWORDS))
            .replace("@LANES@", str(cfg.capsnet.pes_per_vault)))
     return build_verilated(el.verilog, "capsnet_vault", {"vault_main.cpp": cpp},
-                           name="capsnet_vault-run")
+                           name="capsnet_vault-run", extra_args=tuple(extra_args))
 
 
 @dataclass
