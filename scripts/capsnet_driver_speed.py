@@ -8,7 +8,7 @@ model, sends, barriers) and, in the same run, a pure C++ clock loop over the
 same Verilated vault models (same executable, ``native`` mode: no memory
 serving, no bookkeeping) for the same number of cycles; prints both cycles/s
 and their ratio. ``--opt-fast`` rebuilds with Verilator's ``OPT_FAST`` make
-variable (the optimisation of the model's hot code) set to FLAGS, e.g. ``-O2``.
+variable (the optimisation of the model's hot code) set to FLAGS, e.g. ``--opt-fast=-O2``.
 """
 
 from __future__ import annotations
