@@ -103,3 +103,6 @@ BENCHES += [Bench("rmas_8vaults", "rmas", "pimforge.verif.tb.rmas",
 BENCHES += [Bench("hmc_mem_capsnet", "hmc_mem", "pimforge.verif.tb.hmc_mem",
                   overrides={"hmc.banks_per_vault": 4, "hmc.capacity_per_vault": 4 * 256 * 8,
                              "hmc.queue_depth": 8, "hmc.mapping": "capsnet"})]
+# Four lanes keep the Verilator build short; the 16-lane port runs inside hmc_capsnet.
+BENCHES += [Bench("operand_port_4lanes", "capsnet_operand_port", "pimforge.verif.tb.operand_port",
+                  overrides={"capsnet.pes_per_vault": 4})]
