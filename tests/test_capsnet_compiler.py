@@ -9,7 +9,8 @@ from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.capsnet.isa import Instr, Opcode, decode, disassemble, encode
 from pimforge.rtl.capsnet.pe import Flow
-from pimforge.sim.capsnet.compiler import compile_routing, program_ops, split
+from pimforge.rtl.mem.address_map import NUMPY_OPS
+from pimforge.sim.capsnet.compiler import compile_routing, normalize, program_ops, split
 from pimforge.sim.capsnet.networks import CapsNetSpec, network
 from pimforge.verif.models.capsnet_isa import execute, lane_sum
 from pimforge.verif.models.capsnet_pe import PEModel, f32_mul
@@ -84,14 +85,72 @@ def test_programs_equal_route_pim(cfg, pe, dim, vaults):
     assert res.phases == 1 + 2 * net.iterations
 
 
-def test_placement_respects_address_map(cfg):
-    comp = compile_routing(network("Caps-MN1").scaled(50), "B", cfg)
+@pytest.mark.parametrize("mapping", ["capsnet", "default"])
+def test_placement_respects_address_map(cfg, mapping):
+    comp = compile_routing(network("Caps-MN1").scaled(50), "B", cfg, mapping=mapping)
+    assert comp.amap.kind == mapping
     for v in comp.active:
         for name, (base, shape) in comp.allocs[v].items():
             for w in (base, base + int(np.prod(shape)) - 1):
                 d = comp.amap.decode(comp.cube_address(v, w))
                 assert d.vault == v, (name, v, w)
                 assert 4 * w < cfg.hmc.capacity_per_vault
+        # the DRAM table: distinct blocks are distinct (bank, row, column) places
+        bank, row = comp.bank_rows(v, comp.words[v])
+        col = np.asarray(comp.amap.decode(comp.cube_address(v, 4 * np.arange(bank.size)),
+                                          NUMPY_OPS).col)
+        keys = (row * cfg.hmc.banks_per_vault + bank) * cfg.hmc.columns + col
+        assert np.unique(keys).size == bank.size
+        assert bank.max() < cfg.hmc.banks_per_vault and row.max() < cfg.hmc.rows
+    if mapping == "capsnet":   # 256 B sub-pages: 16 consecutive blocks share a bank
+        bank, _ = comp.bank_rows(comp.active[0], 4 * 64)
+        assert list(bank[:17]) == [0] * 16 + [1]
+    else:                      # max_block_bytes sub-pages
+        s = cfg.hmc.max_block_bytes // 16
+        bank, _ = comp.bank_rows(comp.active[0], 4 * 64)
+        assert list(bank[:s + 1]) == [0] * s + [1]
+
+
+@pytest.mark.parametrize("dim", ["B", "L", "H"])
+def test_loop_normalisation_is_exact(cfg, pe, dim):
+    """Normalised programs leave the memories bit-identical and never issue more."""
+    from pimforge.verif.models.capsnet_isa import issue_cycles
+
+    rng = np.random.default_rng(SEED)
+    net = _net(b=6, nl=20, nh=3)
+    u = rng.normal(0, 1, (net.batch, net.n_l, 8)).astype(np.float32)
+    W = rng.normal(0, 0.3, (net.n_l, net.n_h, 16, 8)).astype(np.float32)
+    raw = compile_routing(net, dim, cfg, vaults=2, normalize=False)
+    nrm = compile_routing(net, dim, cfg, vaults=2)
+    m_raw, m_nrm = raw.memories(u, W), nrm.memories(u, W)
+    execute(raw.programs, m_raw, pe)
+    execute(nrm.programs, m_nrm, pe)
+    for a, b in zip(m_raw, m_nrm):
+        assert np.array_equal(a, b)
+    lanes = cfg.capsnet.pes_per_vault
+    for p_raw, p_nrm in zip(raw.programs, nrm.programs):
+        assert len(p_raw) == len(p_nrm)
+        for a, b in zip(p_raw, p_nrm):
+            assert (a.outputs * a.g, a.op) == (b.outputs * b.g, b.op)
+            assert issue_cycles(b, lanes) <= issue_cycles(a, lanes)
+    total = [sum(issue_cycles(i, lanes) for p in c.programs for i in p) for c in (raw, nrm)]
+    assert total[1] < total[0]
+
+
+def test_normalize_merges_and_permutes():
+    # rows of a contiguous 2-D block merge into one loop; the long loop goes to o3
+    ins = Instr(Opcode.ADD, n1=4, n2=5, a=0, a_s1=5, a_s2=1, b=100, b_s1=5, b_s2=1, d=200,
+                d_s1=5, d_s2=1)
+    n = normalize(ins, 16)
+    assert (n.n1, n.n2, n.n3, n.a_s3, n.d_s3) == (1, 1, 20, 1, 1)
+    # a broadcast operand blocks the merge; the loop with fewer issue cycles is o3
+    ins = Instr(Opcode.FLOW, flow=Flow.MAC, n1=18, n2=10, g=3, a=0, a_s1=30, a_s2=3, a_se=1,
+                b=1000, b_s2=1, b_se=0, d=2000, d_s1=10, d_s2=1)
+    n = normalize(ins, 16)
+    assert (n.n2, n.n3, n.b_s2, n.b_s3, n.a_s3, n.g, n.a_se) == (18, 10, 0, 1, 3, 3, 1)
+    # a SEND's element loop becomes an output loop
+    n = normalize(Instr(Opcode.SEND, peer=1, n1=1, g=40, a=8, a_se=1, d=16, d_se=1), 16)
+    assert (n.n3, n.g, n.a_s3, n.d_s3) == (40, 1, 1, 1)
 
 
 def test_capacity_errors(cfg):

@@ -1,14 +1,18 @@
 """The vault compute RTL (operation controller + PEs) against the ISA-level executor.
 
 Amaranth-simulator test (no Verilator build): a program using every opcode runs
-on a 2-PE vault whose operand memory is served by the testbench, and the
-memory afterwards must equal the executor's bit for bit (sends go to a second
-memory image).
+on a small vault whose operand memory is served by the testbench through the
+lane-vector ports, and the memory afterwards must equal the executor's bit for
+bit (sends go to a second memory image). Instructions have ``n3`` below, at and
+above the lane count, so masked lanes and several lane steps are covered; one
+run holds ``rd_ready`` low at random (the controller must hold everything),
+the other never does and must take exactly the timing model's cycle count.
 """
 
 import random
 
 import numpy as np
+import pytest
 from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
@@ -16,7 +20,7 @@ from pimforge.rtl.capsnet import pe as pe_mod
 from pimforge.rtl.capsnet.isa import Instr, Opcode, encode
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.capsnet.vault import VaultCompute
-from pimforge.verif.models.capsnet_isa import ONE_BITS, execute
+from pimforge.verif.models.capsnet_isa import ONE_BITS, execute, issue_cycles
 from pimforge.verif.models.capsnet_pe import PEModel
 
 SEED = 4242
@@ -26,32 +30,52 @@ def _program(rng: random.Random) -> list[Instr]:
     n = rng.randint(2, 4)
     g = rng.randint(1, 5)
     return [
-        # MAC groups of g over rows of a 2-D block, one output per row
-        Instr(Opcode.FLOW, flow=Flow.MAC, n1=n, g=g, a=0, a_s1=g, a_se=1, b=40, b_s1=1,
-              b_se=2, d=100, d_s1=1),
-        Instr(Opcode.FLOW, flow=Flow.EXP, n1=n, a=100, a_s1=1, d=110, d_s1=1),
-        Instr(Opcode.FLOW, flow=Flow.DIV, n1=2, n2=2, a=0, a_s1=3, a_s2=1, b=41, b_s1=1,
-              d=120, d_s1=2, d_s2=1),
-        Instr(Opcode.ADD, sign=1, n1=n, a=100, a_s1=1, b=20, b_s1=-1, d=130, d_s1=1),
-        Instr(Opcode.MAXR, n1=2, g=g, a=10, a_s1=g, a_se=1, d=140, d_s1=1),
-        Instr(Opcode.SELPOS, n1=6, a=0, a_s1=1, b=20, b_s1=1, d=150, d_s1=1),
-        Instr(Opcode.FLOW, flow=Flow.ISQRT, n1=3, a=41, a_s1=1, d=160, d_s1=1),
+        # MAC groups of g over rows of a 2-D block, one output per row (lane loop)
+        Instr(Opcode.FLOW, flow=Flow.MAC, n3=n, g=g, a=0, a_s3=g, a_se=1, b=40, b_s3=1,
+              b_se=2, d=100, d_s3=1),
+        Instr(Opcode.FLOW, flow=Flow.EXP, n3=n, a=100, a_s3=1, d=110, d_s3=1),
+        Instr(Opcode.FLOW, flow=Flow.DIV, n2=2, n3=2, a=0, a_s2=3, a_s3=1, b=41, b_s2=1,
+              d=120, d_s2=2, d_s3=1),
+        Instr(Opcode.ADD, sign=1, n3=n, a=100, a_s3=1, b=20, b_s3=-1, d=130, d_s3=1),
+        Instr(Opcode.ADD, n1=2, n3=3, a=5, a_s1=3, a_s3=1, b=30, b_s1=1, d=135, d_s1=3,
+              d_s3=1),
+        Instr(Opcode.MAXR, n3=2, g=g, a=10, a_s3=g, a_se=1, d=140, d_s3=1),
+        Instr(Opcode.MAXR, n1=5, g=1, a=0, a_s1=2, d=142, d_s1=1),
+        Instr(Opcode.SELPOS, n3=6, a=0, a_s3=1, b=20, b_s3=1, d=150, d_s3=1),
+        Instr(Opcode.FLOW, flow=Flow.ISQRT, n3=3, a=41, a_s3=1, d=160, d_s3=1),
+        # outputs in the o1 loop only: one lane live per cycle
         Instr(Opcode.FLOW, flow=Flow.RECIP, n1=3, a=0, a_s1=1, d=163, d_s1=1),
         Instr(Opcode.FLOW, flow=Flow.MAC, n1=2, n2=2, n3=2, g=2, a=0, a_s1=8, a_s2=4,
               a_s3=2, a_se=1, b=63, d=170, d_s1=4, d_s2=2, d_s3=1),
-        Instr(Opcode.SEND, peer=1, n1=3, g=2, a=100, a_s1=2, a_se=1, d=5, d_s1=3, d_se=1),
+        # 7 outputs over the lanes, a negative d stride
+        Instr(Opcode.FLOW, flow=Flow.MAC, n3=7, g=3, a=1, a_s3=3, a_se=2, b=2, b_s3=1,
+              b_se=1, d=186, d_s3=-1),
+        Instr(Opcode.SEND, peer=1, n2=3, n3=2, a=100, a_s2=2, a_s3=1, d=5, d_s2=3, d_s3=1),
         Instr(Opcode.HALT),
     ]
 
 
-def test_vault_compute_matches_executor():
-    rng = random.Random(SEED)
-    print("seed", SEED)
+def _lane_words(mem, base, stride, mask, lanes):
+    word = 0
+    for i in range(lanes):
+        if mask >> i & 1:
+            word |= int(mem[(base + i * stride) & 0xFFFFFFFF]) << (32 * i)
+    return word
+
+
+def _signed(v, bits=24):
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+@pytest.mark.parametrize("pes,stall", [(2, 0.0), (3, 0.4)])
+def test_vault_compute_matches_executor(pes, stall):
+    rng = random.Random(SEED + pes)
+    print("seed", SEED + pes)
     cfg = load_config()
     pe_model = PEModel(cfg)
     proto = pe_mod.from_config(cfg)
     proto._MustUse__silence = True
-    dut = VaultCompute(pes=2, imem_depth=16, pe_factory=lambda: pe_mod.from_config(cfg),
+    dut = VaultCompute(pes=pes, imem_depth=16, pe_factory=lambda: pe_mod.from_config(cfg),
                        pe_latency=proto.latency)
     prog = _program(rng)
     nrng = np.random.default_rng(SEED)
@@ -65,6 +89,7 @@ def test_vault_compute_matches_executor():
     want = [mem.copy(), peer.copy()]
     execute([prog, [Instr(Opcode.HALT)]], want, pe_model)
     got = [mem.copy(), peer.copy()]
+    counted = {}
 
     async def tb(ctx):
         for k, ins in enumerate(prog):
@@ -76,18 +101,43 @@ def test_vault_compute_matches_executor():
         ctx.set(dut.go, 1)
         await ctx.tick()
         ctx.set(dut.go, 0)
-        for _ in range(2000):
+        held = 0
+        for cyc in range(3000):
             if ctx.get(dut.halted):
+                counted["cycles"] = cyc
                 break
-            if ctx.get(dut.rd_en):
-                ctx.set(dut.rd_a_data, int(got[0][ctx.get(dut.rd_a_addr)]))
-                ctx.set(dut.rd_b_data, int(got[0][ctx.get(dut.rd_b_addr)]))
             if ctx.get(dut.wr_en):
-                got[0][ctx.get(dut.wr_addr)] = ctx.get(dut.wr_data)
+                base, st = ctx.get(dut.wr_addr), _signed(ctx.get(dut.wr_stride))
+                mask, data = ctx.get(dut.wr_mask), ctx.get(dut.wr_data)
+                for i in range(pes):
+                    if mask >> i & 1:
+                        got[0][base + i * st] = (data >> (32 * i)) & 0xFFFFFFFF
             if ctx.get(dut.send_valid):
-                got[ctx.get(dut.send_peer)][ctx.get(dut.send_addr)] = ctx.get(dut.send_data)
+                p = ctx.get(dut.send_peer)
+                base, st = ctx.get(dut.send_addr), _signed(ctx.get(dut.send_stride))
+                mask, data = ctx.get(dut.send_mask), ctx.get(dut.send_data)
+                for i in range(pes):
+                    if mask >> i & 1:
+                        got[p][base + i * st] = (data >> (32 * i)) & 0xFFFFFFFF
+            ready = int(rng.random() >= stall)
+            ctx.set(dut.rd_ready, ready)
+            if ctx.get(dut.rd_valid):
+                mask = ctx.get(dut.rd_mask)
+                assert mask and mask < (1 << pes)
+                if ready:
+                    ctx.set(dut.rd_a_data, _lane_words(got[0], ctx.get(dut.rd_a_addr),
+                                                       _signed(ctx.get(dut.rd_a_stride)),
+                                                       mask, pes))
+                    ctx.set(dut.rd_b_data, _lane_words(got[0], ctx.get(dut.rd_b_addr),
+                                                       _signed(ctx.get(dut.rd_b_stride)),
+                                                       mask, pes))
+                else:   # garbage on the data ports must not be taken
+                    held += 1
+                    ctx.set(dut.rd_a_data, rng.getrandbits(32 * pes))
+                    ctx.set(dut.rd_b_data, rng.getrandbits(32 * pes))
             await ctx.tick()
         assert ctx.get(dut.halted), "program did not halt"
+        counted["held"] = held
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -96,4 +146,12 @@ def test_vault_compute_matches_executor():
     for k in range(2):
         diff = np.nonzero(got[k] != want[k])[0]
         assert diff.size == 0, f"memory {k} differs at words {diff[:10]}"
-    assert np.any(want[0][100:180] != 0)
+    assert np.any(want[0][100:190] != 0) and np.any(want[1] != 0)
+    # The timing model: issue cycles + PE latency + 6 per instruction, 3 for HALT,
+    # plus every cycle the memory held the bundle back.
+    expect = sum(issue_cycles(i, pes) + proto.latency + 6 for i in prog[:-1]) + 3
+    if stall == 0:
+        assert counted["held"] == 0
+    else:
+        assert counted["held"] > 0
+    assert counted["cycles"] == expect + counted["held"]

@@ -101,6 +101,11 @@ class HMCConfig:
         preferring younger row hits.
     tck_ns : float
         DRAM command clock = vault-controller clock.
+    vault_bw_gbs : float
+        Internal (TSV) bandwidth of one vault between its DRAM partition and the
+        logic die, GB/s. PIM-CapsNet Table 4: 512 GB/s internal over 32 vaults
+        = 16.0. The PIM-CapsNet driver's banked DRAM model moves at most this
+        much per vault.
     timing : DRAMTimingNs
         Timing constraints in ns.
     """
@@ -118,6 +123,7 @@ class HMCConfig:
     mapping: str = "default"
     starvation_limit: int = 256
     tck_ns: float = _TCK_HMC21
+    vault_bw_gbs: float = 16.0
     timing: DRAMTimingNs = field(default_factory=DRAMTimingNs)
 
     def __post_init__(self):
@@ -136,6 +142,10 @@ class HMCConfig:
         check_choice("hmc.mapping", self.mapping, MAPPINGS)
         check_int("hmc.starvation_limit", self.starvation_limit, 8, 65535)
         check_float("hmc.tck_ns", self.tck_ns, 0.1, 100.0)
+        v = self.vault_bw_gbs
+        check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 100_000,
+              "hmc.vault_bw_gbs", v,
+              "a positive number of GB/s (internal TSV bandwidth of one vault) up to 100000")
         # The capsnet mapping's largest sub-page (256 B) must fit in one row.
         if self.mapping == "capsnet":
             check(self.row_bytes >= 256, "hmc.row_bytes", self.row_bytes,

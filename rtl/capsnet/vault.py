@@ -3,20 +3,37 @@
 The operation controller fetches the vault's program (ISA of
 :mod:`pimforge.rtl.capsnet.isa`) from its instruction memory, which the
 driver loads through a backdoor write port, and walks each loop descriptor
-one element per cycle:
+*lane-parallel*: every cycle it issues up to ``lanes = pes`` outputs, one per
+PE, so the PEs run at their peak of one input record per cycle each.
 
-* operands: two word reads per element (``rd_a_*``, ``rd_b_*``) from the vault's
-  DRAM partition, answered by the memory model in the same cycle; the
-  controller registers what it needs, so the memory sees one registered
-  address pair per cycle;
-* PE work: each output's group goes to one of ``pes`` PEs, round robin over the
-  outputs (a MAC group's elements stay consecutive in its PE, as the PE
-  requires); the destination address travels through a delay line of the PE
-  latency and the result is written back through ``wr_*``. ``ADD`` feeds a
-  two-record MAC group ``(a * 1, b * +-1)``;
-* controller work: ``MAXR`` (float comparator, first maximum kept), ``SELPOS``
-  (``b > 0`` mux) and ``SEND`` (word to the crossbar port ``send_*``) write or
-  send one cycle after the read;
+* lanes: lane ``l`` works on output ``o3 = o3_base + l`` (the same ``o1``,
+  ``o2`` and element ``e`` for every lane); lanes with ``o3 >= n3`` are masked
+  off, and ``o3_base`` advances by ``lanes``. A MAC group (the ``g`` elements
+  of one output) goes to one PE, lane ``l`` -> PE ``l``, elements consecutive,
+  so every result is bit-identical to the ISA model's
+  :func:`~pimforge.verif.models.capsnet_isa.lane_sum` order. The compiler
+  normalises loops so the widest output dimension is ``o3``.
+* operands: one read bundle per cycle. ``rd_valid`` asks for it; the memory
+  answers ``rd_a_data``/``rd_b_data`` (lane ``l`` in bits ``[32l, 32l+32)``)
+  combinationally in a cycle where ``rd_ready`` is high. Lane ``l``'s word
+  address is ``rd_x_addr + l * rd_x_stride`` (lane 0's address and the
+  instruction's ``x_s3``); ``rd_mask`` marks the live lanes. While
+  ``rd_valid & ~rd_ready`` the controller holds all its state and issues
+  nothing (the PE pipelines and the destination delay line keep draining).
+  Where an operand is not needed this cycle (``b`` of MAXR, SEND and the
+  one-input flows; ``b`` at ``e = 0`` and ``a`` at ``e = 1`` of ADD) its port
+  repeats the other port's address and stride, so a memory that merges equal
+  blocks of a bundle moves nothing extra for it; the data are ignored.
+* PE work: ``ADD`` feeds each lane's PE the two-record MAC group
+  ``(a * 1, b * +-1)`` (one rounded add); the destination address (lane 0)
+  and mask travel through a delay line of the PE latency, and all lanes'
+  results leave together through the write bundle ``wr_*`` (lane ``l`` at
+  ``wr_addr + l * wr_stride``, ``wr_stride = d_s3``). Writes are posted: the
+  memory always accepts them.
+* controller work: ``MAXR`` (one float comparator per lane, first maximum
+  kept), ``SELPOS`` (``b > 0`` mux per lane) and ``SEND`` (the lane vector to
+  the crossbar port ``send_*``, same lane addressing) write or send one cycle
+  after the read.
 * ``BAR``/``HALT``: once every result has been written, ``at_bar`` (or
   ``halted``) rises; ``go`` (driven when all vaults are there) resumes at the
   next instruction. After reset the controller is halted; ``go`` starts it at
@@ -24,18 +41,20 @@ one element per cycle:
 
 Every instruction drains the PE pipeline before the next one starts, so an
 instruction may read what the previous one wrote (the cost is the PE latency
-once per instruction, a few dozen instructions per routing iteration).
+once per instruction, a few dozen instructions per routing iteration). With a
+memory that is always ready, an instruction of ``R = n1 * n2`` rows takes
+``R * ceil(n3 / lanes) * g' + pe_latency + 6`` cycles (``g' = 2`` for ADD,
+``g`` otherwise): fetch, decode, setup, the issue cycles and the drain.
 
-The operand memory is a simulation model served by the driver (one read pair
-and one write per cycle), standing in for the vault controller's DRAM path; the
-inter-vault crossbar is modelled by the driver too (``send_*`` words land in the
-peer's memory before the next barrier). Everything here runs in one clock
-domain at the logic-die frequency ``freq_mhz``.
+The operand memory (the vault's DRAM partition behind the vault controller)
+and the inter-vault crossbar are outside this block: the native driver of
+:mod:`pimforge.sim.capsnet.rtl_run` serves them. Everything here runs in one
+clock domain at the logic-die frequency ``freq_mhz``.
 
 Parameters
 ----------
 pes : int
-    PEs of the vault (``capsnet.pes_per_vault``).
+    PEs of the vault (``capsnet.pes_per_vault``) = lanes of the controller.
 imem_depth : int
     Instruction memory depth (``capsnet.imem_instructions``).
 pe_factory : callable
@@ -50,13 +69,13 @@ from __future__ import annotations
 
 import hashlib
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, Opcode
+from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, STRIDE_BITS, Opcode
 from .pe import Flow
 
 __all__ = ["VaultCompute", "from_config"]
@@ -76,16 +95,22 @@ class VaultCompute(wiring.Component):
             raise ValueError(f"imem_depth must be an integer between 16 and 65536, "
                              f"not {imem_depth!r}")
         self.pes, self.imem_depth = pes, imem_depth
+        self.lanes = pes
         self.pe_factory, self.pe_latency, self.pe_key = pe_factory, pe_latency, pe_key
         ib = ceil_log2(imem_depth)
+        n = pes
         super().__init__({
             "imem_we": In(1), "imem_addr": In(ib), "imem_data": In(INSTR_BITS),
             "go": In(1), "at_bar": Out(1), "halted": Out(1),
-            "rd_en": Out(1), "rd_a_addr": Out(ADDR_BITS), "rd_b_addr": Out(ADDR_BITS),
-            "rd_a_data": In(32), "rd_b_data": In(32),
-            "wr_en": Out(1), "wr_addr": Out(ADDR_BITS), "wr_data": Out(32),
-            "send_valid": Out(1), "send_peer": Out(8), "send_addr": Out(ADDR_BITS),
-            "send_data": Out(32),
+            "rd_valid": Out(1), "rd_ready": In(1), "rd_mask": Out(n),
+            "rd_a_addr": Out(ADDR_BITS), "rd_a_stride": Out(STRIDE_BITS),
+            "rd_b_addr": Out(ADDR_BITS), "rd_b_stride": Out(STRIDE_BITS),
+            "rd_a_data": In(32 * n), "rd_b_data": In(32 * n),
+            "wr_en": Out(1), "wr_mask": Out(n), "wr_addr": Out(ADDR_BITS),
+            "wr_stride": Out(STRIDE_BITS), "wr_data": Out(32 * n),
+            "send_valid": Out(1), "send_peer": Out(8), "send_mask": Out(n),
+            "send_addr": Out(ADDR_BITS), "send_stride": Out(STRIDE_BITS),
+            "send_data": Out(32 * n),
             "pe_busy": Out(1),
         })
         self.latencies = {"pe": pe_latency}
@@ -94,7 +119,7 @@ class VaultCompute(wiring.Component):
         from ..hierarchy import Leaf
 
         m = Module()
-        L = self.pe_latency
+        L, N = self.pe_latency, self.pes
         m.submodules.imem = imem = Memory(shape=INSTR_BITS, depth=self.imem_depth, init=[])
         wp = imem.write_port()
         rp = imem.read_port(transparent_for=())
@@ -105,7 +130,8 @@ class VaultCompute(wiring.Component):
         ins = Signal(INSTRUCTION)
         m.d.comb += rp.addr.eq(pc)
 
-        # Loop counters and per-operand running addresses (o1 row, o2 row, o3 row, element).
+        # Loop counters (o3 is lane 0's output) and per-operand running
+        # addresses of lane 0 (o1 row, o2 row, o3 row, element).
         cnt = {k: Signal(COUNT_BITS, name=f"cnt_{k}") for k in ("o1", "o2", "o3", "e")}
         addr = {x: {lv: Signal(ADDR_BITS, name=f"{x}_{lv}") for lv in ("r1", "r2", "r3", "e")}
                 for x in ("a", "b", "d")}
@@ -115,8 +141,13 @@ class VaultCompute(wiring.Component):
         def stride(x, s):
             return ins[f"{x}_{s}"].as_signed()
 
+        # Outputs of the current o3 row still to issue, from lane 0 on.
+        rem = Signal(COUNT_BITS + 1)
+        m.d.comb += rem.eq(ins.n3 - cnt["o3"])
+        mask = Signal(N)
+        m.d.comb += mask.eq(Cat(*(rem > lane for lane in range(N))))
         last_e = cnt["e"] == g_eff - 1
-        last_o3 = cnt["o3"] == ins.n3 - 1
+        last_o3 = rem <= N
         last_o2 = cnt["o2"] == ins.n2 - 1
         last_o1 = cnt["o1"] == ins.n1 - 1
         done_elem = last_e & last_o3 & last_o2 & last_o1
@@ -128,9 +159,9 @@ class VaultCompute(wiring.Component):
                 for x in addr:
                     m.d.sync += addr[x]["e"].eq(addr[x]["e"] + stride(x, "se"))
             with m.Elif(~last_o3):
-                m.d.sync += [cnt["e"].eq(0), cnt["o3"].eq(cnt["o3"] + 1)]
+                m.d.sync += [cnt["e"].eq(0), cnt["o3"].eq(cnt["o3"] + N)]
                 for x in addr:
-                    nxt = addr[x]["r3"] + stride(x, "s3")
+                    nxt = addr[x]["r3"] + stride(x, "s3") * N
                     m.d.sync += [addr[x]["r3"].eq(nxt), addr[x]["e"].eq(nxt)]
             with m.Elif(~last_o2):
                 m.d.sync += [cnt["e"].eq(0), cnt["o3"].eq(0), cnt["o2"].eq(cnt["o2"] + 1)]
@@ -144,73 +175,89 @@ class VaultCompute(wiring.Component):
                     nxt = addr[x]["r1"] + stride(x, "s1")
                     m.d.sync += [addr[x][k].eq(nxt) for k in ("r1", "r2", "r3", "e")]
 
+        # ---- read ports ------------------------------------------------------
+        run = Signal()
+        issue = Signal()
+        m.d.comb += issue.eq(run & self.rd_ready)
+        is_add = ins.op == Opcode.ADD
+        add_b = is_add & (cnt["e"] != 0)      # ADD's second record reads only b
+        uses_b = (((ins.op == Opcode.FLOW) & ((ins.flow == Flow.MAC) | (ins.flow == Flow.DIV)))
+                  | (ins.op == Opcode.SELPOS) | add_b)
+        a_addr = Mux(add_b, addr["b"]["e"], addr["a"]["e"])
+        a_str = Mux(add_b, ins.b_s3, ins.a_s3)
+        m.d.comb += [
+            self.rd_valid.eq(run), self.rd_mask.eq(mask),
+            self.rd_a_addr.eq(a_addr), self.rd_a_stride.eq(a_str),
+            self.rd_b_addr.eq(Mux(uses_b, addr["b"]["e"], a_addr)),
+            self.rd_b_stride.eq(Mux(uses_b, ins.b_s3, a_str)),
+        ]
+        xa = [self.rd_a_data[32 * i:32 * i + 32] for i in range(N)]
+        xb = [self.rd_b_data[32 * i:32 * i + 32] for i in range(N)]
+
         # ---- PEs, one Verilog module instantiated pes times -----------------
         key = f"capsnet_pe_{self.pe_key}"
         pes = [Leaf(key, self.pe_factory) for _ in range(self.pes)]
         for i, p in enumerate(pes):
             m.submodules[f"pe{i}"] = p
-        lane = Signal(range(self.pes))
-        issue = Signal()
         is_pe = Signal()
-        pe_a, pe_b = Signal(32), Signal(32)
-        m.d.comb += is_pe.eq((ins.op == Opcode.FLOW) | (ins.op == Opcode.ADD))
-        with m.If(ins.op == Opcode.ADD):
-            m.d.comb += [pe_a.eq(Mux(cnt["e"] == 0, self.rd_a_data, self.rd_b_data)),
-                         pe_b.eq(Mux(cnt["e"] == 0, _ONE,
-                                     Mux(ins.sign, _MINUS_ONE, _ONE)))]
-        with m.Else():
-            m.d.comb += [pe_a.eq(self.rd_a_data), pe_b.eq(self.rd_b_data)]
+        m.d.comb += is_pe.eq((ins.op == Opcode.FLOW) | is_add)
         pe_op = Signal(Flow)
-        m.d.comb += pe_op.eq(Mux(ins.op == Opcode.ADD, Flow.MAC, ins.flow))
+        m.d.comb += pe_op.eq(Mux(is_add, Flow.MAC, ins.flow))
+        pe_b_add = Mux(cnt["e"] == 0, _ONE, Mux(ins.sign, _MINUS_ONE, _ONE))
         for i, p in enumerate(pes):
-            m.d.comb += [p.op.eq(pe_op), p.a.eq(pe_a), p.b.eq(pe_b),
+            m.d.comb += [p.op.eq(pe_op),
+                         p.a.eq(Mux(add_b, xb[i], xa[i])),
+                         p.b.eq(Mux(is_add, pe_b_add, xb[i])),
                          p.first.eq(cnt["e"] == 0), p.last.eq(last_e), p.tag.eq(0),
-                         p.in_valid.eq(issue & is_pe & (lane == i))]
-        # Destination delay line aligned with the PE outputs.
+                         p.in_valid.eq(issue & is_pe & mask[i])]
+        # Destination (lane 0) and lane mask, delayed to meet the PE outputs.
         dl_v = [Signal(name=f"dl_v{i}") for i in range(L)]
+        dl_m = [Signal(N, name=f"dl_m{i}") for i in range(L)]
         dl_a = [Signal(ADDR_BITS, name=f"dl_a{i}") for i in range(L)]
-        m.d.sync += [dl_v[0].eq(issue & is_pe & last_e), dl_a[0].eq(addr["d"]["e"])]
+        m.d.sync += [dl_v[0].eq(issue & is_pe & last_e), dl_m[0].eq(mask),
+                     dl_a[0].eq(addr["d"]["e"])]
         for i in range(1, L):
-            m.d.sync += [dl_v[i].eq(dl_v[i - 1]), dl_a[i].eq(dl_a[i - 1])]
-        res = Const(0, 32)
-        for p in pes:
-            res = res | Mux(p.out_valid, p.result, 0)
-        inflight = Cat(*dl_v).any()
-        m.d.comb += self.pe_busy.eq(inflight)
+            m.d.sync += [dl_v[i].eq(dl_v[i - 1]), dl_m[i].eq(dl_m[i - 1]),
+                         dl_a[i].eq(dl_a[i - 1])]
+        res = Cat(*(p.result for p in pes))
+        m.d.comb += self.pe_busy.eq(Cat(*dl_v).any())
 
         # ---- controller-side ops (registered write / send) -------------------
-        x = self.rd_a_data
-        y = self.rd_b_data
-
         def key_of(v):
             # Total order of non-NaN floats as unsigned keys; -0 counts as +0.
             neg = v[31] & (v[:31] != 0)
             return Mux(neg, ~v, v | 0x80000000)
-        mx = Signal(32)
-        cand = Mux((cnt["e"] == 0) | (key_of(x) > key_of(mx)), x, mx)
-        dw_en, dw_addr, dw_data = Signal(), Signal(ADDR_BITS), Signal(32)
-        sv, sp, sa, sd = Signal(), Signal(8), Signal(ADDR_BITS), Signal(32)
+        mx = [Signal(32, name=f"mx{i}") for i in range(N)]
+        cand = [Mux((cnt["e"] == 0) | (key_of(xa[i]) > key_of(mx[i])), xa[i], mx[i])
+                for i in range(N)]
+        selp = [Mux(~xb[i][31] & (xb[i][:31] != 0), xa[i], 0) for i in range(N)]
+        dw_en, dw_mask, dw_addr = Signal(), Signal(N), Signal(ADDR_BITS)
+        dw_data = Signal(32 * N)
+        sv, sp, sm, sa, sd = Signal(), Signal(8), Signal(N), Signal(ADDR_BITS), Signal(32 * N)
         m.d.sync += [dw_en.eq(0), sv.eq(0)]
         with m.If(issue):
             with m.Switch(ins.op):
                 with m.Case(Opcode.MAXR):
-                    m.d.sync += mx.eq(cand)
+                    m.d.sync += [mx[i].eq(cand[i]) for i in range(N)]
                     with m.If(last_e):
-                        m.d.sync += [dw_en.eq(1), dw_addr.eq(addr["d"]["e"]), dw_data.eq(cand)]
+                        m.d.sync += [dw_en.eq(1), dw_mask.eq(mask),
+                                     dw_addr.eq(addr["d"]["e"]), dw_data.eq(Cat(*cand))]
                 with m.Case(Opcode.SELPOS):
-                    pos = ~y[31] & (y[:31] != 0)
-                    m.d.sync += [dw_en.eq(1), dw_addr.eq(addr["d"]["e"]),
-                                 dw_data.eq(Mux(pos, x, 0))]
+                    m.d.sync += [dw_en.eq(1), dw_mask.eq(mask), dw_addr.eq(addr["d"]["e"]),
+                                 dw_data.eq(Cat(*selp))]
                 with m.Case(Opcode.SEND):
-                    m.d.sync += [sv.eq(1), sp.eq(ins.peer), sa.eq(addr["d"]["e"]), sd.eq(x)]
+                    m.d.sync += [sv.eq(1), sp.eq(ins.peer), sm.eq(mask),
+                                 sa.eq(addr["d"]["e"]), sd.eq(self.rd_a_data)]
+        # The instruction register holds until the next DECODE, which follows
+        # the drain, so ins.d_s3 is still this instruction's at write time.
         m.d.comb += [
             self.wr_en.eq(dl_v[-1] | dw_en),
+            self.wr_mask.eq(Mux(dl_v[-1], dl_m[-1], dw_mask)),
             self.wr_addr.eq(Mux(dl_v[-1], dl_a[-1], dw_addr)),
+            self.wr_stride.eq(ins.d_s3),
             self.wr_data.eq(Mux(dl_v[-1], res, dw_data)),
-            self.send_valid.eq(sv), self.send_peer.eq(sp), self.send_addr.eq(sa),
-            self.send_data.eq(sd),
-            self.rd_en.eq(issue),
-            self.rd_a_addr.eq(addr["a"]["e"]), self.rd_b_addr.eq(addr["b"]["e"]),
+            self.send_valid.eq(sv), self.send_peer.eq(sp), self.send_mask.eq(sm),
+            self.send_addr.eq(sa), self.send_stride.eq(ins.d_s3), self.send_data.eq(sd),
         ]
 
         # ---- sequencer -------------------------------------------------------
@@ -226,7 +273,6 @@ class VaultCompute(wiring.Component):
                     m.d.sync += cnt[k].eq(0)
                 for xn in addr:
                     m.d.sync += [addr[xn][k].eq(ins[xn]) for k in addr[xn]]
-                m.d.sync += lane.eq(0)
                 with m.Switch(ins.op):
                     with m.Case(Opcode.BAR):
                         m.next = "BAR"
@@ -235,13 +281,12 @@ class VaultCompute(wiring.Component):
                     with m.Default():
                         m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += issue.eq(1)
-                advance()
-                with m.If(last_e):
-                    m.d.sync += lane.eq(Mux(lane == self.pes - 1, 0, lane + 1))
-                with m.If(done_elem):
-                    m.d.sync += drain.eq(L + 2)
-                    m.next = "DRAIN"
+                m.d.comb += run.eq(1)
+                with m.If(issue):
+                    advance()
+                    with m.If(done_elem):
+                        m.d.sync += drain.eq(L + 2)
+                        m.next = "DRAIN"
             with m.State("DRAIN"):
                 m.d.sync += drain.eq(drain - 1)
                 with m.If(drain == 0):

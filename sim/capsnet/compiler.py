@@ -32,6 +32,18 @@ every MAC group is summed in the PE's lane order
 vaults (over ``k`` for B, over ``i`` for L) is the lane-order sum of each
 vault's slice, followed by the lane-order sum of the partials in vault order.
 
+Loop normalisation (:func:`normalize`): the vault controller issues ``lanes``
+outputs of an instruction's innermost output loop ``o3`` per cycle, so every
+emitted instruction is rewritten to put its best output dimension there. The
+outputs of one instruction are independent (each writes its own word, read
+only by later instructions), so the output loops ``(o1, o2, o3)`` may be
+permuted with their strides; two loops whose strides nest exactly (outer
+stride = inner count x inner stride for ``a``, ``b`` and ``d``) are merged into
+one; and a SEND's element loop is an output loop too (a copy has no reduction).
+The MAC groups (``e`` loop) are untouched, so every sum keeps its order.
+``compile_routing(..., normalize=False)`` emits the programs as written; the
+tests check that both give the same memories bit for bit.
+
 Barriers separate the phases. Errors a user can cause raise
 :class:`~pimforge.gen.errors.CapacityError`: a program longer than
 ``capsnet.imem_instructions`` or data larger than ``hmc.capacity_per_vault``.
@@ -44,13 +56,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...gen.errors import CapacityError
-from ...rtl.capsnet.isa import Instr, Opcode
+from ...rtl.capsnet.isa import COUNT_BITS, Instr, Opcode
 from ...rtl.capsnet.pe import Flow
-from ...rtl.mem.address_map import AddressMap
+from ...rtl.mem.address_map import NUMPY_OPS, AddressMap
 from ...verif.models.capsnet_isa import ONE_BITS, lane_sum
 from .networks import CapsNetSpec
 
-__all__ = ["Compiled", "compile_routing", "split", "program_ops", "ProgramOrderOps"]
+__all__ = ["Compiled", "compile_routing", "split", "program_ops", "ProgramOrderOps",
+           "normalize"]
 
 F32 = np.float32
 #: Sub-page size indicator the placement uses in cube addresses (256 B sub-pages).
@@ -121,30 +134,107 @@ class Compiled:
             out[sl] = mems[v][base:base + int(np.prod(shape))].reshape(shape)
         return out.view(F32)
 
-    def cube_address(self, vault: int, word: int) -> int:
+    def cube_address(self, vault: int, word):
         """Cube byte address of the 16-byte block holding vault-local *word*.
 
-        Capsnet mapping: the vault field on top, the 256 B sub-page indicator in
-        bits 1-3 (the word inside the block is not part of the block address).
+        The vault-local block ``j = word // 4`` is the ``j``-th block of the
+        vault in ascending cube addresses under :attr:`amap`'s mapping. Capsnet
+        mapping: the vault field on top, the 256 B sub-page indicator in bits
+        1-3; default mapping: the vault field above the ``max_block_bytes``
+        sub-page offset (so a vault's blocks are interleaved with the other
+        vaults'). *word* may be an int or an integer numpy array.
         """
         a = self.amap
-        blk = (vault << (a.bank_bits + a.row_bits + a.col_bits)) | (word >> 2)
-        return (blk << 4) | (SUBPAGE_LOG << 1)
+        j = word >> 2
+        if a.kind == "capsnet":
+            blk = (vault << (a.bank_bits + a.row_bits + a.col_bits)) | j
+            return (blk << 4) | (SUBPAGE_LOG << 1)
+        s = a.default_subpage_log
+        blk = ((j >> s) << (s + a.vault_bits)) | (vault << s) | (j & ((1 << s) - 1))
+        return blk << 4
+
+    def bank_rows(self, vault: int, words: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(bank, row)`` of each of the first ``ceil(words / 4)`` blocks of *vault*,
+        decoded by the shared address map (what the driver's DRAM model reads)."""
+        j = np.arange(-(-words // 4), dtype=np.int64)
+        d = self.amap.decode(self.cube_address(vault, 4 * j), NUMPY_OPS)
+        if np.any(np.asarray(d.vault) != vault):
+            raise AssertionError(f"placement of vault {vault} leaves the vault")
+        return (np.asarray(d.bank, dtype=np.int64) + 0 * j,
+                np.asarray(d.row, dtype=np.int64) + 0 * j)
 
     def program_words(self) -> int:
         return max(len(p) for p in self.programs)
 
 
+_OPS = ("a", "b", "d")
+_LEVELS = ("s1", "s2", "s3")
+
+
+def normalize(ins: Instr, lanes: int) -> Instr:
+    """*ins* with its output loops merged and permuted for a *lanes*-wide controller.
+
+    Legal because the outputs of one instruction are independent (see the
+    module doc); the element loop ``e`` of a reduction is never touched. The
+    loop put innermost (``o3``) is the one with the fewest issue cycles
+    ``prod(other counts) * ceil(n / lanes)``, the longest on a tie.
+    """
+    if ins.op in (Opcode.BAR, Opcode.HALT):
+        return ins
+    dims = [(getattr(ins, f"n{k}"), {x: getattr(ins, f"{x}_s{k}") for x in _OPS})
+            for k in (1, 2, 3)]
+    g, se = ins.g, {x: getattr(ins, f"{x}_se") for x in _OPS}
+    if ins.op is Opcode.SEND and g > 1:       # a copy's elements are outputs too
+        dims.append((g, se))
+        g, se = 1, {x: 0 for x in _OPS}
+    dims = [d for d in dims if d[0] > 1]
+    merged = True
+    while merged:
+        merged = False
+        for i, (ni, si) in enumerate(dims):
+            for j, (nj, sj) in enumerate(dims):
+                if (i != j and ni * nj < 1 << COUNT_BITS
+                        and all(si[x] == nj * sj[x] for x in _OPS)):
+                    dims[j] = (ni * nj, sj)
+                    del dims[i]
+                    merged = True
+                    break
+            if merged:
+                break
+    if len(dims) > 3:        # an unmergeable 4-loop SEND: keep its element loop
+        return ins
+    total = int(np.prod([n for n, _ in dims])) if dims else 1
+
+    def cost(k):
+        n = dims[k][0]
+        return (total // n * -(-n // lanes), -n)
+    if dims:
+        best = min(range(len(dims)), key=cost)
+        dims = [d for k, d in enumerate(dims) if k != best] + [dims[best]]
+    dims = [(1, {x: 0 for x in _OPS})] * (3 - len(dims)) + dims
+    kw = {f.name: getattr(ins, f.name) for f in ins.__dataclass_fields__.values()}
+    kw["g"] = g
+    for x in _OPS:
+        kw[f"{x}_se"] = se[x]
+    for (n, st), lv in zip(dims, _LEVELS):
+        kw[f"n{lv[1]}"] = n
+        for x in _OPS:
+            kw[f"{x}_{lv}"] = st[x]
+    return Instr(**kw)
+
+
 class _Emit:
     """Instruction builders for the equations on one vault's slice."""
 
-    def __init__(self):
+    def __init__(self, lanes: int = 0):
         self.p: list[Instr] = []
         self.labels: list[str] = []
         self.cur = "eq1"
+        self.lanes = lanes       # 0: emit as written
 
     def __call__(self, **kw) -> None:
-        self.p.append(Instr(**kw))
+        ins = Instr(**kw)
+        self.p.append(normalize(ins, self.lanes) if self.lanes else ins)
         op = kw["op"]
         self.labels.append("sync" if op in (Opcode.BAR, Opcode.HALT)
                            else "xfer" if op is Opcode.SEND else self.cur)
@@ -217,11 +307,15 @@ class _Emit:
 
 
 def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = None,
-                    capacity_bytes: int | None = None) -> Compiled:
+                    capacity_bytes: int | None = None, mapping: str | None = None,
+                    normalize: bool = True) -> Compiled:
     """Programs and placement of *net*'s routing distributed along *dim* on *cfg*'s vaults.
 
     ``vaults`` overrides the number of vaults that compute; ``capacity_bytes`` the
-    data capacity of each (default ``hmc.capacity_per_vault``).
+    data capacity of each (default ``hmc.capacity_per_vault``); ``mapping``
+    (``"default"`` or ``"capsnet"``) the address mapping of the placement
+    (default ``hmc.mapping``), which decides the DRAM bank and row of every
+    block; ``normalize=False`` skips the loop normalisation (for checks).
     """
     dim = str(dim).upper()
     if dim not in ("B", "L", "H"):
@@ -234,7 +328,7 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     na = len(active)
     master = active[0]
     allocs = [_Alloc() for _ in range(nv)]
-    progs = [_Emit() for _ in range(nv)]
+    progs = [_Emit(cfg.capsnet.pes_per_vault if normalize else 0) for _ in range(nv)]
     v_at: list[tuple[int, str, tuple]] = []
     ar: list[dict] = [{} for _ in range(nv)]
     for v in active:
@@ -356,7 +450,12 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
         if v not in active:
             programs[v] = [Instr(Opcode.BAR)] * nbar + [Instr(Opcode.HALT)]
             labels[v] = ["sync"] * (nbar + 1)
-    amap = AddressMap.from_config(cfg.hmc, "capsnet")
+    mapping = mapping or cfg.hmc.mapping
+    if mapping not in ("default", "capsnet"):
+        raise ValueError(f"mapping must be 'default' or 'capsnet', not {mapping!r}")
+    if mapping == "capsnet" and cfg.hmc.row_bytes < 256:
+        raise ValueError("mapping 'capsnet' needs hmc.row_bytes >= 256 (its 256 B sub-pages)")
+    amap = AddressMap.from_config(cfg.hmc, mapping)
     comp = Compiled(net, dim, nv, active, slices, programs, [al.arrays for al in allocs],
                     [al.top for al in allocs], amap, labels, v_at)
     _check_capacity(comp, cfg, capacity_bytes or cfg.hmc.capacity_per_vault)

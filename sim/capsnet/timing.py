@@ -1,12 +1,16 @@
 """Cycle count of compiled vault programs, from the controller's fixed timing.
 
 The operation controller (:mod:`pimforge.rtl.capsnet.vault`) is deterministic:
-an instruction of ``n`` elements takes ``n + pe_latency + 6`` cycles (fetch,
-decode, setup, one element per cycle, drain), a barrier or halt 3 cycles plus
+an instruction takes ``c + pe_latency + 6`` cycles (fetch, decode, setup,
+``c`` issue cycles, drain), where ``c = n1 * n2 * ceil(n3 / lanes) * g'``
+(``lanes = capsnet.pes_per_vault`` outputs of the ``o3`` loop per cycle,
+``g' = 2`` for ADD; :meth:`~pimforge.verif.models.capsnet_isa.InstrStats.issue_cycles`),
+a barrier or halt 3 cycles plus
 the wait for the slowest vault, and a barrier is released no earlier than the
 crossbar has moved the busiest vault port's bytes at ``intervault_bw_gbs``.
 :func:`program_cycles` evaluates this from the ISA executor's statistics; the
-tests check that it equals the RTL's count, so runs too large for the RTL
+tests check that it equals the RTL's count with an always-ready operand memory
+(``--dram ideal``; the banked DRAM model of the driver adds stalls), so runs too large for the RTL
 (full-size networks on 32 vaults) can be timed from the ISA model.
 """
 
@@ -20,12 +24,13 @@ __all__ = ["program_cycles"]
 
 def program_cycles(stats, vaults: int, phases: int, pe_latency: int, cfg) -> dict:
     """``{"cycles", "phase_cycles", "xbar_wait"}`` of one run (see the module doc)."""
+    lanes = cfg.capsnet.pes_per_vault
     bw = cfg.capsnet.intervault_bw_gbs * 1e9 / (cfg.freq_mhz * 1e6)
     busy = defaultdict(int)
     sent = defaultdict(int)
     recv = defaultdict(int)
     for st in stats:
-        busy[st.phase, st.vault] += st.elements + pe_latency + 6
+        busy[st.phase, st.vault] += st.issue_cycles(lanes) + pe_latency + 6
         if st.op == "SEND" and st.peer != st.vault:
             sent[st.phase, st.vault] += st.send_bytes
             recv[st.phase, st.peer] += st.send_bytes

@@ -1,25 +1,52 @@
 // PIM-CapsNet routing driver: N Verilated vault-compute models in one clock loop.
-// Serves each vault's operand memory (its DRAM partition, a flat word array),
-// delivers crossbar sends, releases barriers, and counts cycles.
-// Usage: VBIN DIR [native]. DIR holds meta.txt, mem<v>.bin, prog<v>.bin; writes
-// out<v>.bin and stats.txt. "native": a pure clock loop on the same models
-// (no memory serving, no bookkeeping) for the speed comparison.
+// Serves each vault's operand memory (its DRAM partition, a flat word array) as
+// lane vectors, optionally through a banked DRAM throughput model, delivers
+// crossbar sends, releases barriers, and counts cycles.
+// Usage: VBIN DIR [native CYCLES]. DIR holds meta.txt, mem<v>.bin, prog<v>.bin and
+// (banked DRAM) tab<v>.bin; writes out<v>.bin and stats.txt. "native": a pure
+// clock loop on the same models (no memory serving, no bookkeeping) for the
+// speed comparison.
+//
+// DRAM model (meta dram = 1), per vault: every cycle's read bundle (the live
+// lanes of a and b) and posted write bundle are split into distinct 16-byte
+// blocks; tab<v>.bin gives each vault-local block's bank and row (precomputed
+// in Python with the placement's address map). A bank serves a row hit in
+// tCCD and a row miss in tRP + tRCD + tCCD (open page; close page: every
+// access tRCD + tCCD), banks in parallel; the vault's TSV moves `tsv` bytes a
+// cycle (fractional). A resource is free for a new bundle in a cycle if its
+// backlog ends within that cycle. Latency is hidden: descriptor-driven operand
+// streams are known in advance and can be prefetched, so only throughput and
+// bank conflicts hold the controller back (rd_ready low). Posted writes are
+// always accepted and only add to the backlogs. Refresh is not modelled.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 #include "V@TOP@.h"
 #include "verilated.h"
 
-static const int IW = @IWORDS@;  // 32-bit words of one instruction
+static const int IW = @IWORDS@;   // 32-bit words of one instruction
+static const int LANES = @LANES@;  // lanes of the controller (PEs per vault)
 
-static std::vector<uint32_t> readfile(const std::string& p) {
-    FILE* f = fopen(p.c_str(), "rb");
-    if (!f) { perror(p.c_str()); exit(2); }
+// Lane l of a lane-vector port, whatever C type Verilator gave it.
+static inline uint32_t lget(const uint32_t& x, int) { return x; }
+static inline uint32_t lget(const uint64_t& x, int l) { return (uint32_t)(x >> (32 * l)); }
+template <std::size_t N> static inline uint32_t lget(const VlWide<N>& x, int l) { return x[l]; }
+static inline void lset(uint32_t& x, int, uint32_t v) { x = v; }
+static inline void lset(uint64_t& x, int l, uint32_t v) {
+    x = (x & ~(0xffffffffULL << (32 * l))) | ((uint64_t)v << (32 * l));
+}
+template <std::size_t N> static inline void lset(VlWide<N>& x, int l, uint32_t v) { x[l] = v; }
+static inline int32_t sx24(uint32_t x) { return ((int32_t)(x << 8)) >> 8; }
+
+static std::vector<uint32_t> readfile(const std::string& p, bool must = true) {
     std::vector<uint32_t> v;
+    FILE* f = fopen(p.c_str(), "rb");
+    if (!f) { if (!must) return v; perror(p.c_str()); exit(2); }
     uint32_t buf[4096];
     size_t n;
     while ((n = fread(buf, 4, 4096, f)) > 0) v.insert(v.end(), buf, buf + n);
@@ -27,24 +54,79 @@ static std::vector<uint32_t> readfile(const std::string& p) {
     return v;
 }
 
+struct Dram {
+    std::vector<uint32_t> tab;       // (row << 6) | bank per vault-local block
+    std::vector<double> bank_free;   // cycle at which each bank's backlog ends
+    std::vector<int64_t> open_row;
+    double tsv_free = 0;
+    long vrs = 0, bw_stall = 0, blk_rd = 0, blk_wr = 0, hits = 0, misses = 0;
+};
+
+struct Params { int dram; double hit, miss, tsv, closed; int close_page; };
+
+// Distinct blocks of a lane bundle (live lanes of base + l * stride), appended to out.
+static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, uint32_t* out,
+                                int n) {
+    int n0 = n;
+    for (int l = 0; l < LANES; l++) {
+        if (!((mask >> l) & 1)) continue;
+        uint32_t b = (base + (uint32_t)(l * stride)) >> 2;
+        bool seen = false;
+        // Lanes are affine, so a repeat of this operand's blocks is the previous one.
+        if (n > n0 && out[n - 1] == b) seen = true;
+        else for (int k = 0; k < n0; k++) if (out[k] == b) { seen = true; break; }
+        if (!seen) out[n++] = b;
+    }
+    return n;
+}
+
+static inline void serve_block(Dram& d, const Params& P, uint32_t blk, double now) {
+    uint32_t t = d.tab[blk];
+    int bank = t & 63;
+    int64_t row = t >> 6;
+    double cost;
+    if (!P.close_page && d.open_row[bank] == row) { cost = P.hit; d.hits++; }
+    else { cost = P.close_page ? P.closed : P.miss; d.misses++; }
+    d.open_row[bank] = row;
+    double s = d.bank_free[bank] > now ? d.bank_free[bank] : now;
+    d.bank_free[bank] = s + cost;
+}
+
+static inline void charge_tsv(Dram& d, const Params& P, int nblk, double now) {
+    double s = d.tsv_free > now ? d.tsv_free : now;
+    d.tsv_free = s + 16.0 * nblk / P.tsv;
+}
+
 int main(int argc, char** argv) {
     Verilated::commandArgs(argc, argv);
     if (argc < 2) { fprintf(stderr, "usage: %s DIR [native CYCLES]\n", argv[0]); return 2; }
     std::string dir = argv[1];
     bool native = argc > 2 && std::string(argv[2]) == "native";
-    int nv; long max_cycles; double bw;  // bw: crossbar bytes per cycle per vault port
-    int pkt;
+    int nv, pkt, threads;
+    long max_cycles;
+    double bw;  // crossbar bytes per cycle per vault port
+    Params P;
     FILE* m = fopen((dir + "/meta.txt").c_str(), "r");
-    if (!m || fscanf(m, "%d %ld %lf %d", &nv, &max_cycles, &bw, &pkt) != 4) {
+    if (!m || fscanf(m, "%d %ld %lf %d %d %lf %lf %lf %lf %d %d", &nv, &max_cycles, &bw, &pkt,
+                     &P.dram, &P.hit, &P.miss, &P.closed, &P.tsv, &P.close_page,
+                     &threads) != 11) {
         fprintf(stderr, "bad meta.txt\n"); return 2;
     }
     fclose(m);
     std::vector<std::unique_ptr<V@TOP@>> v;
     std::vector<std::vector<uint32_t>> mem(nv), prog(nv);
+    std::vector<Dram> dram(nv);
+    int nbanks = 64;
     for (int i = 0; i < nv; i++) {
         v.emplace_back(new V@TOP@);
         mem[i] = readfile(dir + "/mem" + std::to_string(i) + ".bin");
         prog[i] = readfile(dir + "/prog" + std::to_string(i) + ".bin");
+        if (P.dram) {
+            dram[i].tab = readfile(dir + "/tab" + std::to_string(i) + ".bin");
+            if (dram[i].tab.size() * 4 < mem[i].size()) { fprintf(stderr, "short tab%d\n", i); return 2; }
+            dram[i].bank_free.assign(nbanks, 0.0);
+            dram[i].open_row.assign(nbanks, -1);
+        }
     }
     auto tick = [&](int i) { v[i]->clk = 0; v[i]->eval(); v[i]->clk = 1; v[i]->eval(); };
     for (int i = 0; i < nv; i++) {
@@ -56,6 +138,7 @@ int main(int argc, char** argv) {
             tick(i);
         }
         v[i]->imem_we = 0;
+        v[i]->rd_ready = 1;
     }
     if (native) {
         long n = argc > 3 ? atol(argv[3]) : 100000;
@@ -68,10 +151,79 @@ int main(int argc, char** argv) {
     std::vector<long> rd(nv, 0), wr(nv, 0), busy(nv, 0), sent(nv, 0), recv(nv, 0);
     std::vector<long> phase_cycles;
     long cycle = 0, phase_start = 0, xbar_wait = 0, sends = 0;
+    std::vector<int> err(nv, 0);
     // Start every controller at instruction 0.
     for (int i = 0; i < nv; i++) { v[i]->go = 1; tick(i); v[i]->go = 0; }
+
+    // One cycle of vault i up to (not including) its clock edge: serve the read
+    // bundle and the posted write. Sends are delivered by the caller (they
+    // write another vault's memory).
+    auto serve = [&](int i, double now) {
+        V@TOP@* t = v[i].get();
+        std::vector<uint32_t>& M = mem[i];
+        const uint32_t msz = (uint32_t)M.size();
+        if (t->wr_en) {
+            uint32_t base = t->wr_addr, mask = t->wr_mask;
+            int32_t st = sx24(t->wr_stride);
+            uint32_t blk[LANES];
+            for (int l = 0; l < LANES; l++) {
+                if (!((mask >> l) & 1)) continue;
+                uint32_t a = base + (uint32_t)(l * st);
+                if (a >= msz) { fprintf(stderr, "vault %d: write outside memory (%u)\n", i, a); err[i] = 4; return; }
+                M[a] = lget(t->wr_data, l);
+                wr[i]++;
+            }
+            if (P.dram) {
+                Dram& d = dram[i];
+                int nb = bundle_blocks(base, st, mask, blk, 0);
+                for (int k = 0; k < nb; k++) serve_block(d, P, blk[k], now);
+                charge_tsv(d, P, nb, now);
+                d.blk_wr += nb;
+            }
+        }
+        if (t->rd_valid) {
+            uint32_t mask = t->rd_mask;
+            uint32_t aa = t->rd_a_addr, ba = t->rd_b_addr;
+            int32_t as = sx24(t->rd_a_stride), bs = sx24(t->rd_b_stride);
+            bool ready = true;
+            if (P.dram) {
+                Dram& d = dram[i];
+                uint32_t blk[2 * LANES];
+                int nb = bundle_blocks(aa, as, mask, blk, 0);
+                if (ba != aa || bs != as) nb = bundle_blocks(ba, bs, mask, blk, nb);
+                bool banks_ok = true;
+                for (int k = 0; k < nb; k++) {
+                    if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: read outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
+                    if (d.bank_free[d.tab[blk[k]] & 63] >= now + 1.0) { banks_ok = false; break; }
+                }
+                if (!banks_ok) { ready = false; d.vrs++; }
+                else if (d.tsv_free >= now + 1.0) { ready = false; d.bw_stall++; }
+                else {
+                    for (int k = 0; k < nb; k++) serve_block(d, P, blk[k], now);
+                    charge_tsv(d, P, nb, now);
+                    d.blk_rd += nb;
+                }
+            }
+            t->rd_ready = ready;
+            if (ready) {
+                for (int l = 0; l < LANES; l++) {
+                    if (!((mask >> l) & 1)) continue;
+                    uint32_t a = aa + (uint32_t)(l * as), b = ba + (uint32_t)(l * bs);
+                    if (a >= msz || b >= msz) {
+                        fprintf(stderr, "vault %d: read outside memory (%u, %u) at cycle %ld\n", i, a, b, cycle);
+                        err[i] = 4; return;
+                    }
+                    lset(t->rd_a_data, l, M[a]);
+                    lset(t->rd_b_data, l, M[b]);
+                    rd[i]++;
+                }
+            }
+        }
+    };
+
     auto t0 = std::chrono::steady_clock::now();
     bool done = false;
+    std::vector<char> active(nv, 0);
     while (!done) {
         if (cycle >= max_cycles) { fprintf(stderr, "cycle limit %ld reached\n", max_cycles); return 3; }
         int nbar = 0, nhalt = 0;
@@ -93,31 +245,26 @@ int main(int argc, char** argv) {
             long need = phase_start + (long)((double)worst / bw + 0.999999);
             if (cycle >= need) release = true; else xbar_wait++;
         }
+        const double now = (double)cycle;
         for (int i = 0; i < nv; i++) {
             V@TOP@* t = v[i].get();
             // A vault waiting at a barrier (or halted) has drained its PEs and
             // holds its state until go: its clock is gated off.
-            if ((t->at_bar || t->halted) && !release) continue;
-            if (t->rd_en) {
-                uint32_t a = t->rd_a_addr, b = t->rd_b_addr;
-                if (a >= mem[i].size() || b >= mem[i].size()) {
-                    fprintf(stderr, "vault %d: read outside memory (%u, %u) at cycle %ld\n", i, a, b, cycle);
-                    return 4;
-                }
-                t->rd_a_data = mem[i][a]; t->rd_b_data = mem[i][b];
-                rd[i]++;
-            }
-            if (t->wr_en) {
-                uint32_t a = t->wr_addr;
-                if (a >= mem[i].size()) { fprintf(stderr, "vault %d: write outside memory (%u)\n", i, a); return 4; }
-                mem[i][a] = t->wr_data; wr[i]++;
-            }
+            active[i] = !((t->at_bar || t->halted) && !release);
+            if (!active[i]) continue;
+            serve(i, now);
+            if (err[i]) return err[i];
             if (t->send_valid) {
                 int p = t->send_peer;
-                uint32_t a = t->send_addr;
-                if (p >= nv || a >= mem[p].size()) { fprintf(stderr, "vault %d: send outside vault %d memory (%u)\n", i, p, a); return 4; }
-                mem[p][a] = t->send_data;
-                if (p != i) { sent[i] += 4; recv[p] += 4; sends++; }
+                uint32_t base = t->send_addr, mask = t->send_mask;
+                int32_t st = sx24(t->send_stride);
+                for (int l = 0; l < LANES; l++) {
+                    if (!((mask >> l) & 1)) continue;
+                    uint32_t a = base + (uint32_t)(l * st);
+                    if (p >= nv || a >= mem[p].size()) { fprintf(stderr, "vault %d: send outside vault %d memory (%u)\n", i, p, a); return 4; }
+                    mem[p][a] = lget(t->send_data, l);
+                    if (p != i) { sent[i] += 4; recv[p] += 4; sends++; }
+                }
             }
             if (!t->at_bar && !t->halted) busy[i]++;
             t->go = release ? 1 : 0;
@@ -140,7 +287,11 @@ int main(int argc, char** argv) {
     }
     FILE* st = fopen((dir + "/stats.txt").c_str(), "w");
     fprintf(st, "cycles %ld\nseconds %.6f\nxbar_wait %ld\nsends %ld\n", cycle, s, xbar_wait, sends);
-    for (int i = 0; i < nv; i++) fprintf(st, "vault %d %ld %ld %ld\n", i, rd[i], wr[i], busy[i]);
+    for (int i = 0; i < nv; i++) {
+        const Dram& d = dram[i];
+        fprintf(st, "vault %d %ld %ld %ld %ld %ld %ld %ld %ld %ld\n", i, rd[i], wr[i], busy[i],
+                d.vrs, d.bw_stall, d.blk_rd, d.blk_wr, d.hits, d.misses);
+    }
     for (size_t k = 0; k < phase_cycles.size(); k++) fprintf(st, "phase %zu %ld\n", k, phase_cycles[k]);
     fclose(st);
     return 0;

@@ -16,7 +16,10 @@ floating-point operation taken from the bit-exact PE model
 Between two barriers the vaults are independent (the compiler only sends to
 words that nobody reads before the next barrier), so they run one after the
 other here. :func:`execute` also returns per-instruction statistics that the
-timing and energy models read.
+timing and energy models read, including the loop shape from which
+:meth:`InstrStats.issue_cycles` gives the controller's issue cycles for any
+number of lanes (the vault controller issues ``lanes`` outputs of the ``o3``
+loop per cycle; see :mod:`pimforge.rtl.capsnet.vault`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from ...rtl.capsnet.isa import Instr, Opcode
 from ...rtl.capsnet.pe import Flow
 from .capsnet_pe import NEG_ZERO, f32_add, f32_mul
 
-__all__ = ["lane_sum", "InstrStats", "ExecResult", "execute", "ONE_BITS"]
+__all__ = ["lane_sum", "InstrStats", "ExecResult", "execute", "issue_cycles", "ONE_BITS"]
 
 ONE_BITS = 0x3F800000
 _MINUS_ONE = 0xBF800000
@@ -74,6 +77,13 @@ class InstrStats:
     send_bytes: int = 0
     peer: int = -1
     phase: int = 0
+    rows: int = 1          # n1 * n2
+    n3: int = 1            # the lane-parallel output loop
+    group: int = 1         # records per output (2 for ADD, g otherwise)
+
+    def issue_cycles(self, lanes: int) -> int:
+        """Cycles the controller issues this instruction for with *lanes* lanes."""
+        return self.rows * -(-self.n3 // lanes) * self.group
 
 
 @dataclass
@@ -81,6 +91,13 @@ class ExecResult:
     memories: list[np.ndarray]
     stats: list[InstrStats] = field(default_factory=list)
     phases: int = 0
+
+
+def issue_cycles(ins: Instr, lanes: int) -> int:
+    """Issue cycles of *ins* on a controller of *lanes* lanes (always-ready memory):
+    ``n1 * n2 * ceil(n3 / lanes) * g'`` with ``g' = 2`` for ADD."""
+    g = 2 if ins.op is Opcode.ADD else ins.g
+    return ins.n1 * ins.n2 * -(-ins.n3 // lanes) * g
 
 
 def _index(base: int, s1: int, s2: int, s3: int, se: int, o1: np.ndarray, n2: int, n3: int,
@@ -182,7 +199,8 @@ def execute(programs: list[list[Instr]], memories: list[np.ndarray], pe) -> Exec
                     elems, ins.outputs, n_in * ins.elements,
                     ins.elements if ins.op is Opcode.SEND else ins.outputs,
                     4 * ins.elements if ins.op is Opcode.SEND else 0,
-                    ins.peer if ins.op is Opcode.SEND else -1, phase))
+                    ins.peer if ins.op is Opcode.SEND else -1, phase,
+                    ins.n1 * ins.n2, ins.n3, 2 if ins.op is Opcode.ADD else ins.g))
                 pcs[v] += 1
         if all(p[pcs[v]].op is Opcode.HALT for v, p in enumerate(programs)):
             break
