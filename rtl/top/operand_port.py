@@ -321,14 +321,16 @@ class OperandPort(wiring.Component):
         return m
 
 
-def compiler_placement(hmc) -> tuple[AddressMap, Callable]:
-    """The capsnet address map of *hmc* and the compiler's vault-local word -> cube byte
-    address function (:meth:`Compiled.cube_address`, the one placement of the data)."""
+def compiler_placement(hmc, mapping: str | None = None) -> tuple[AddressMap, Callable]:
+    """The address map of *hmc* (``hmc.mapping`` unless *mapping* is given) and the
+    compiler's vault-local word -> cube byte address function
+    (:meth:`~pimforge.sim.capsnet.compiler.Compiled.cube_address`: the one placement of
+    the data, evaluated here on Amaranth values)."""
     from types import SimpleNamespace
 
     from ...sim.capsnet.compiler import Compiled
 
-    amap = AddressMap.from_config(hmc, "capsnet")
+    amap = AddressMap.from_config(hmc, mapping)
     holder = SimpleNamespace(amap=amap)
     return amap, lambda vault, word: Compiled.cube_address(holder, vault, word)
 

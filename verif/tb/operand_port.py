@@ -41,11 +41,14 @@ class Env:
         self.vaults = cfg.hmc.vaults
         self.vault_id = vault_id
         a = self.amap
-        self.inbank = a.bank_bits + a.row_bits + a.col_bits
         self.req_f = _Fields([("we", 1), ("addr", a.addr_bits), ("tag", 8), ("data", 128)])
         self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
         self.ref = {(v, w): r.getrandbits(32) for v in range(self.vaults)
                     for w in range(M_WORDS)}
+        # Every block the test region may touch, by its cube address (the compiler's
+        # placement, so a request to any other address is an error).
+        self.where = {self.place(v, 4 * b) >> 4: (v, b) for v in range(self.vaults)
+                      for b in range(M_WORDS // 4)}
         self.dram = {}
         for v in range(self.vaults):
             for b in range(M_WORDS // 4):
@@ -86,15 +89,12 @@ class Env:
         return r.getrandbits(self.n) or 1
 
     def decode(self, addr):
-        a = self.amap
-        if addr & 0xF != 4 << 1:
-            self.errors.append(f"{self.cycle}: address {addr:#x} lacks the sub-page indicator")
-        blk = addr >> 4
-        v = blk >> self.inbank
-        b = blk & ((1 << self.inbank) - 1)
-        if v >= self.vaults or b >= M_WORDS // 4:
-            self.errors.append(f"{self.cycle}: address {addr:#x} outside the test region")
-        assert a.kind == "capsnet"
+        if addr & 0xF != self.place(0, 0) & 0xF or (addr >> 4) not in self.where:
+            self.errors.append(f"{self.cycle}: address {addr:#x} is no placed block")
+            return 0, 0
+        v, b = self.where[addr >> 4]
+        if self.amap.decode(addr).vault != v:
+            self.errors.append(f"{self.cycle}: address {addr:#x} decodes to another vault")
         return v, b
 
     def post(self, kind: str, avoid=frozenset()):
