@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
+import os
 
 import cocotb
 import numpy as np
@@ -277,3 +279,11 @@ async def routing_end_to_end(dut):
                   cycles, ideal["cycles"], cycles / ideal["cycles"], barriers,
                   dict(env.pe_stats))
     assert env.pe_stats["checked_reads"] > 100 and env.pe_stats["remote_writes"] > 0
+    if os.environ.get("PIMFORGE_TOP_JSON"):     # for scripts/hmc_capsnet_cycles.py
+        with open(os.environ["PIMFORGE_TOP_JSON"], "w") as f:
+            json.dump({"net": NET.name, "dim": DIM, "batch": NET.batch, "n_l": NET.n_l,
+                       "n_h": NET.n_h, "iterations": NET.iterations, "vaults": comp.vaults,
+                       "pes_per_vault": cfg.capsnet.pes_per_vault,
+                       "banks_per_vault": cfg.hmc.banks_per_vault, "cycles": cycles,
+                       "ideal_cycles": ideal["cycles"], "load_cycles": load_cycles,
+                       "pe_port": dict(env.pe_stats)}, f, indent=2)
