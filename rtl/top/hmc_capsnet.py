@@ -42,7 +42,7 @@ from __future__ import annotations
 import hashlib
 
 from amaranth.hdl import Cat, Module, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
