@@ -16,7 +16,8 @@ Around them:
   addresses (how the host places ``u``/``W`` and reads ``v`` back);
 * instruction memory load port: ``imem_we``/``imem_vault``/``imem_addr``/``imem_data``;
 * barrier unit: ``start`` (while not ``running``) starts every vault at
-  instruction 0; a barrier is released (``go`` to the vaults at it) when every
+  instruction 0; a barrier is released (``go`` to the vaults at it, which also
+  empties their operand ports' read caches) when every
   vault is at its barrier or halted and every operand port is idle, i.e. every
   write and send issued before the barrier has been acknowledged by its vault
   controller; ``running`` falls when every vault has halted and every port is
@@ -141,7 +142,7 @@ class HMCCapsNet(wiring.Component):
                 vc.imem_we.eq(self.imem_we & (self.imem_vault == v)),
                 vc.imem_addr.eq(self.imem_addr), vc.imem_data.eq(self.imem_data),
                 vc.go.eq(go[v]), at_bar[v].eq(vc.at_bar), halted[v].eq(vc.halted),
-                idle[v].eq(op.idle), op.vault_id.eq(v),
+                idle[v].eq(op.idle), op.vault_id.eq(v), op.flush.eq(go[v]),
                 lock_req[v].eq(op.lock_req), lock_vault[v].eq(op.lock_vault),
                 op.lock_grant.eq(lock_grant[v]),
             ]

@@ -21,6 +21,14 @@ Operation, one bundle at a time (simple and correct before fast):
   accepted), tag = slot index; each response is broadcast to every slot of its
   block, which takes its 32-bit word. When every response is in, ``rd_ready``
   is high for one cycle with the lane data.
+* Read cache: each slot keeps the block it last fetched. A slot of a new
+  bundle whose block is held by a slot of the same operand takes its word from
+  there and requests nothing (a stream with ``x_se = 1`` reads each block
+  once for four elements). The cache is emptied when a write or send bundle
+  starts (it may change cached blocks) and on ``flush``, which the top drives
+  with ``go``: between barriers only this port writes this vault's words that
+  the vault reads (other vaults' sends land in words read after the next
+  barrier, as the compiler guarantees), so cached blocks cannot go stale.
 * Write/send bundle (``lanes`` words to the own vault or the peer): the lock
   of the destination vault is requested first (``lock_*``, granted by the
   top), because a block shared by two writers would otherwise lose one
@@ -30,8 +38,8 @@ Operation, one bundle at a time (simple and correct before fast):
   and written back. The lock is held until every write is acknowledged.
 
 Throughput (documented cost of the simple scheme): a read bundle takes
-``3 + d + L`` cycles for ``d`` distinct blocks and a read latency ``L`` of
-the memory system; a write bundle ``4 + d + w`` (+ ``L`` when a block is
+``4 + d + L`` cycles for ``d`` distinct uncached blocks and a read latency
+``L`` of the memory system (4 cycles when every block is cached); a write bundle ``4 + d + w`` (+ ``L`` when a block is
 partial) for ``d`` distinct blocks after the lock, and reads wait for queued
 writes. Nothing overlaps across bundles.
 
@@ -63,6 +71,7 @@ Attributes
 ----------
 rd_*, wr_*, send_* : the vault compute's memory interface (flipped)
 vault_id : this vault's index
+flush : empty the read cache (at barriers)
 mem, mem_resp : the PE port (request source, response sink)
 lock_req, lock_vault, lock_grant : destination-vault lock for block writes
 idle : no write or send queued or in flight, no read in progress
@@ -142,7 +151,7 @@ class OperandPort(wiring.Component):
             "send_valid": In(1), "send_peer": In(8), "send_mask": In(n),
             "send_addr": In(WORD_BITS), "send_stride": In(signed(STRIDE_BITS)),
             "send_data": In(WORD_BITS * n),
-            "vault_id": In(vb),
+            "vault_id": In(vb), "flush": In(1),
             "mem": Out(stream.Signature(rq)), "mem_resp": In(stream.Signature(rs)),
             "lock_req": Out(1), "lock_vault": Out(vb), "lock_grant": In(1),
             "idle": Out(1), "overflow": Out(1),
@@ -191,6 +200,10 @@ class OperandPort(wiring.Component):
         cov = [Signal(BLOCK_WORDS, name=f"cov{i}") for i in range(n)]
         rdq = Signal(n)     # partial blocks to read
         wrq = Signal(n)     # merged blocks to write
+        # Read cache: the block each slot last fetched (valid until a write or a flush).
+        cblk = [Signal(WORD_BITS - 2, name=f"cblk{i}") for i in range(s)]
+        cdat = [Signal(BLOCK_WORDS * WORD_BITS, name=f"cdat{i}") for i in range(s)]
+        cval = Signal(s)
 
         def block_of(w):
             return w[2:]
@@ -209,6 +222,7 @@ class OperandPort(wiring.Component):
         head = data.View(self.entry, Signal(self.entry.size, name="head"))
 
         def capture_write(src):
+            m.d.sync += cval.eq(0)       # the cached blocks may be about to change
             m.d.comb += head.eq(src.r_data)
             m.d.comb += src.r_en.eq(1)
             m.d.sync += [dest.eq(head.vault), used.eq(head.mask), pend.eq(head.mask),
@@ -232,7 +246,19 @@ class OperandPort(wiring.Component):
                             word[i].eq((self.rd_a_addr + self.rd_a_stride * i)[:WORD_BITS]),
                             word[n + i].eq((self.rd_b_addr + self.rd_b_stride * i)
                                            [:WORD_BITS])]
-                    m.next = "READ"
+                    m.next = "LOOKUP"
+
+            # ---- read bundle: slots whose block is cached take it from there -----
+            with m.State("LOOKUP"):
+                hit = Signal(s)
+                for i in range(s):
+                    half = range(n) if i < n else range(n, s)   # a slots vs a entries
+                    for j in half:
+                        with m.If(cval[j] & (cblk[j] == block_of(word[i]))):
+                            m.d.comb += hit[i].eq(1)
+                            m.d.sync += wdat[i].eq(cdat[j].word_select(word[i][:2], WORD_BITS))
+                m.d.sync += pend.eq(pend & ~hit)
+                m.next = "READ"
 
             # ---- read bundle: one request per distinct block ---------------
             with m.State("READ"):
@@ -254,6 +280,10 @@ class OperandPort(wiring.Component):
                         with m.If(used[i] & (block_of(word[i]) == block_of(r_w))):
                             m.d.sync += wdat[i].eq(
                                 resp.payload.data.word_select(word[i][:2], WORD_BITS))
+                    for j in range(s):
+                        with m.If(resp.payload.tag == j):
+                            m.d.sync += [cdat[j].eq(resp.payload.data), cblk[j].eq(block_of(r_w)),
+                                         cval[j].eq(1)]
                 with m.If((pend == 0) & (outst == 0) & ~got):
                     m.next = "RDONE"
             with m.State("RDONE"):
@@ -318,6 +348,9 @@ class OperandPort(wiring.Component):
                 m.d.sync += [rdq.eq(rdq & ~taken), wrq.eq((wrq & ~taken) | filled)]
                 with m.If((todo == 0) & (outst == 0) & ~got):
                     m.next = "IDLE"
+        # At a barrier other vaults' sends have landed in this vault: forget every block.
+        with m.If(self.flush):
+            m.d.sync += cval.eq(0)
         return m
 
 
