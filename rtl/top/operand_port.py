@@ -39,9 +39,10 @@ Operation, one bundle at a time (simple and correct before fast):
 
 Throughput (documented cost of the simple scheme): a read bundle takes
 ``4 + d + L`` cycles for ``d`` distinct uncached blocks and a read latency
-``L`` of the memory system (4 cycles when every block is cached); a write bundle ``4 + d + w`` (+ ``L`` when a block is
-partial) for ``d`` distinct blocks after the lock, and reads wait for queued
-writes. Nothing overlaps across bundles.
+``L`` of the memory system (4 cycles when every block is cached); a write
+bundle ``4 + d + w`` (+ ``L`` when a block is partial) for ``d`` distinct
+blocks after the lock, and reads wait for queued writes. Nothing overlaps
+across bundles.
 
 Flow control of posted traffic: the vault compute never waits for its writes,
 so the write FIFO must hold every bundle that the controller can emit while
