@@ -1,6 +1,7 @@
 """All 12 Table-1 networks on the vault RTL at reduced scale (one line each).
 
-Usage: python scripts/capsnet_sweep.py [--config NAME] [--target-kib N] [--json OUT]
+Usage: python scripts/capsnet_sweep.py [--config NAME] [--min-scale N] [--dram banked|ideal]
+       [--json OUT]
 
 Each network is shrunk (B and N_L divided by the smallest power of two that fits
 its data in the config's vault capacity), then run with ``run_capsnet``.
@@ -35,6 +36,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default=None)
     ap.add_argument("--min-scale", type=int, default=16)
+    ap.add_argument("--dram", choices=["banked", "ideal"], default="banked")
     ap.add_argument("--json")
     a = ap.parse_args()
     cfg = load_config(a.config)
@@ -42,9 +44,10 @@ def main() -> None:
     t0 = time.monotonic()
     for name in network_names():
         s = max(a.min_scale, fitting_scale(name, cfg))
-        r = run_capsnet(name, config=a.config, scale=s)
+        r = run_capsnet(name, config=a.config, scale=s, dram=a.dram)
         rows.append(r)
         print(f"{name:9s} scale {s:4d} dim {r['dimension']} cycles {r['cycles']:9d} "
+              f"(ideal {r['timing_model_cycles']:8d}, VRS {r['vault_request_stalls']}) "
               f"match {r['rtl_matches_model']} err {r['max_abs_err_vs_float64']:.2e} "
               f"wall {r['wall_s']['total']:.1f}s", flush=True)
     print(f"total {time.monotonic() - t0:.1f}s; all match: "

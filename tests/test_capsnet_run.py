@@ -27,7 +27,15 @@ def test_run_capsnet_end_to_end(tmp_path, net, scale):
                "--dump", str(dump)])
     res = json.loads(out.read_text())
     assert rc == 0 and res["rtl_matches_model"] is True
-    assert res["cycles"] == res["timing_model_cycles"]
+    # banked DRAM (default): the timing model's count plus the memory stalls
+    dr = res["dram"]
+    assert dr["model"] == "banked" and res["vault_request_stalls"] == dr["vault_request_stalls"]
+    assert dr["blocks_read"] > 0 and dr["blocks_written"] > 0 and dr["activates"] > 0
+    assert dr["row_hits"] + dr["row_misses"] == dr["blocks_read"] + dr["blocks_written"]
+    assert res["cycles"] >= res["timing_model_cycles"]
+    stalls = [a + b for a, b in zip(dr["per_vault"]["vault_request_stalls"],
+                                    dr["per_vault"]["bandwidth_stalls"])]
+    assert res["cycles"] > res["timing_model_cycles"] and max(stalls) > 0
     assert res["isa_model_matches_route_pim"] is True
     assert res["cycles"] > 0 and res["time_s"] == pytest.approx(res["cycles"] / 312.5e6)
     assert res["dimension"] in res["scores"]
@@ -47,9 +55,12 @@ def test_run_capsnet_end_to_end(tmp_path, net, scale):
 def test_run_capsnet_forced_dimension_and_errors(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["run", "capsnet", "--net", "Caps-MN1", "--scale", "64", "--dim", "B",
-                 "--json", str(out)]) == 0
+                 "--dram", "ideal", "--json", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["dimension"] == "B" and res["dimension_forced"] and res["rtl_matches_model"]
+    # always-ready memory: the RTL count is exactly the timing model's
+    assert res["cycles"] == res["timing_model_cycles"]
+    assert res["dram"] == {"model": "ideal"} and res["vault_request_stalls"] is None
     assert res["intervault_bytes"] > 0
     assert main(["run", "capsnet", "--net", "Caps-XX9"]) == 2
     assert "Caps-XX9" in capsys.readouterr().err

@@ -64,7 +64,8 @@ def _lane_words(mem, base, stride, mask, lanes):
 
 
 def _signed(v, bits=24):
-    return v - (1 << bits) if v >> (bits - 1) else v
+    # the stride ports are signed; a raw two's-complement value is accepted too
+    return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
 @pytest.mark.parametrize("pes,stall", [(2, 0.0), (3, 0.4)])

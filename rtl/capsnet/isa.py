@@ -12,7 +12,11 @@ inner group ``e`` of ``g`` elements. Operand ``x`` (``a``, ``b``, destination
 
     x + o1 * x_s1 + o2 * x_s2 + o3 * x_s3 + e * x_se
 
-(strides are signed; ``0`` broadcasts). One descriptor covers a whole equation
+(strides are signed; ``0`` broadcasts). The controller issues the ``o3`` loop
+``lanes`` (= PEs of the vault) outputs at a time, one per PE, so an
+instruction takes ``n1 * n2 * ceil(n3 / lanes)`` steps of ``g`` elements (2 for
+ADD); the compiler puts the best output loop in ``o3``
+(:func:`pimforge.sim.capsnet.compiler.normalize`). One descriptor covers a whole equation
 of Algorithm 1 on the vault's slice, so a program has a few dozen instructions
 per routing iteration whatever the network size.
 

@@ -17,7 +17,7 @@ PE, so the PEs run at their peak of one input record per cycle each.
   answers ``rd_a_data``/``rd_b_data`` (lane ``l`` in bits ``[32l, 32l+32)``)
   combinationally in a cycle where ``rd_ready`` is high. Lane ``l``'s word
   address is ``rd_x_addr + l * rd_x_stride`` (lane 0's address and the
-  instruction's ``x_s3``); ``rd_mask`` marks the live lanes. While
+  instruction's ``x_s3``, signed); ``rd_mask`` marks the live lanes. While
   ``rd_valid & ~rd_ready`` the controller holds all its state and issues
   nothing (the PE pipelines and the destination delay line keep draining).
   Where an operand is not needed this cycle (``b`` of MAXR, SEND and the
@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import hashlib
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -103,13 +103,13 @@ class VaultCompute(wiring.Component):
             "imem_we": In(1), "imem_addr": In(ib), "imem_data": In(INSTR_BITS),
             "go": In(1), "at_bar": Out(1), "halted": Out(1),
             "rd_valid": Out(1), "rd_ready": In(1), "rd_mask": Out(n),
-            "rd_a_addr": Out(ADDR_BITS), "rd_a_stride": Out(STRIDE_BITS),
-            "rd_b_addr": Out(ADDR_BITS), "rd_b_stride": Out(STRIDE_BITS),
+            "rd_a_addr": Out(ADDR_BITS), "rd_a_stride": Out(signed(STRIDE_BITS)),
+            "rd_b_addr": Out(ADDR_BITS), "rd_b_stride": Out(signed(STRIDE_BITS)),
             "rd_a_data": In(32 * n), "rd_b_data": In(32 * n),
             "wr_en": Out(1), "wr_mask": Out(n), "wr_addr": Out(ADDR_BITS),
-            "wr_stride": Out(STRIDE_BITS), "wr_data": Out(32 * n),
+            "wr_stride": Out(signed(STRIDE_BITS)), "wr_data": Out(32 * n),
             "send_valid": Out(1), "send_peer": Out(8), "send_mask": Out(n),
-            "send_addr": Out(ADDR_BITS), "send_stride": Out(STRIDE_BITS),
+            "send_addr": Out(ADDR_BITS), "send_stride": Out(signed(STRIDE_BITS)),
             "send_data": Out(32 * n),
             "pe_busy": Out(1),
         })
@@ -184,12 +184,12 @@ class VaultCompute(wiring.Component):
         uses_b = (((ins.op == Opcode.FLOW) & ((ins.flow == Flow.MAC) | (ins.flow == Flow.DIV)))
                   | (ins.op == Opcode.SELPOS) | add_b)
         a_addr = Mux(add_b, addr["b"]["e"], addr["a"]["e"])
-        a_str = Mux(add_b, ins.b_s3, ins.a_s3)
+        a_str = Mux(add_b, stride("b", "s3"), stride("a", "s3"))
         m.d.comb += [
             self.rd_valid.eq(run), self.rd_mask.eq(mask),
             self.rd_a_addr.eq(a_addr), self.rd_a_stride.eq(a_str),
             self.rd_b_addr.eq(Mux(uses_b, addr["b"]["e"], a_addr)),
-            self.rd_b_stride.eq(Mux(uses_b, ins.b_s3, a_str)),
+            self.rd_b_stride.eq(Mux(uses_b, stride("b", "s3"), a_str)),
         ]
         xa = [self.rd_a_data[32 * i:32 * i + 32] for i in range(N)]
         xb = [self.rd_b_data[32 * i:32 * i + 32] for i in range(N)]
@@ -254,10 +254,10 @@ class VaultCompute(wiring.Component):
             self.wr_en.eq(dl_v[-1] | dw_en),
             self.wr_mask.eq(Mux(dl_v[-1], dl_m[-1], dw_mask)),
             self.wr_addr.eq(Mux(dl_v[-1], dl_a[-1], dw_addr)),
-            self.wr_stride.eq(ins.d_s3),
+            self.wr_stride.eq(stride("d", "s3")),
             self.wr_data.eq(Mux(dl_v[-1], res, dw_data)),
             self.send_valid.eq(sv), self.send_peer.eq(sp), self.send_mask.eq(sm),
-            self.send_addr.eq(sa), self.send_stride.eq(ins.d_s3), self.send_data.eq(sd),
+            self.send_addr.eq(sa), self.send_stride.eq(stride("d", "s3")), self.send_data.eq(sd),
         ]
 
         # ---- sequencer -------------------------------------------------------

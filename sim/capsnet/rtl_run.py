@@ -50,8 +50,11 @@ IWORDS = -(-INSTR_BITS // 32)
 DRAM_MODES = ("banked", "ideal")
 
 
-def build_vault_driver(cfg) -> Path:
-    """The cached native driver executable for *cfg*'s vault compute."""
+def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
+    """The cached native driver executable for *cfg*'s vault compute.
+
+    ``extra_args`` go to Verilator (e.g. ``("-MAKEFLAGS", "OPT_FAST=-O2")``).
+    """
     from ...gen.elaborate import elaborate
     from ..build import build_verilated
 
@@ -60,7 +63,7 @@ def build_vault_driver(cfg) -> Path:
            .replace("@TOP@", "capsnet_vault").replace("@IWORDS@", str(IWORDS))
            .replace("@LANES@", str(cfg.capsnet.pes_per_vault)))
     return build_verilated(el.verilog, "capsnet_vault", {"vault_main.cpp": cpp},
-                           name="capsnet_vault-run")
+                           name="capsnet_vault-run", extra_args=tuple(extra_args))
 
 
 @dataclass
@@ -114,7 +117,8 @@ def dram_params(cfg) -> dict:
             "close_page": int(cfg.hmc.page_policy == "close")}
 
 
-def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str) -> None:
+def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str,
+                  hold_blocks: bool = False) -> None:
     if dram not in DRAM_MODES:
         raise ValueError(f"dram must be one of {', '.join(DRAM_MODES)}, not {dram!r}")
     if cfg.hmc.banks_per_vault > 64:
@@ -124,7 +128,7 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
     (d / "meta.txt").write_text(
         f"{comp.vaults} {max_cycles} {bw!r} {cfg.capsnet.packet_overhead_bytes} "
         f"{int(dram == 'banked')} {p['hit']!r} {p['miss']!r} {p['closed']!r} {p['tsv']!r} "
-        f"{p['close_page']} 1\n")
+        f"{p['close_page']} {int(hold_blocks)} 1\n")
     for v in range(comp.vaults):
         mem = np.asarray(mems[v], dtype=np.uint32)
         mem.tofile(d / f"mem{v}.bin")
@@ -136,18 +140,24 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
 
 
 def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None = None,
-               max_cycles: int = 10**11, dram: str = "banked") -> RTLRun:
+               max_cycles: int = 10**11, dram: str = "banked", hold_blocks: bool = False,
+               progress_dir: str | None = None) -> RTLRun:
     """Run *comp*'s programs on the RTL from memories *mems* (not modified).
 
     ``dram`` is ``"banked"`` or ``"ideal"`` (see the module doc); the DRAM
     tables use the address mapping *comp* was placed with
-    (``compile_routing(..., mapping=...)``).
+    (``compile_routing(..., mapping=...)``). ``hold_blocks``: the read ports
+    keep the blocks of the last accepted bundle, so a bundle only fetches the
+    blocks it did not already have (an operand line buffer; off by default).
+    ``progress_dir``: run in this folder (kept), where the driver rewrites
+    ``progress.txt`` (cycle, phase, seconds) every 10 s of a long run.
     """
     exe = exe or build_vault_driver(cfg)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="capsnet-run-") as td:
-        d = Path(td)
-        _write_inputs(d, comp, mems, cfg, max_cycles, dram)
+        d = Path(progress_dir or td)
+        d.mkdir(parents=True, exist_ok=True)
+        _write_inputs(d, comp, mems, cfg, max_cycles, dram, hold_blocks)
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True)
         if res.returncode != 0:
             raise SimulationError(f"vault driver failed (exit {res.returncode}): "

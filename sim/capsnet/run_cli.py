@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ablation", choices=[*ABLATIONS, "all"], default="pim-capsnet",
                    help="Sec. 6.1 variant (default pim-capsnet); all: every variant with "
                         "speedup_vs ratios")
+    p.add_argument("--dram", choices=["banked", "ideal"], default="banked",
+                   help="operand memory of the RTL run: banked DRAM throughput model "
+                        "(default) or ideal (always ready)")
     p.add_argument("--model-only", action="store_true",
                    help="skip the RTL: run the ISA-level model and its exact cycle count "
                         "(for sizes the RTL cannot finish here)")
@@ -73,7 +76,8 @@ def pe_latency(cfg) -> int:
 def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | None = None,
                 dim: str | None = None, seed: int = 1, dump: str | None = None,
                 model_only: bool = False, check_route_pim: bool = True,
-                ablation: str = "pim-capsnet") -> dict:
+                ablation: str = "pim-capsnet", dram: str = "banked",
+                mapping: str | None = None) -> dict:
     """Run one network end to end and return the results dict (see the module doc).
 
     ``ablation="pim-intra"`` (Sec. 6.1 PIM-Intra): no inter-vault distribution; the
@@ -112,9 +116,10 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     if intra:
         # One vault computes; the data is held by all vaults (capacity of the cube).
         comp = compile_routing(net, d, cfg, vaults=1,
-                               capacity_bytes=cfg.hmc.capacity_per_vault * cfg.hmc.vaults)
+                               capacity_bytes=cfg.hmc.capacity_per_vault * cfg.hmc.vaults,
+                               mapping=mapping)
     else:
-        comp = compile_routing(net, d, cfg)
+        comp = compile_routing(net, d, cfg, mapping=mapping)
     u, W = _inputs(net, seed)
     mems = comp.memories(u, W)
     pe = PEModel(cfg)
@@ -138,7 +143,7 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
         t0 = time.monotonic()
         exe = build_vault_driver(cfg)
         build_s = time.monotonic() - t0
-        rtl = run_on_rtl(comp, mems, cfg, exe=exe)
+        rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram)
         v_out = comp.gather_v(rtl.memories)
         same_mem = all(np.array_equal(a, b) for a, b in zip(rtl.memories, ex.memories))
         matches = bool(same_mem and np.array_equal(v_out.view(np.uint32),
@@ -203,7 +208,11 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
         "timing_model_cycles": timing["cycles"],
         "intervault_bytes": int(xbar),
         "crossbar_wait_cycles": xwait,
-        "vault_request_stalls": None,
+        "vault_request_stalls": (int(sum(rtl.vault_request_stalls)) if rtl and
+                                 rtl.dram == "banked" else None),
+        "dram": rtl.dram_summary() if rtl and rtl.dram == "banked" else
+        {"model": "ideal" if rtl else None},
+        "address_mapping": comp.amap.kind,
         "vault_busy_cycles": busy,
         "dimension": d, "dimension_forced": dim is not None,
         "scores": {k: {"E": s.E, "M": s.M, "time_s": s.time_s, "score": s.score}
@@ -238,7 +247,7 @@ def run(args) -> int:
     if args.scale < 1:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
     kw = dict(config=args.config, scale=args.scale, freq=args.freq, dim=args.dim,
-              seed=args.seed, model_only=args.model_only)
+              seed=args.seed, model_only=args.model_only, dram=args.dram)
     if args.ablation == "all":
         res = run_capsnet(args.net, dump=args.dump, **kw)
         others = {a: run_capsnet(args.net, ablation=a, **kw) for a in ABLATIONS[1:]}

@@ -18,6 +18,8 @@
 // streams are known in advance and can be prefetched, so only throughput and
 // bank conflicts hold the controller back (rd_ready low). Posted writes are
 // always accepted and only add to the backlogs. Refresh is not modelled.
+// hold = 1: the read ports keep the blocks of the last accepted bundle, so a
+// bundle fetches only blocks it did not already have (an operand line buffer).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -59,10 +61,12 @@ struct Dram {
     std::vector<double> bank_free;   // cycle at which each bank's backlog ends
     std::vector<int64_t> open_row;
     double tsv_free = 0;
+    uint32_t held[2 * LANES];        // blocks of the last accepted read bundle (hold mode)
+    int nheld = 0;
     long vrs = 0, bw_stall = 0, blk_rd = 0, blk_wr = 0, hits = 0, misses = 0;
 };
 
-struct Params { int dram; double hit, miss, tsv, closed; int close_page; };
+struct Params { int dram; double hit, miss, tsv, closed; int close_page, hold; };
 
 // Distinct blocks of a lane bundle (live lanes of base + l * stride), appended to out.
 static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, uint32_t* out,
@@ -107,9 +111,9 @@ int main(int argc, char** argv) {
     double bw;  // crossbar bytes per cycle per vault port
     Params P;
     FILE* m = fopen((dir + "/meta.txt").c_str(), "r");
-    if (!m || fscanf(m, "%d %ld %lf %d %d %lf %lf %lf %lf %d %d", &nv, &max_cycles, &bw, &pkt,
-                     &P.dram, &P.hit, &P.miss, &P.closed, &P.tsv, &P.close_page,
-                     &threads) != 11) {
+    if (!m || fscanf(m, "%d %ld %lf %d %d %lf %lf %lf %lf %d %d %d", &nv, &max_cycles, &bw,
+                     &pkt, &P.dram, &P.hit, &P.miss, &P.closed, &P.tsv, &P.close_page,
+                     &P.hold, &threads) != 12) {
         fprintf(stderr, "bad meta.txt\n"); return 2;
     }
     fclose(m);
@@ -191,6 +195,20 @@ int main(int argc, char** argv) {
                 uint32_t blk[2 * LANES];
                 int nb = bundle_blocks(aa, as, mask, blk, 0);
                 if (ba != aa || bs != as) nb = bundle_blocks(ba, bs, mask, blk, nb);
+                uint32_t all[2 * LANES];
+                int nall = nb;
+                if (P.hold) {
+                    // The port buffers still hold the previous bundle's blocks:
+                    // only the others are fetched.
+                    for (int k = 0; k < nb; k++) all[k] = blk[k];
+                    int n2 = 0;
+                    for (int k = 0; k < nb; k++) {
+                        bool h = false;
+                        for (int q = 0; q < d.nheld; q++) if (d.held[q] == blk[k]) { h = true; break; }
+                        if (!h) blk[n2++] = blk[k];
+                    }
+                    nb = n2;
+                }
                 bool banks_ok = true;
                 for (int k = 0; k < nb; k++) {
                     if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: read outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
@@ -202,6 +220,7 @@ int main(int argc, char** argv) {
                     for (int k = 0; k < nb; k++) serve_block(d, P, blk[k], now);
                     charge_tsv(d, P, nb, now);
                     d.blk_rd += nb;
+                    if (P.hold) { for (int k = 0; k < nall; k++) d.held[k] = all[k]; d.nheld = nall; }
                 }
             }
             t->rd_ready = ready;
@@ -224,7 +243,23 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     bool done = false;
     std::vector<char> active(nv, 0);
+    FILE* prog_f = nullptr;
+    long phase_no = 0;
+    auto last_report = std::chrono::steady_clock::now();
     while (!done) {
+        if ((cycle & 4095) == 0) {
+            // progress.txt for long runs: cycles, phases done, seconds so far
+            auto nowt = std::chrono::steady_clock::now();
+            if (std::chrono::duration<double>(nowt - last_report).count() > 10.0) {
+                last_report = nowt;
+                prog_f = fopen((dir + "/progress.txt").c_str(), "w");
+                if (prog_f) {
+                    fprintf(prog_f, "cycle %ld phase %ld seconds %.1f\n", cycle, phase_no,
+                            std::chrono::duration<double>(nowt - t0).count());
+                    fclose(prog_f);
+                }
+            }
+        }
         if (cycle >= max_cycles) { fprintf(stderr, "cycle limit %ld reached\n", max_cycles); return 3; }
         int nbar = 0, nhalt = 0;
         for (int i = 0; i < nv; i++) {
@@ -274,6 +309,7 @@ int main(int argc, char** argv) {
         if (release) {
             phase_cycles.push_back(cycle - phase_start);
             phase_start = cycle + 1;
+            phase_no++;
             for (int i = 0; i < nv; i++) { sent[i] = 0; recv[i] = 0; }
         }
         cycle++;
