@@ -11,7 +11,6 @@ Verilator build (minutes for 16 PEs).
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -35,8 +34,7 @@ for pes in a.pes:
         with tempfile.TemporaryDirectory() as td:
             out = Path(td) / "r.json"
             res = run_testbench(b.name, b.block, b.module, config=b.make_config(),
-                                seed=a.seed, extra_env={"PIMFORGE_TOP_JSON": str(out),
-                                                        **os.environ})
+                                seed=a.seed, extra_env={"PIMFORGE_TOP_JSON": str(out)})
             if not res.ok:
                 raise SystemExit(f"bench failed: {res.results_xml}")
             r = json.loads(out.read_text())
