@@ -63,6 +63,10 @@ BLOCKS: dict[str, Block] = {b.name: b for b in [
           "PIM-CapsNet runtime memory access scheduler (Eq. 15) and naive policies"),
     Block("hmc_mem", "rtl.mem.hmc_mem:from_config",
           "HMC memory system: crossbar, vault controllers, address decoders, RMAS"),
+    Block("capsnet_operand_port", "rtl.top.operand_port:from_config",
+          "PIM-CapsNet vault operand port: lane bundles to 16 B block requests on a PE port"),
+    Block("hmc_capsnet", "rtl.top.hmc_capsnet:from_config",
+          "PIM-CapsNet cube: vault computes and operand ports on the HMC memory system"),
 ]}
 
 

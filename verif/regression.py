@@ -103,3 +103,13 @@ BENCHES += [Bench("rmas_8vaults", "rmas", "pimforge.verif.tb.rmas",
 BENCHES += [Bench("hmc_mem_capsnet", "hmc_mem", "pimforge.verif.tb.hmc_mem",
                   overrides={"hmc.banks_per_vault": 4, "hmc.capacity_per_vault": 4 * 256 * 8,
                              "hmc.queue_depth": 8, "hmc.mapping": "capsnet"})]
+# Four lanes keep the Verilator build short; the 16-lane port runs inside hmc_capsnet.
+BENCHES += [Bench("operand_port_4lanes", "capsnet_operand_port", "pimforge.verif.tb.operand_port",
+                  overrides={"capsnet.pes_per_vault": 4})]
+# The whole cube on the default preset (2 vaults, 2 links) with the capsnet mapping,
+# 4 PEs and 4 banks of 16 rows per vault (a shorter Verilator build): a compiled
+# routing workload end to end.
+BENCHES += [Bench("hmc_capsnet_routing", "hmc_capsnet", "pimforge.verif.tb.hmc_capsnet",
+                  overrides={"capsnet.pes_per_vault": 4, "capsnet.imem_instructions": 64,
+                             "hmc.mapping": "capsnet", "hmc.banks_per_vault": 4,
+                             "hmc.capacity_per_vault": 4 * 16 * 256, "hmc.queue_depth": 8})]
