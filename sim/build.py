@@ -29,7 +29,9 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
     the C++ sources, the options and the Verilator version are unchanged.
     """
     key = vl.content_key(verilog, top, *sorted(f"{k}\0{v}" for k, v in cpp.items()), opt,
-                         str(trace), str(threads), *extra_args, vl.verilator_version())
+                         str(trace), str(threads), *extra_args, vl.verilator_version(),
+                         # its makefiles name the wheel's sources by absolute path
+                         str(vl.verilator_root()))
     bdir = vl.cache_dir() / "verilated" / f"{name or top}-{key}"
     exe = bdir / "obj" / f"V{top}"
     if exe.exists():

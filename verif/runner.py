@@ -63,7 +63,11 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
     else:
         vl.require_icarus()
         tool = "icarus"
-    key = vl.content_key(el.verilog, sim, tool, cocotb.__version__, str(waves), _RECIPE)
+    # The generated makefiles name cocotb's and Verilator's sources by absolute
+    # path, so a build folder belongs to one installation: key it on both.
+    key = vl.content_key(el.verilog, sim, tool, cocotb.__version__, str(waves), _RECIPE,
+                         str(Path(cocotb.__file__).resolve().parent),
+                         str(vl.verilator_root()) if sim == "verilator" else "")
     build_dir = vl.cache_dir() / "cocotb" / f"{el.top}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     src = build_dir / f"{el.top}.v"
