@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 from pimforge.gen.cli import main
+from pimforge.sim.capsnet.networks import NETWORKS
 from pimforge.verif.models.routing import route_f64
 
 #: Documented bound of the PE approximations on v (exp by Eq. 13-14, one
 #: Newton step for 1/x and 1/sqrt(x)), relative to max |v_float64|.
 V_REL_BOUND = 0.1
 
-#: Networks run in the suite (the 12-network sweep is scripts/capsnet_sweep.py).
-SUITE_NETS = [("Caps-MN1", 64), ("Caps-CF3", 128), ("Caps-SV2", 128)]
+#: Every Table 1 network at 1/64 of B and N_L (full size: scripts/capsnet_sweep.py).
+SUITE_NETS = [(n.name, 64) for n in NETWORKS]
 
 
 @pytest.mark.parametrize("net,scale", SUITE_NETS)
@@ -80,3 +81,43 @@ def test_run_capsnet_ablation_pim_intra(tmp_path):
     assert intra["ablation_detail"]["remote_operand_bytes"] > 0
     assert res["speedup_vs"]["pim-intra"] == pytest.approx(intra["time_s"] / res["time_s"])
     assert res["speedup_vs"]["pim-intra"] > 1.0
+    # PIM-Inter: the same distribution placed with the default HMC mapping
+    inter = res["variants"]["pim-inter"]
+    assert inter["rtl_matches_model"] is True and inter["address_mapping"] == "default"
+    assert res["address_mapping"] == "capsnet"
+    assert res["speedup_vs"]["pim-inter"] == pytest.approx(inter["time_s"] / res["time_s"])
+    # whole-network variants around this routing (Sec. 6.3)
+    whole = res["whole_network"]["scenarios"]
+    assert set(whole) == {"baseline", "pim-capsnet", "rmas-pim", "rmas-gpu", "all-in-pim"}
+    assert res["whole_network"]["routing"]["time_s"] == res["time_s"]
+    for s in ("baseline", "rmas-pim", "rmas-gpu", "all-in-pim"):
+        assert res["speedup_scope"][s] == "whole network"
+        assert res["speedup_vs"][s] == pytest.approx(whole[s]["time_s"]
+                                                     / whole["pim-capsnet"]["time_s"])
+    assert res["speedup_scope"]["pim-intra"] == "routing"
+    # per-vault counters add up to the energy model's byte counts
+    assert len(res["reads"]) == res["vaults"] and len(res["writes"]) == res["vaults"]
+    assert 8 * sum(res["reads"]) == res["events"]["rd_bytes"]
+    assert 4 * sum(res["writes"]) == res["events"]["wr_bytes"]
+    assert res["events"]["act"] == res["dram"]["activates"] > 0
+
+
+def test_unknown_ablation_is_rejected(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "capsnet", "--net", "Caps-MN1", "--ablation", "pim-magic"])
+    assert "pim-magic" in capsys.readouterr().err
+
+
+def test_demo_classifies_digits_on_the_rtl(tmp_path, capsys):
+    """``pimforge demo``: trained digits CapsNet, routing on the vault RTL, bit-exact."""
+    out = tmp_path / "d.json"
+    assert main(["demo", "--batch", "4", "--offset", "8", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "bit-exact" in text and "digits: RTL" in text
+    res = json.loads(out.read_text())
+    assert res["rtl_matches_model"] is True and res["shape"]["B"] == 4
+    d = res["demo"]
+    assert len(d["labels"]) == 4 and d["rtl_classes"] == d["float64_classes"]
+    assert d["rtl_accuracy"] >= 0.75       # the trained net is ~97 % on held-out digits
+    assert main(["demo", "--batch", "0"]) == 2
+    assert "--batch" in capsys.readouterr().err

@@ -12,8 +12,23 @@ PrimaryCaps produces them, ``W`` normal with std ``0.5/sqrt(C_L)``.
 Cycles are logic-die cycles at ``--freq`` (the vault RTL runs in that one clock
 domain); the time and its DRAM-clock equivalent (``hmc.tck_ns``) are derived.
 The per-equation breakdown is the controller's exact per-instruction cost
-(``elements + pe_latency + 6`` cycles) of the most loaded vault; barrier and
-crossbar waits come from the RTL run.
+with an always-ready memory (``issue_cycles(lanes) + pe_latency + 6`` cycles,
+:mod:`pimforge.sim.capsnet.timing`) of the most loaded vault; barrier,
+crossbar and DRAM waits come from the RTL run (``phase_cycles``,
+``crossbar_wait_cycles``, ``vault_request_stalls``).
+
+Ablations (Sec. 6.1). Routing variants, each run on the RTL:
+``pim-capsnet`` (inter- and intra-vault design, the config's address mapping;
+the presets use the custom ``capsnet`` mapping), ``pim-inter`` (the same
+distribution with the ``default`` mapping, so PE streams conflict in the banks)
+and ``pim-intra`` (no inter-vault distribution, see :func:`run_capsnet`).
+Whole-network variants (Sec. 6.3), from :func:`pimforge.sim.capsnet.pipeline.whole_network`
+with this run's routing time and per-vault traffic: ``rmas-pim``, ``rmas-gpu``
+(pipelined host and routing under the naive RTL arbitration policies),
+``all-in-pim`` (host layers on the PEs too, a MODEL) and the GPU ``baseline``
+(P100 roofline MODEL). ``--ablation all`` runs every one and reports
+``speedup_vs`` of PIM-CapsNet over each, with ``speedup_scope`` saying whether
+the ratio is of the routing or of the whole network.
 """
 
 from __future__ import annotations
@@ -26,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["add_arguments", "run", "run_capsnet"]
+__all__ = ["ABLATIONS", "add_arguments", "network_ablations", "run", "run_ablations",
+           "run_capsnet"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,8 +76,12 @@ def _inputs(net, seed: int):
     return u, W
 
 
-#: Sec. 6.1 variants implemented (see :func:`run_capsnet`).
-ABLATIONS = ("pim-capsnet", "pim-intra")
+#: Routing-level Sec. 6.1 variants (see :func:`run_capsnet`) and the address
+#: mapping each forces (None: the config's ``hmc.mapping``).
+ROUTING_ABLATIONS = {"pim-capsnet": None, "pim-inter": "default", "pim-intra": "default"}
+#: Whole-network variants (Sec. 6.3; :mod:`pimforge.sim.capsnet.pipeline` scenarios).
+NETWORK_ABLATIONS = ("rmas-pim", "rmas-gpu", "all-in-pim")
+ABLATIONS = (*ROUTING_ABLATIONS, *NETWORK_ABLATIONS)
 
 
 def pe_latency(cfg) -> int:
@@ -73,13 +93,22 @@ def pe_latency(cfg) -> int:
     return p.latency
 
 
-def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | None = None,
+def run_capsnet(net_name, *, config=None, scale: int = 1, freq: float | None = None,
                 dim: str | None = None, seed: int = 1, dump: str | None = None,
                 model_only: bool = False, check_route_pim: bool = True,
                 ablation: str = "pim-capsnet", dram: str = "banked",
-                mapping: str | None = None) -> dict:
+                mapping: str | None = None, inputs=None, return_v: bool = False):
     """Run one network end to end and return the results dict (see the module doc).
 
+    *net_name* is a Table 1 name or a :class:`~pimforge.sim.capsnet.networks.CapsNetSpec`;
+    *config* a preset name, a TOML path or a :class:`~pimforge.gen.config.Config`.
+    ``inputs=(u, W)`` routes the given float32 capsules ``(B, N_L, C_L)`` and
+    weights ``(N_L, N_H, C_H, C_L)`` instead of the seeded random ones.
+    ``return_v=True`` returns ``(results, v)`` with ``v`` the routed output
+    (the RTL's, or the ISA model's with *model_only*).
+
+    ``ablation="pim-inter"``: the same programs placed with the ``default``
+    address mapping (no intra-vault bank-conflict optimization).
     ``ablation="pim-intra"`` (Sec. 6.1 PIM-Intra): no inter-vault distribution; the
     whole routing runs on vault 0's controller and PEs (compiled for one vault,
     simulated on the same RTL) while the data stays spread over all vaults, so
@@ -89,7 +118,7 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     """
     import dataclasses
 
-    from ...gen.config import load_config
+    from ...gen.config import Config, load_config
     from ...gen.errors import PimforgeError
     from ...verif.models.capsnet_isa import execute
     from ...verif.models.capsnet_pe import PEModel
@@ -98,21 +127,23 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     from .distribution import choose_distribution
     from .energy import pim_energy
     from .gpu_roofline import roofline
-    from .networks import network
+    from .networks import CapsNetSpec, network
     from .rtl_run import build_vault_driver, run_on_rtl
     from .timing import program_cycles
 
     t_start = time.monotonic()
-    cfg = load_config(config)
+    cfg = config if isinstance(config, Config) else load_config(config)
     if freq is not None:
         cfg = dataclasses.replace(cfg, freq_mhz=float(freq))
-    full = network(net_name)
+    full = net_name if isinstance(net_name, CapsNetSpec) else network(net_name)
     net = full.scaled(scale) if scale > 1 else full
     dist = choose_distribution(net, cfg, cfg.freq_mhz)
     d = dim or dist.best
-    if ablation not in ABLATIONS:
-        raise PimforgeError(f"ablation must be one of {', '.join(ABLATIONS)}, not {ablation!r}")
+    if ablation not in ROUTING_ABLATIONS:
+        raise PimforgeError(f"routing ablation must be one of {', '.join(ROUTING_ABLATIONS)}, "
+                            f"not {ablation!r}")
     intra = ablation == "pim-intra"
+    mapping = mapping or ROUTING_ABLATIONS[ablation]
     if intra:
         # One vault computes; the data is held by all vaults (capacity of the cube).
         comp = compile_routing(net, d, cfg, vaults=1,
@@ -120,7 +151,14 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
                                mapping=mapping)
     else:
         comp = compile_routing(net, d, cfg, mapping=mapping)
-    u, W = _inputs(net, seed)
+    if inputs is None:
+        u, W = _inputs(net, seed)
+    else:
+        u, W = (np.ascontiguousarray(a, dtype=np.float32) for a in inputs)
+        want = ((net.batch, net.n_l, net.c_l), (net.n_l, net.n_h, net.c_h, net.c_l))
+        if (u.shape, W.shape) != want:
+            raise PimforgeError(f"inputs must have shapes u {want[0]} and W {want[1]} for "
+                                f"{net.name}, not {u.shape} and {W.shape}")
     mems = comp.memories(u, W)
     pe = PEModel(cfg)
     lat = pe_latency(cfg)
@@ -159,7 +197,7 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
     xbar = 0
     for st in ex.stats:
         lab = comp.labels[st.vault][st.pc]
-        per_eq[lab][f"v{st.vault}"] += st.elements + lat + 6
+        per_eq[lab][f"v{st.vault}"] += st.issue_cycles(cfg.capsnet.pes_per_vault) + lat + 6
         if st.op in ("FLOW", "ADD"):
             ops_by_flow[st.flow or "MAC"] += st.elements
             if (st.flow or "MAC") == "MAC":
@@ -185,9 +223,12 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
                  for v in range(comp.vaults)]
         writes = [sum(s.outputs for s in ex.stats if s.vault == v and s.op != "SEND")
                   for v in range(comp.vaults)]
-    # Event counts for the energy model. The operand path has no DRAM command
-    # model, so ACT/REF are 0 and only the bytes moved are charged.
-    events = {"mac": int(ops_by_flow.get("MAC", 0)), "mac_groups": int(mac_groups),
+    # Event counts for the energy model: the banked DRAM model's row misses are
+    # the activations (an ideal memory or the ISA model count none); refresh is
+    # not simulated.
+    acts = rtl.dram_summary()["activates"] if rtl and rtl.dram == "banked" else 0
+    events = {"act": int(acts), "mac": int(ops_by_flow.get("MAC", 0)),
+              "mac_groups": int(mac_groups),
               **{f.lower(): int(ops_by_flow.get(f, 0)) for f in ("ISQRT", "EXP", "RECIP",
                                                                  "DIV")},
               "rd_bytes": int(8 * sum(reads)), "wr_bytes": int(4 * sum(writes)),
@@ -214,12 +255,14 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
         {"model": "ideal" if rtl else None},
         "address_mapping": comp.amap.kind,
         "vault_busy_cycles": busy,
+        "reads": [int(r) for r in reads], "writes": [int(w) for w in writes],
         "dimension": d, "dimension_forced": dim is not None,
         "scores": {k: {"E": s.E, "M": s.M, "time_s": s.time_s, "score": s.score}
                    for k, s in dist.scores.items()},
         "program_instructions": comp.program_words(),
         "events": events, "energy_j": {k: v for k, v in energy.items() if k != "ops"},
-        "energy_note": "energy model (sim/capsnet/energy.py); DRAM commands not simulated",
+        "energy_note": "energy MODEL (sim/capsnet/energy.py); ACTs from the banked DRAM "
+                       "model's row misses (0 with an ideal memory), refresh not charged",
         "rtl_matches_model": matches,
         "isa_model_matches_route_pim": isa_eq_pim,
         "max_abs_err_vs_float64": err, "max_abs_v_float64": float(np.abs(v64).max()),
@@ -238,7 +281,62 @@ def run_capsnet(net_name: str, *, config=None, scale: int = 1, freq: float | Non
         np.save(p / "W.npy", W)
         np.save(p / "v.npy", v_out)
         (p / "iterations.txt").write_text(f"{net.iterations}\n")
-    return out
+    return (out, v_out) if return_v else out
+
+
+def network_ablations(res: dict, cfg, scenarios=("baseline", "pim-capsnet",
+                                                *NETWORK_ABLATIONS), **kw) -> dict:
+    """Whole-network Sec. 6.3 variants around the routing run *res* (a
+    :func:`run_capsnet` result): :func:`~pimforge.sim.capsnet.pipeline.whole_network`
+    on the network *res* routed (the reduced one at ``--scale``), with *res*'s
+    time and per-vault traffic as the routing of one batch."""
+    from .networks import network
+    from .pipeline import routing_from_run, whole_network
+
+    net = network(res["network"])
+    net = net.scaled(res["scale"]) if res.get("scale", 1) > 1 else net
+    return whole_network(net, cfg, routing_from_run(res), scenarios=scenarios, **kw)
+
+
+def run_ablations(net_name: str, which: str, *, dump: str | None = None, **kw) -> dict:
+    """``--ablation`` *which*: the run of *which* (a routing variant) or of
+    PIM-CapsNet plus the whole-network scenarios (a network variant, or ``all``),
+    with ``speedup_vs`` (PIM-CapsNet over each variant) and ``speedup_scope``."""
+    from ...gen.config import load_config
+    from ...gen.errors import PimforgeError
+
+    if which not in (*ABLATIONS, "all"):
+        raise PimforgeError(f"--ablation must be one of {', '.join(ABLATIONS)} or all, "
+                            f"not {which!r}")
+    if which in ROUTING_ABLATIONS and which != "pim-capsnet":
+        return run_capsnet(net_name, dump=dump, ablation=which, **kw)
+    res = run_capsnet(net_name, dump=dump, **kw)
+    if which == "pim-capsnet":
+        return res
+    routing = [a for a in ROUTING_ABLATIONS if a != "pim-capsnet"] if which == "all" else []
+    others = {a: run_capsnet(net_name, ablation=a, **kw) for a in routing}
+    res["variants"] = {a: {k: r[k] for k in ("cycles", "time_s", "intervault_bytes",
+                                              "vault_request_stalls", "address_mapping",
+                                              "ablation_detail", "rtl_matches_model",
+                                              "energy_j")}
+                       for a, r in others.items()}
+    res["speedup_vs"] = {a: r["time_s"] / res["time_s"] for a, r in others.items()}
+    res["energy_saving_vs"] = {a: 1 - res["energy_j"]["total"] / r["energy_j"]["total"]
+                               for a, r in others.items()}
+    res["speedup_scope"] = {a: "routing" for a in others}
+    scen = ("baseline", "pim-capsnet", *(NETWORK_ABLATIONS if which == "all" else (which,)))
+    cfg = load_config(kw.get("config"))
+    if kw.get("freq") is not None:
+        import dataclasses
+        cfg = dataclasses.replace(cfg, freq_mhz=float(kw["freq"]))
+    whole = network_ablations(res, cfg, scenarios=scen)
+    res["whole_network"] = whole
+    mine = whole["scenarios"]["pim-capsnet"]["time_s"]
+    for s in scen:
+        if s != "pim-capsnet":
+            res["speedup_vs"][s] = whole["scenarios"][s]["time_s"] / mine
+            res["speedup_scope"][s] = "whole network"
+    return res
 
 
 def run(args) -> int:
@@ -248,17 +346,12 @@ def run(args) -> int:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
     kw = dict(config=args.config, scale=args.scale, freq=args.freq, dim=args.dim,
               seed=args.seed, model_only=args.model_only, dram=args.dram)
-    if args.ablation == "all":
-        res = run_capsnet(args.net, dump=args.dump, **kw)
-        others = {a: run_capsnet(args.net, ablation=a, **kw) for a in ABLATIONS[1:]}
-        res["variants"] = {a: {k: r[k] for k in ("cycles", "time_s", "intervault_bytes",
-                                                  "ablation_detail", "rtl_matches_model")}
-                           for a, r in others.items()}
-        res["speedup_vs"] = {a: r["time_s"] / res["time_s"] for a, r in others.items()}
-        for a, x in res["speedup_vs"].items():
-            print(f"  speedup vs {a}: {x:.2f}x")
-    else:
-        res = run_capsnet(args.net, dump=args.dump, ablation=args.ablation, **kw)
+    res = run_ablations(args.net, args.ablation, dump=args.dump, **kw)
+    for a, x in res.get("speedup_vs", {}).items():
+        print(f"  speedup vs {a} ({res['speedup_scope'][a]}): {x:.3f}x")
+    if "whole_network" in res:
+        from .pipeline import whole_network_table
+        print(whole_network_table(res["whole_network"]))
     sc = res["scores"]
     print(f"{res['network']} B={res['shape']['B']} N_L={res['shape']['N_L']} "
           f"N_H={res['shape']['N_H']} on {res['vaults']} vaults at {res['freq_mhz']} MHz")
@@ -272,5 +365,7 @@ def run(args) -> int:
           f"{res['speedup_vs_gpu_model']:.3g}x; wall {res['wall_s']['total']:.1f}s")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))
-    ok = res["rtl_matches_model"] if not args.model_only else res["isa_model_matches_route_pim"]
+    key = "isa_model_matches_route_pim" if args.model_only else "rtl_matches_model"
+    ok = res[key] and all(v["rtl_matches_model"] is not False
+                          for v in res.get("variants", {}).values())
     return 0 if ok else 1
