@@ -122,7 +122,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "gen.dse.cli:run"),
     "membench": ("drive the HMC memory-system RTL with a traffic pattern",
                  "sim.membench:add_arguments", "sim.membench:run"),
-    "demo": ("build the default config and run a small workload on the RTL",
+    "demo": ("a small CapsNet end to end: host layers in numpy, routing on the vault RTL",
              "sim.demo:add_arguments", "sim.demo:run"),
     "run": ("run a workload end to end on the RTL (capsnet: dynamic routing on the vaults)",
             "sim.capsnet.run_cli:add_arguments", "sim.capsnet.run_cli:run"),

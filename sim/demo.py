@@ -1,25 +1,30 @@
-"""``pimforge demo``: dynamic routing (PIM-CapsNet Algorithm 1) with its arithmetic on the PE RTL.
+"""``pimforge demo``: a small CapsNet classifies digits end to end, its routing on the vault RTL.
 
-A small routing problem (random L capsules ``u`` and weights ``W`` from a fixed
-seed) runs for a few iterations. Every floating-point step of Eq. 2-5 goes
-through the Verilated :class:`~pimforge.rtl.capsnet.pe.CapsNetPE` of the
-config, driven by the native stream driver (:mod:`pimforge.sim.stream`):
+The network is the digits CapsNet shipped with the package
+(:mod:`pimforge.sim.capsnet.digits_net`: conv 3x3 -> PrimaryCaps of 64 capsules
+of 8 -> 10 digit capsules of 16, 3 routing iterations, trained on
+scikit-learn's 8x8 digits). For ``--batch`` held-out test images:
 
-* softmax (Eq. 5): EXP on every ``b_ij``, MAC for ``sum_j e_ij``, DIV ``e_ij / sum``;
-* Eq. 2: MAC ``s_j = sum_i c_ij * u_hat_j|i``;
-* squash (Eq. 3): MAC ``|s_j|^2``, ISQRT of it, RECIP of ``1 + |s_j|^2`` (the host adds
-  the 1 in float32), scale ``|s|^2 * isqrt * recip`` applied by the host in float32;
-* Eq. 4: MAC ``b_ij + u_hat_j|i . v_j`` (``b_ij`` enters the group as ``b_ij * 1``).
+1. the host layers (convolution, PrimaryCaps, squash) run in numpy and give
+   the low-level capsules ``u``;
+2. the routing (Algorithm 1, Eq. 1-5) is compiled for the config's cube
+   (distribution dimension chosen by the Sec. 5.1 scores) and runs on the
+   Verilated vault compute of every vault -- controllers, PEs, banked DRAM
+   throughput model, crossbar and barriers (``pimforge run capsnet`` does the
+   same for the Table 1 networks);
+3. the RTL's memories and ``v`` are compared bit for bit with the ISA-level
+   golden model (``rtl_matches_model``), ``v`` with float64 Algorithm 1, and
+   the predicted digits (longest capsule) with the labels.
 
-Every RTL result is compared bit for bit with the golden model fed the same
-inputs (exit status 1 on any difference), and shown next to exact float64
-math; the whole routing is also run in float64 for the end-to-end error.
+Exit status 1 when the RTL differs from the golden model.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -28,160 +33,81 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="config preset or TOML path (default: default)")
-    p.add_argument("--l-caps", type=int, default=32, help="L capsules (default 32)")
-    p.add_argument("--h-caps", type=int, default=10, help="H capsules (default 10)")
-    p.add_argument("--iterations", type=int, default=3, help="routing iterations (default 3)")
-    p.add_argument("--seed", type=int, default=7, help="seed of u and W (default 7)")
-
-
-class _PERunner:
-    """Runs record streams through the Verilated PE and checks them against the model."""
-
-    def __init__(self, cfg):
-        from ..gen.elaborate import elaborate
-        from ..rtl.capsnet.pe import Flow
-        from ..verif.models.capsnet_pe import PEModel
-        from .stream import StreamDriver
-
-        self.Flow = Flow
-        self.el = elaborate("capsnet_pe", cfg)
-        self.latency = self.el.manifest["latencies"]["pe"]
-        self.model = PEModel(cfg)
-        t0 = time.monotonic()
-        self.drv = StreamDriver(self.el, name="capsnet_pe-demo")
-        self.build_s = time.monotonic() - t0
-        self.cycles = 0
-        self.sim_s = 0.0
-        self.results = 0
-        self.mismatches = 0
-
-    def run(self, flow, a, b=None, groups=None) -> np.ndarray:
-        """Results (float32) of *flow* on operand arrays; MAC sums consecutive *groups*."""
-        from ..verif.models.capsnet_pe import Record
-
-        a = np.ascontiguousarray(a, dtype=np.float32).ravel().view(np.uint32)
-        b = (np.zeros_like(a) if b is None
-             else np.ascontiguousarray(b, dtype=np.float32).ravel().view(np.uint32))
-        n = len(a)
-        first = np.zeros(n, bool)
-        last = np.zeros(n, bool)
-        if flow is self.Flow.MAC:
-            ends = np.cumsum(groups)
-            first[np.r_[0, ends[:-1]]] = True
-            last[ends - 1] = True
-        recs = self.drv.records(n)
-        recs["op"] = flow.value
-        recs["in_valid"] = 1
-        recs["a"], recs["b"], recs["first"], recs["last"] = a, b, first, last
-        recs["tag"] = np.arange(n) & 0xFFFF
-        res = self.drv.run(recs, drain=self.latency + 1)
-        self.cycles += res.cycles
-        self.sim_s += res.seconds
-        out = res.outputs
-        want = self.model.stream([Record(flow, int(x), int(y), bool(f), bool(s))
-                                  for x, y, f, s in zip(a, b, first, last)])
-        want_idx = np.array([w[0] for w in want], dtype=np.int64)
-        want_bits = np.array([w[1] for w in want], dtype=np.uint32)
-        self.results += len(out)
-        ok = (len(out) == len(want)
-              and np.array_equal(out["result"].astype(np.uint32), want_bits)
-              and np.array_equal(out["out_tag"].astype(np.int64), want_idx & 0xFFFF)
-              and np.array_equal(out["cycle"].astype(np.int64), want_idx + self.latency))
-        if not ok:
-            self.mismatches += 1
-            print(f"  MISMATCH in {flow.name}: {len(out)} RTL results, {len(want)} expected")
-        return out["result"].astype(np.uint32).view(np.float32)
-
-
-def _exact_routing(u_hat: np.ndarray, iters: int):
-    b = np.zeros(u_hat.shape[:2])
-    for _ in range(iters):
-        c = np.exp(b) / np.exp(b).sum(axis=1, keepdims=True)
-        s = np.einsum("ij,ijd->jd", c, u_hat)
-        n2 = (s * s).sum(axis=1, keepdims=True)
-        v = n2 / (1 + n2) * s / np.sqrt(n2)
-        b = b + np.einsum("ijd,jd->ij", u_hat, v)
-    return c, v, b
+    p.add_argument("--batch", type=int, default=16,
+                   help="test images routed together (default 16)")
+    p.add_argument("--offset", type=int, default=0,
+                   help="index of the first test image (default 0)")
+    p.add_argument("--dram", choices=["banked", "ideal"], default="banked",
+                   help="operand memory model of the RTL run (default banked)")
+    p.add_argument("--json", help="write the routing run's results JSON here")
 
 
 def run(args) -> int:
     from ..gen.config import load_config
     from ..gen.errors import PimforgeError
+    from ..verif.models.routing import route_f64
+    from .capsnet import digits_net as dn
+    from .capsnet.networks import CapsNetSpec
+    from .capsnet.run_cli import run_capsnet
 
-    for name in ("l_caps", "h_caps", "iterations"):
-        if not 1 <= getattr(args, name) <= 4096:
-            raise PimforgeError(f"--{name.replace('_', '-')} must be between 1 and 4096, "
-                                f"not {getattr(args, name)}")
     t_start = time.monotonic()
     cfg = load_config(args.config)
-    pe = _PERunner(cfg)
-    F = pe.Flow
-    print(f"capsnet_pe (config {cfg.name}): latency {pe.latency} cycles for every flow, "
-          f"{cfg.pe.newton_steps} Newton step(s), exp recovery "
-          f"{'on' if cfg.pe.exp_recovery else 'off'}; Verilator build {pe.build_s:.1f}s")
-
-    L, H, DI, DO = args.l_caps, args.h_caps, 8, 16
-    rng = np.random.default_rng(args.seed)
-    u = rng.normal(0, 1, (L, DI)).astype(np.float32)
-    W = rng.normal(0, 0.5, (L, H, DI, DO)).astype(np.float32)
-    u_hat = np.einsum("id,ijde->ije", u.astype(np.float64), W.astype(np.float64)).astype(
-        np.float32)                                        # Eq. 1, prepared by the host
-    b = np.zeros((L, H), np.float32)
-    one = np.float32(1.0)
-    for it in range(args.iterations):
-        b_in = b
-        # Eq. 5: softmax over H capsules
-        e = pe.run(F.EXP, b).reshape(L, H)
-        den = pe.run(F.MAC, e, np.full_like(e, one), groups=[H] * L)
-        c = pe.run(F.DIV, e, np.repeat(den, H)).reshape(L, H)
-        # Eq. 2: s_j = sum_i c_ij u_hat_j|i (group per (j, d), over i)
-        cs = np.broadcast_to(c[:, :, None], u_hat.shape).transpose(1, 2, 0)
-        s = pe.run(F.MAC, cs, u_hat.transpose(1, 2, 0), groups=[L] * (H * DO)).reshape(H, DO)
-        # Eq. 3: squash
-        n2 = pe.run(F.MAC, s, s, groups=[DO] * H)
-        isq = pe.run(F.ISQRT, n2)
-        rcp = pe.run(F.RECIP, (n2 + one).astype(np.float32))
-        scale = (n2 * isq * rcp).astype(np.float32)
-        v = (s * scale[:, None]).astype(np.float32)
-        # Eq. 4: b_ij + u_hat_j|i . v_j (group per (i, j): b_ij * 1 first, then DO products)
-        aa = np.concatenate([b[:, :, None], u_hat], axis=2)
-        bb = np.concatenate([np.ones((L, H, 1), np.float32),
-                             np.broadcast_to(v[None], u_hat.shape)], axis=2)
-        b = pe.run(F.MAC, aa, bb, groups=[DO + 1] * (L * H)).reshape(L, H)
-
-        if it == args.iterations - 1:
-            x64 = n2.astype(np.float64)
-            print(f"\nsquash, iteration {it + 1} (|s|^2 -> ISQRT, 1 + |s|^2 -> RECIP):")
-            print(f"  {'j':>2s} {'|s|^2':>12s} {'isqrt RTL':>12s} {'exact':>12s} {'rel err':>9s}"
-                  f" {'recip RTL':>12s} {'exact':>12s} {'rel err':>9s}")
-            for j in range(min(H, 6)):
-                ex_i, ex_r = 1 / np.sqrt(x64[j]), 1 / (1 + x64[j])
-                print(f"  {j:2d} {x64[j]:12.6g} {isq[j]:12.6g} {ex_i:12.6g} "
-                      f"{isq[j] / ex_i - 1:+9.2e} {rcp[j]:12.6g} {ex_r:12.6g} "
-                      f"{rcp[j] / ex_r - 1:+9.2e}")
-            bin_ = b_in.astype(np.float64)
-            ex_e = np.exp(bin_)
-            ex_c = ex_e / ex_e.sum(axis=1, keepdims=True)
-            print(f"\nsoftmax, iteration {it + 1}, L capsule 0 (b -> EXP, sum -> MAC, "
-                  f"e / sum -> DIV):")
-            print(f"  {'j':>2s} {'b_0j':>10s} {'exp RTL':>12s} {'exact':>12s} {'rel err':>9s} "
-                  f"{'c RTL':>10s} {'exact':>10s} {'rel err':>9s}")
-            for j in range(min(H, 6)):
-                print(f"  {j:2d} {bin_[0, j]:10.5f} {e[0, j]:12.6g} {ex_e[0, j]:12.6g} "
-                      f"{e[0, j] / ex_e[0, j] - 1:+9.2e} {c[0, j]:10.6f} {ex_c[0, j]:10.6f} "
-                      f"{c[0, j] / ex_c[0, j] - 1:+9.2e}")
-
-    ex_c, ex_v, ex_b = _exact_routing(u_hat.astype(np.float64), args.iterations)
-    err_v = np.max(np.abs(v - ex_v)) / np.max(np.abs(ex_v))
-    err_c = np.max(np.abs(c - ex_c))
-    agree = np.mean(np.argmax(np.linalg.norm(v, axis=1)) == np.argmax(np.linalg.norm(ex_v,
-                                                                                     axis=1)))
-    print(f"\nend to end vs float64 routing after {args.iterations} iterations: "
-          f"max |c - c_exact| {err_c:.2e}, max |v - v_exact| / max|v_exact| {err_v:.2e}, "
-          f"longest H capsule {'agrees' if agree else 'DIFFERS'}")
-    wall = time.monotonic() - t_start
-    status = "all bit-exact" if pe.mismatches == 0 else f"{pe.mismatches} runs DIFFER"
-    print(f"RTL vs golden model: {pe.results} results, {status}")
-    print(f"simulated {pe.cycles} cycles in {pe.sim_s:.3f}s of Verilator time "
-          f"({pe.cycles / max(pe.sim_s, 1e-9):,.0f} cycles/s); demo wall {wall:.1f}s")
-    return 0 if pe.mismatches == 0 else 1
+    _, _, x_test, y_test = dn.load_digits_split()
+    if not 1 <= args.batch <= len(x_test):
+        raise PimforgeError(f"--batch must be between 1 and {len(x_test)} (the held-out "
+                            f"digits), not {args.batch}")
+    if not 0 <= args.offset <= len(x_test) - args.batch:
+        raise PimforgeError(f"--offset must be between 0 and {len(x_test) - args.batch} for "
+                            f"--batch {args.batch}, not {args.offset}")
+    x = x_test[args.offset:args.offset + args.batch]
+    y = y_test[args.offset:args.offset + args.batch]
+    model = dn.load_trained()
+    meta = dn.trained_meta()
+    t0 = time.monotonic()
+    u = model.primary_capsules(x).astype(np.float32)
+    host_s = time.monotonic() - t0
+    W = model.W.astype(np.float32)
+    spec = CapsNetSpec(name="digits-capsnet", dataset="sklearn digits", batch=len(x),
+                       n_l=dn.N_L, n_h=dn.N_H, iterations=dn.ITERATIONS, c_l=dn.C_L,
+                       c_h=dn.C_H)
+    print(f"digits CapsNet (weights v{meta.get('version')}, {dn.N_L} x {dn.C_L} -> "
+          f"{dn.N_H} x {dn.C_H}, {dn.ITERATIONS} iterations) on {len(x)} held-out images, "
+          f"config {cfg.name}")
+    print(f"  host (numpy): conv + PrimaryCaps + squash -> u {u.shape} in {1e3 * host_s:.1f} ms")
+    print(f"  routing on the Verilated vault RTL: {cfg.hmc.vaults} vaults x "
+          f"{cfg.capsnet.pes_per_vault} PEs at {cfg.freq_mhz:g} MHz, {args.dram} DRAM, "
+          f"{cfg.hmc.mapping} address mapping (first run builds it with Verilator)...",
+          flush=True)
+    res, v = run_capsnet(spec, config=cfg, inputs=(u, W), dram=args.dram, return_v=True)
+    sc = res["scores"]
+    print("  dimension scores (1/s): " + ", ".join(f"{k} {s['score']:.4g}" for k, s in sc.items())
+          + f" -> {res['dimension']}")
+    print(f"  {res['cycles']:,} cycles = {1e6 * res['time_s']:.1f} us "
+          f"(timing model with an ideal memory: {res['timing_model_cycles']:,}); "
+          f"inter-vault {res['intervault_bytes']:,} B; vault request stalls "
+          f"{res['vault_request_stalls']}; energy {1e6 * res['energy_j']['total']:.2f} uJ (model)")
+    print(f"  per equation, busiest vault: {res['per_equation_cycles_busiest_vault']}")
+    ok = bool(res["rtl_matches_model"])
+    print(f"  RTL vs ISA golden model (every memory word and v): "
+          f"{'bit-exact' if ok else 'DIFFERENT'}")
+    v64 = route_f64(u.astype(np.float64), W.astype(np.float64), dn.ITERATIONS).v
+    cls_rtl = np.argmax(np.sum(v.astype(np.float64) ** 2, axis=-1), axis=1)
+    cls_64 = np.argmax(np.sum(v64 ** 2, axis=-1), axis=1)
+    print(f"  v vs float64 Algorithm 1: max |dv| {np.abs(v - v64).max():.3g} "
+          f"(max |v| {np.abs(v64).max():.3g})")
+    print(f"  digits: RTL {np.mean(cls_rtl == y):.1%} correct, float64 routing "
+          f"{np.mean(cls_64 == y):.1%}; RTL and float64 agree on "
+          f"{int(np.sum(cls_rtl == cls_64))}/{len(y)}")
+    print(f"  first images: label {' '.join(map(str, y[:16]))}")
+    print(f"                RTL   {' '.join(map(str, cls_rtl[:16]))}")
+    w = res["wall_s"]
+    print(f"simulated {res['cycles']:,} cycles in {w['rtl_loop']:.1f}s "
+          f"({res['rtl_cycles_per_s']:,.0f} cycles/s); build {w['build']:.1f}s; "
+          f"demo wall {time.monotonic() - t_start:.1f}s")
+    if args.json:
+        res["demo"] = {"labels": y.tolist(), "rtl_classes": cls_rtl.tolist(),
+                       "float64_classes": cls_64.tolist(),
+                       "rtl_accuracy": float(np.mean(cls_rtl == y)),
+                       "float64_accuracy": float(np.mean(cls_64 == y))}
+        Path(args.json).write_text(json.dumps(res, indent=2))
+    return 0 if ok else 1
