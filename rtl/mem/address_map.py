@@ -182,6 +182,26 @@ class AddressMap:
         blk = (vault << (bb + rb + cb)) | inv
         return (blk << 4) | (s << 1)
 
+    def vault_block_address(self, vault, word):
+        """Cube byte address of the 16-byte block holding vault-local *word*.
+
+        The one placement of a vault's data (the CapsNet compiler's and the
+        ``hmc_capsnet`` operand ports'): vault-local block ``j = word // 4`` is
+        the ``j``-th block of *vault* in ascending cube addresses. Capsnet
+        mapping: the vault field on top, the largest (256 B) sub-page in the
+        indicator bits 1-3; default mapping: the vault field above the
+        ``max_block_bytes`` sub-page offset, so a vault's blocks interleave with
+        the other vaults'. *word* (and *vault*) may be ints, integer numpy arrays
+        or Amaranth values.
+        """
+        j = word >> 2
+        if self.kind == "capsnet":
+            blk = (vault << (self.bank_bits + self.row_bits + self.col_bits)) | j
+            return (blk << 4) | (MAX_SUBPAGE_LOG << 1)
+        s = self.default_subpage_log
+        blk = ((j >> s) << (s + self.vault_bits)) | (vault << s) | (j & ((1 << s) - 1))
+        return blk << 4
+
     def with_subpage(self, addr: int, subpage_log: int) -> int:
         """Set the capsnet sub-page indicator (bits 1-3) of a byte address."""
         return (addr & ~0b1110) | (subpage_log << 1)

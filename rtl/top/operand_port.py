@@ -8,7 +8,7 @@ while ``rd_valid & ~rd_ready``. This adapter turns each bundle into block
 requests on the PE port of :class:`~pimforge.rtl.mem.hmc_mem.HMCMemory`
 (``we, addr, tag, data``; responses ``we, tag, data`` out of order), word
 addresses becoming cube byte addresses through the placement the compiler
-uses (``word_address``, :meth:`pimforge.sim.capsnet.compiler.Compiled.cube_address`).
+uses (``word_address``, :meth:`pimforge.rtl.mem.address_map.AddressMap.vault_block_address`).
 
 Operation, one bundle at a time (simple and correct before fast):
 
@@ -356,17 +356,12 @@ class OperandPort(wiring.Component):
 
 
 def compiler_placement(hmc, mapping: str | None = None) -> tuple[AddressMap, Callable]:
-    """The address map of *hmc* (``hmc.mapping`` unless *mapping* is given) and the
-    compiler's vault-local word -> cube byte address function
-    (:meth:`~pimforge.sim.capsnet.compiler.Compiled.cube_address`: the one placement of
-    the data, evaluated here on Amaranth values)."""
-    from types import SimpleNamespace
-
-    from ...sim.capsnet.compiler import Compiled
-
+    """The address map of *hmc* (``hmc.mapping`` unless *mapping* is given) and its
+    vault-local word -> cube byte address function
+    (:meth:`~pimforge.rtl.mem.address_map.AddressMap.vault_block_address`, the
+    placement the CapsNet compiler uses, evaluated here on Amaranth values)."""
     amap = AddressMap.from_config(hmc, mapping)
-    holder = SimpleNamespace(amap=amap)
-    return amap, lambda vault, word: Compiled.cube_address(holder, vault, word)
+    return amap, amap.vault_block_address
 
 
 def port_config(cfg) -> dict:

@@ -66,9 +66,6 @@ __all__ = ["Compiled", "compile_routing", "split", "program_ops", "ProgramOrderO
            "normalize"]
 
 F32 = np.float32
-#: Sub-page size indicator the placement uses in cube addresses (256 B sub-pages).
-SUBPAGE_LOG = 4
-
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:
     """Contiguous ``[start, stop)`` slices of ``range(n)`` over *parts*.
@@ -135,23 +132,10 @@ class Compiled:
         return out.view(F32)
 
     def cube_address(self, vault: int, word):
-        """Cube byte address of the 16-byte block holding vault-local *word*.
-
-        The vault-local block ``j = word // 4`` is the ``j``-th block of the
-        vault in ascending cube addresses under :attr:`amap`'s mapping. Capsnet
-        mapping: the vault field on top, the 256 B sub-page indicator in bits
-        1-3; default mapping: the vault field above the ``max_block_bytes``
-        sub-page offset (so a vault's blocks are interleaved with the other
-        vaults'). *word* may be an int or an integer numpy array.
-        """
-        a = self.amap
-        j = word >> 2
-        if a.kind == "capsnet":
-            blk = (vault << (a.bank_bits + a.row_bits + a.col_bits)) | j
-            return (blk << 4) | (SUBPAGE_LOG << 1)
-        s = a.default_subpage_log
-        blk = ((j >> s) << (s + a.vault_bits)) | (vault << s) | (j & ((1 << s) - 1))
-        return blk << 4
+        """Cube byte address of the 16-byte block holding vault-local *word*
+        (:meth:`~pimforge.rtl.mem.address_map.AddressMap.vault_block_address`
+        of :attr:`amap`). *word* may be an int or an integer numpy array."""
+        return self.amap.vault_block_address(vault, word)
 
     def bank_rows(self, vault: int, words: int) -> tuple[np.ndarray, np.ndarray]:
         """``(bank, row)`` of each of the first ``ceil(words / 4)`` blocks of *vault*,
