@@ -76,8 +76,8 @@ def test_dram_block_accounting(cfg, mapping):
     execute(comp.programs, want, PEModel(cfg))
     exe = build_vault_driver(cfg)
     ideal = run_on_rtl(comp, mems, cfg, exe=exe, dram="ideal")
-    banked = run_on_rtl(comp, mems, cfg, exe=exe)
-    held = run_on_rtl(comp, mems, cfg, exe=exe, hold_blocks=True)
+    banked = run_on_rtl(comp, mems, cfg, exe=exe, hold_blocks=False)
+    held = run_on_rtl(comp, mems, cfg, exe=exe)          # the default keeps them
     for r in (ideal, banked, held):
         assert all(np.array_equal(a, b) for a, b in zip(r.memories, want))
     d = banked.dram_summary()

@@ -26,8 +26,10 @@ Operand memory (``dram``):
               operand streams are fixed by the loop descriptors and can be
               prefetched; throughput and bank conflicts are not: ``rd_ready``
               stays low while the bundle's banks (vault request stall) or the
-              TSVs (bandwidth stall) are behind. Refresh and the crossbar
-              writes into a peer's DRAM are not charged.
+              TSVs (bandwidth stall) are behind. With ``hold_blocks`` (default)
+              the read ports keep the last accepted bundle's blocks and fetch
+              only the others. Refresh and the crossbar writes into a peer's
+              DRAM are not charged.
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
 
 
 def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None = None,
-               max_cycles: int = 10**11, dram: str = "banked", hold_blocks: bool = False,
+               max_cycles: int = 10**11, dram: str = "banked", hold_blocks: bool = True,
                progress_dir: str | None = None) -> RTLRun:
     """Run *comp*'s programs on the RTL from memories *mems* (not modified).
 
@@ -148,7 +150,9 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     tables use the address mapping *comp* was placed with
     (``compile_routing(..., mapping=...)``). ``hold_blocks``: the read ports
     keep the blocks of the last accepted bundle, so a bundle only fetches the
-    blocks it did not already have (an operand line buffer; off by default).
+    blocks it did not already have (an operand line buffer holding the last
+    accepted bundle's blocks, on by default; the ``hmc_capsnet`` operand ports
+    cache more, every block read since the last barrier).
     ``progress_dir``: run in this folder (kept), where the driver rewrites
     ``progress.txt`` (cycle, phase, seconds) every 10 s of a long run.
     """

@@ -61,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dram", choices=["banked", "ideal"], default="banked",
                    help="operand memory of the RTL run: banked DRAM throughput model "
                         "(default) or ideal (always ready)")
+    p.add_argument("--operand-buffer", choices=["bundle", "none"], default="bundle",
+                   help="banked DRAM: the read ports keep the last bundle's blocks "
+                        "(bundle, default) or refetch every block (none)")
     p.add_argument("--model-only", action="store_true",
                    help="skip the RTL: run the ISA-level model and its exact cycle count "
                         "(for sizes the RTL cannot finish here)")
@@ -97,7 +100,8 @@ def run_capsnet(net_name, *, config=None, scale: int = 1, freq: float | None = N
                 dim: str | None = None, seed: int = 1, dump: str | None = None,
                 model_only: bool = False, check_route_pim: bool = True,
                 ablation: str = "pim-capsnet", dram: str = "banked",
-                mapping: str | None = None, inputs=None, return_v: bool = False):
+                mapping: str | None = None, inputs=None, return_v: bool = False,
+                operand_buffer: bool = True):
     """Run one network end to end and return the results dict (see the module doc).
 
     *net_name* is a Table 1 name or a :class:`~pimforge.sim.capsnet.networks.CapsNetSpec`;
@@ -181,7 +185,7 @@ def run_capsnet(net_name, *, config=None, scale: int = 1, freq: float | None = N
         t0 = time.monotonic()
         exe = build_vault_driver(cfg)
         build_s = time.monotonic() - t0
-        rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram)
+        rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram, hold_blocks=operand_buffer)
         v_out = comp.gather_v(rtl.memories)
         same_mem = all(np.array_equal(a, b) for a, b in zip(rtl.memories, ex.memories))
         matches = bool(same_mem and np.array_equal(v_out.view(np.uint32),
@@ -254,6 +258,7 @@ def run_capsnet(net_name, *, config=None, scale: int = 1, freq: float | None = N
         "dram": rtl.dram_summary() if rtl and rtl.dram == "banked" else
         {"model": "ideal" if rtl else None},
         "address_mapping": comp.amap.kind,
+        "operand_buffer": (operand_buffer if rtl and rtl.dram == "banked" else None),
         "vault_busy_cycles": busy,
         "reads": [int(r) for r in reads], "writes": [int(w) for w in writes],
         "dimension": d, "dimension_forced": dim is not None,
@@ -345,7 +350,8 @@ def run(args) -> int:
     if args.scale < 1:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
     kw = dict(config=args.config, scale=args.scale, freq=args.freq, dim=args.dim,
-              seed=args.seed, model_only=args.model_only, dram=args.dram)
+              seed=args.seed, model_only=args.model_only, dram=args.dram,
+              operand_buffer=args.operand_buffer == "bundle")
     res = run_ablations(args.net, args.ablation, dump=args.dump, **kw)
     for a, x in res.get("speedup_vs", {}).items():
         print(f"  speedup vs {a} ({res['speedup_scope'][a]}): {x:.3f}x")
