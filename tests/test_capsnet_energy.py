@@ -55,8 +55,9 @@ def test_breakdown_by_hand():
     assert e["pe"] == pytest.approx((300 + 20 + 55 + 19 + 16.5 + 30) * pj)
     assert e["dram_act"] == pytest.approx(4 * 256 * pj)          # 256 B rows, PRE free
     assert e["dram_rw"] == pytest.approx((2 * 16 + 8) * 8 * pj)  # rd x 16 B blocks + 8 B
-    # 1024 rows per vault refreshed 64 ms / 7.8 us times per window
-    assert e["dram_ref"] == pytest.approx(1024 * 7.8e-6 / 64e-3 * 256 * pj)
+    # 16384 rows per vault (4 MiB of 256 B rows) refreshed 64 ms / 7.8 us times per window
+    assert cfg.hmc.capacity_per_vault // cfg.hmc.row_bytes == 16384
+    assert e["dram_ref"] == pytest.approx(16384 * 7.8e-6 / 64e-3 * 256 * pj)
     assert e["crossbar"] == pytest.approx(80 * pj)
     assert e["link"] == pytest.approx(80 * pj)
     assert e["static"] == pytest.approx(0.001 * 32 * 1e-6)
