@@ -65,7 +65,7 @@ def test_run_capsnet_forced_dimension_and_errors(tmp_path, capsys):
     assert res["intervault_bytes"] > 0
     assert main(["run", "capsnet", "--net", "Caps-XX9"]) == 2
     assert "Caps-XX9" in capsys.readouterr().err
-    # Full-size Caps-MN1 does not fit the default config's 256 KiB vaults.
+    # Full-size Caps-MN1 does not fit the default config's 4 MiB vaults.
     assert main(["run", "capsnet", "--net", "Caps-MN1"]) == 2
     assert "capacity_per_vault" in capsys.readouterr().err
 
