@@ -35,7 +35,6 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from ...rtl.capsnet.isa import encode
 from ...rtl.mem.address_map import AddressMap
-from ...rtl.mem.port import Cmd
 from ...rtl.mem.rmas import Policy
 from ...rtl.mem.timing import resolve_timing
 from ...rtl.top.operand_port import compiler_placement
@@ -46,7 +45,7 @@ from ..models.capsnet_isa import execute
 from ..models.capsnet_pe import PEModel
 from ..models.dram_timing import TimingChecker
 from .common import bench, rng, start
-from .vault_env import _Fields, bench_config
+from .vault_env import VaultPins, _Fields, bench_config
 
 #: Caps-MN1 with batch 1 and 6 L-capsules (scaled by 200), 3 H-capsules, 2 iterations.
 NET = dataclasses.replace(network("Caps-MN1").scaled(200), n_h=3, iterations=2)
@@ -66,7 +65,7 @@ class CubeEnv:
         self.req_f = _Fields([("we", 1), ("addr", ab), ("tag", 8), ("data", 128)])
         self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
         self.checkers = [TimingChecker(self.t, h.banks_per_vault, v) for v in range(h.vaults)]
-        self.arrays = [{} for _ in range(h.vaults)]
+        self.pins = [VaultPins(dut, self.checkers[v], f"v{v}_") for v in range(h.vaults)]
         # Placed blocks: cube block address -> (vault, vault-local block).
         self.where = {}
         for v in range(h.vaults):
@@ -105,13 +104,10 @@ class CubeEnv:
 
     async def run(self):
         d, h, r = self.dut, self.h, self.r
-        rnext = [None] * h.vaults
         while True:
             await RisingEdge(d.clk)
-            for v in range(h.vaults):
-                if rnext[v] is not None:
-                    getattr(d, f"v{v}_arr_rdata").value = rnext[v]
-                    rnext[v] = None
+            for p in self.pins:
+                p.drive()
             cur = {}
             for m in self.links:
                 q = self.host_q[m]
@@ -126,16 +122,7 @@ class CubeEnv:
             await ReadOnly()
             c = self.cycle
             for v in range(h.vaults):
-                if int(getattr(d, f"v{v}_cmd_valid").value):
-                    k = Cmd(int(getattr(d, f"v{v}_cmd_kind").value)).name
-                    bank = -1 if k == "REF" else int(getattr(d, f"v{v}_cmd_bank").value)
-                    self.checkers[v].step(c, k, bank, int(getattr(d, f"v{v}_cmd_row").value),
-                                          int(getattr(d, f"v{v}_cmd_col").value))
-                a = int(getattr(d, f"v{v}_arr_addr").value)
-                if int(getattr(d, f"v{v}_arr_re").value):
-                    rnext[v] = self.arrays[v].get(a, 0)
-                if int(getattr(d, f"v{v}_arr_we").value):
-                    self.arrays[v][a] = int(getattr(d, f"v{v}_arr_wdata").value)
+                self.pins[v].sample(c)
                 self.observe_pe(v, c)
             for m in self.links:
                 if m in cur and int(getattr(d, f"{m}__ready").value):

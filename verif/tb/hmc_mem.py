@@ -14,13 +14,12 @@ import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from ...rtl.mem.address_map import AddressMap
-from ...rtl.mem.port import Cmd
 from ...rtl.mem.rmas import Policy
 from ...rtl.mem.timing import resolve_timing
 from ..models.dram_timing import TimingChecker
 from ..models.rmas import rmas_nh
 from .common import rng, start
-from .vault_env import _Fields, bench_config
+from .vault_env import VaultPins, _Fields, bench_config
 
 
 def backdoor(vault: int, arr: int) -> int:
@@ -41,7 +40,8 @@ class SystemEnv:
                               ("data", 128)])
         self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
         self.checkers = [TimingChecker(self.t, h.banks_per_vault, v) for v in range(h.vaults)]
-        self.arrays = [{} for _ in range(h.vaults)]
+        self.pins = [VaultPins(dut, self.checkers[v], f"v{v}_",
+                               fill=lambda a, v=v: backdoor(v, a)) for v in range(h.vaults)]
         self.pending = {m: collections.deque() for m in self.masters}
         self.expect = {m: {} for m in self.masters}
         self.shadow: dict[int, int] = {}
@@ -74,14 +74,11 @@ class SystemEnv:
             len(e) for e in self.expect.values())
 
     async def run(self):
-        d, h = self.dut, self.h
-        rnext = [None] * h.vaults
+        d = self.dut
         while True:
             await RisingEdge(d.clk)
-            for v in range(h.vaults):
-                if rnext[v] is not None:
-                    getattr(d, f"v{v}_arr_rdata").value = rnext[v]
-                    rnext[v] = None
+            for p in self.pins:
+                p.drive()
             cur = {}
             for m in self.masters:
                 p = self.pending[m]
@@ -96,17 +93,8 @@ class SystemEnv:
                 getattr(d, f"{m}_resp__ready").value = int(self.r.random() < 0.8)
             await ReadOnly()
             c = self.cycle
-            for v in range(h.vaults):
-                if int(getattr(d, f"v{v}_cmd_valid").value):
-                    k = Cmd(int(getattr(d, f"v{v}_cmd_kind").value)).name
-                    bank = -1 if k == "REF" else int(getattr(d, f"v{v}_cmd_bank").value)
-                    self.checkers[v].step(c, k, bank, int(getattr(d, f"v{v}_cmd_row").value),
-                                          int(getattr(d, f"v{v}_cmd_col").value))
-                a = int(getattr(d, f"v{v}_arr_addr").value)
-                if int(getattr(d, f"v{v}_arr_re").value):
-                    rnext[v] = self.arrays[v].get(a, backdoor(v, a))
-                if int(getattr(d, f"v{v}_arr_we").value):
-                    self.arrays[v][a] = int(getattr(d, f"v{v}_arr_wdata").value)
+            for p in self.pins:
+                p.sample(c)
             for m in self.masters:
                 if m in cur and int(getattr(d, f"{m}__ready").value):
                     we, addr, data, exp, v = self.pending[m].popleft()

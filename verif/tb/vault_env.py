@@ -22,7 +22,7 @@ from ...rtl.mem.timing import resolve_timing
 from ..models.dram_timing import TimingChecker
 from .common import bench
 
-__all__ = ["VaultEnv", "bench_config"]
+__all__ = ["VaultEnv", "VaultPins", "bench_config"]
 
 
 def bench_config() -> Config:
@@ -46,6 +46,51 @@ class _Fields:
         return {name: (v >> off) & ((1 << w) - 1) for name, off, w in self.spec}
 
 
+class VaultPins:
+    """One vault controller's DRAM array port and command-observation port.
+
+    The array model is a dict of column words (one-cycle synchronous read;
+    *fill(addr)* gives a word never written) and every issued command goes to
+    *checker*. Signals are ``<prefix>arr_*`` and ``<prefix>cmd_*`` of *dut*
+    (``prefix="v3_"`` for vault 3 of a cube, ``""`` for a lone controller).
+    Call :meth:`drive` right after the rising edge and :meth:`sample` in
+    ``ReadOnly`` of every cycle.
+    """
+
+    def __init__(self, dut, checker: TimingChecker, prefix: str = "", fill=None):
+        self.checker = checker
+        self.fill = fill or (lambda addr: 0)
+        self.array: dict[int, int] = {}
+        self._s = {n: getattr(dut, prefix + n) for n in (
+            "arr_rdata", "arr_addr", "arr_re", "arr_we", "arr_wdata",
+            "cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_col")}
+        self._rdata = None
+
+    def drive(self) -> None:
+        """Present the word read in the previous cycle."""
+        if self._rdata is not None:
+            self._s["arr_rdata"].value = self._rdata
+            self._rdata = None
+
+    def sample(self, cycle: int) -> tuple | None:
+        """Check this cycle's command and serve the array; the command
+        ``(kind, bank, row, col)`` (bank -1 for REF) or None."""
+        s = self._s
+        cmd = None
+        if int(s["cmd_valid"].value):
+            kind = Cmd(int(s["cmd_kind"].value)).name
+            bank = -1 if kind == "REF" else int(s["cmd_bank"].value)
+            cmd = (kind, bank, int(s["cmd_row"].value), int(s["cmd_col"].value))
+            self.checker.step(cycle, *cmd)
+        a = int(s["arr_addr"].value)
+        if int(s["arr_re"].value):
+            w = self.array.get(a)
+            self._rdata = self.fill(a) if w is None else w
+        if int(s["arr_we"].value):
+            self.array[a] = int(s["arr_wdata"].value)
+        return cmd
+
+
 class VaultEnv:
     def __init__(self, dut, rng: random.Random, tag_bits: int = 8):
         self.dut, self.rng = dut, rng
@@ -60,7 +105,8 @@ class VaultEnv:
         self.resp_f = _Fields([("we", 1), ("tag", tag_bits), ("data", 128)])
         self.tag_bits = tag_bits
         self.checker = TimingChecker(self.t, self.banks)
-        self.array: dict[int, int] = {}
+        self.pins = VaultPins(dut, self.checker)
+        self.array = self.pins.array
         self.shadow: dict[int, int] = {}
         self.pending: collections.deque = collections.deque()
         self.expect: dict[int, tuple] = {}
@@ -103,30 +149,21 @@ class VaultEnv:
     async def run(self, cycles: int | None = None, until_idle: bool = False,
                   max_cycles: int = 200_000) -> None:
         d = self.dut
-        rdata_next = 0
         n = 0
         while True:
             await RisingEdge(d.clk)
-            d.arr_rdata.value = rdata_next
-            rdata_next = 0
+            self.pins.drive()
             send = bool(self.pending) and self.rng.random() < self.p_req
             d.bus__req__valid.value = int(send)
             d.bus__req__payload.value = self.req_f.pack(self.pending[0]) if send else 0
             d.bus__resp__ready.value = int(self.rng.random() < self.p_resp)
             await ReadOnly()
             c = self.cycle
-            if int(d.cmd_valid.value):
-                kind = Cmd(int(d.cmd_kind.value)).name
-                bank = -1 if kind == "REF" else int(d.cmd_bank.value)
-                row, col = int(d.cmd_row.value), int(d.cmd_col.value)
-                self.checker.step(c, kind, bank, row, col)
-                self.cmds.append((c, kind, bank, row, col))
-                if kind == "REF" and int(d.occupancy.value):
+            cmd = self.pins.sample(c)
+            if cmd is not None:
+                self.cmds.append((c, *cmd))
+                if cmd[0] == "REF" and int(d.occupancy.value):
                     self.ref_with_queue += 1
-            if int(d.arr_re.value):
-                rdata_next = self.array.get(int(d.arr_addr.value), 0)
-            if int(d.arr_we.value):
-                self.array[int(d.arr_addr.value)] = int(d.arr_wdata.value)
             if send:
                 if int(d.bus__req__ready.value):
                     self.pending.popleft()
