@@ -11,7 +11,7 @@ the profile.
 
 from __future__ import annotations
 
-from pimforge.gen.dse.spm import split_usage
+from pimforge.sim.descnet.dse import split_usage
 from pimforge.sim.descnet import sram
 from pimforge.sim.descnet.profiles import profile
 

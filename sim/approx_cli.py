@@ -21,7 +21,7 @@ def run(args) -> int:
     from ..gen.config import load_config
     from ..gen.errors import PimforgeError
     from ..verif.models.approx_error import characterize
-    from ..verif.models.pe_constants import pe_constants
+    from ..rtl.capsnet.params import pe_constants
 
     if args.samples < 100:
         raise PimforgeError(f"--samples must be at least 100, not {args.samples}")

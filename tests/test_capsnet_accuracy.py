@@ -16,9 +16,9 @@ from pimforge.sim.capsnet.digits_net import (
     margin_loss,
     trained_meta,
 )
-from pimforge.verif.models import pe_constants as pc
+from pimforge.rtl.capsnet import params as pc
 from pimforge.verif.models.capsnet_pe import PEModel
-from pimforge.verif.models.pe_constants import EXP_AVG, LOG2E
+from pimforge.rtl.capsnet.params import EXP_AVG, LOG2E
 from pimforge.verif.models.pe_ops import PEOps, lane_sum
 from pimforge.verif.models.routing import RoutingOps, route_f64, route_pim, sequential_sum
 

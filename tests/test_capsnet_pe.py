@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.rtl.capsnet.pe import Flow, from_config
-from pimforge.verif.models import pe_constants as pc
+from pimforge.rtl.capsnet import params as pc
 from pimforge.verif.models.approx_error import characterize
 from pimforge.verif.models.capsnet_pe import PEModel, Record, f32_add
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pimforge.gen.dse import spm
+from pimforge.sim.descnet import dse as spm
 from pimforge.gen.errors import UnknownNameError
 from pimforge.sim.descnet import sram
 from pimforge.sim.descnet.profiles import Op, Profile, profile

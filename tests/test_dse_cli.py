@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pimforge.gen.dse import cli
+from pimforge.sim.descnet import dse_cli as cli
 from pimforge.gen.errors import UnknownNameError
 
 

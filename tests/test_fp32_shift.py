@@ -146,7 +146,7 @@ def test_stream_driver_runs_the_shifter(tmp_path):
     from pimforge.gen.config import load_config
     from pimforge.gen.elaborate import elaborate
     from pimforge.sim.stream import StreamDriver
-    from pimforge.verif.models.pe_constants import pe_constants
+    from pimforge.rtl.capsnet.params import pe_constants
 
     cfg = load_config()
     el = elaborate("fp32_shift", cfg)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pimforge.gen.dse import spm
+from pimforge.sim.descnet import dse as spm
 from pimforge.sim.descnet.pg_replay import WAKEUP_CYCLES, replay, schedule
 from pimforge.sim.descnet.profiles import Op, Profile
 

@@ -12,42 +12,42 @@ import types
 import typing
 from typing import Any
 
+from ...rtl import params as _p
+from ...rtl.params import ParameterError
 from ..errors import PimforgeError
 
 __all__ = ["ConfigError", "check", "check_int", "check_pow2", "check_choice", "check_float",
-           "from_dict",
+           "check_bool", "from_dict",
            "to_dict"]
 
 
-class ConfigError(PimforgeError, ValueError):
-    """A config value (from TOML, the CLI or code) is out of its allowed range."""
+class ConfigError(PimforgeError, ParameterError):
+    """A config value (from TOML, ``--set`` or code) is out of its allowed range."""
 
 
 def check(ok: bool, field: str, value: Any, allowed: str) -> None:
     """Raise :class:`ConfigError` unless *ok*: ``"<field> must be <allowed>, not <value>"``."""
-    if not ok:
-        raise ConfigError(f"{field} must be {allowed}, not {value!r}")
+    _p.check(ok, field, value, allowed, error=ConfigError)
 
 
 def check_int(field: str, value: Any, lo: int, hi: int) -> None:
-    check(isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi,
-          field, value, f"an integer between {lo} and {hi}")
+    _p.check_int(field, value, lo, hi, error=ConfigError)
 
 
 def check_pow2(field: str, value: Any, lo: int, hi: int) -> None:
-    check(isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
-          and value & (value - 1) == 0,
-          field, value, f"a power of two between {lo} and {hi}")
+    _p.check_pow2(field, value, lo, hi, error=ConfigError)
 
 
 def check_float(field: str, value: Any, lo: float, hi: float) -> None:
-    check(isinstance(value, (int, float)) and not isinstance(value, bool) and lo <= value <= hi,
-          field, value, f"a number between {lo} and {hi}")
+    _p.check_float(field, value, lo, hi, error=ConfigError)
 
 
 def check_choice(field: str, value: Any, choices: typing.Iterable[str]) -> None:
-    choices = tuple(choices)
-    check(value in choices, field, value, "one of " + ", ".join(map(repr, choices)))
+    _p.check_choice(field, value, choices, error=ConfigError)
+
+
+def check_bool(field: str, value: Any) -> None:
+    _p.check_bool(field, value, error=ConfigError)
 
 
 def _field_type(cls: type, name: str) -> Any:

@@ -109,7 +109,7 @@ class CapsNetPE(wiring.Component):
     exp_recovery : bool
         Apply the accuracy-recovery multiply in the EXP flow.
     constants : PEConstants
-        From :func:`pimforge.verif.models.pe_constants.pe_constants`.
+        From :func:`pimforge.rtl.capsnet.params.pe_constants`.
 
     Attributes
     ----------
@@ -356,13 +356,13 @@ class CapsNetPE(wiring.Component):
 
 
 def _f32(x: float) -> int:
-    from ...verif.models.pe_constants import f32_bits
+    from .params import f32_bits
     return f32_bits(x)
 
 
 def from_config(cfg) -> CapsNetPE:
     """The PE for *cfg* (``cfg.fp`` unit latencies, ``cfg.pe`` flow parameters)."""
-    from ...verif.models.pe_constants import pe_constants
+    from .params import pe_constants
 
     c = pe_constants(cfg)
     return CapsNetPE(add_latency=c.add_latency, mul_latency=c.mul_latency,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
-from ...gen.config.base import check_int
+from ..params import check_int
 
 __all__ = [
     "BIAS",

@@ -67,7 +67,7 @@ class FP32Shift(wiring.Component):
         Register stages from ``in_valid`` to ``out_valid`` (at least 1).
     isqrt_magic, recip_magic : int
         32-bit constants of the ISQRT_SEED and RECIP_SEED operations, derived in
-        :mod:`pimforge.verif.models.pe_constants`.
+        :mod:`pimforge.rtl.capsnet.params`.
 
     Attributes
     ----------
@@ -218,7 +218,7 @@ class FP32Shift(wiring.Component):
 
 def from_config(cfg) -> FP32Shift:
     """The shifter with the PE's magic constants for *cfg* (``cfg.pe.newton_steps``)."""
-    from ...verif.models.pe_constants import pe_constants
+    from ..capsnet.params import pe_constants
 
     c = pe_constants(cfg)
     return FP32Shift(latency=c.shift_latency, isqrt_magic=c.isqrt_magic,

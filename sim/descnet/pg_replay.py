@@ -124,7 +124,7 @@ def _rtl_words(sc: int) -> int:
 
 def schedule(prof: Profile, sizes, sectors, cycle_scale: int = 1):
     """Per op: scaled cycles, ON sectors per memory, and each port's address range."""
-    from ...gen.dse.spm import split_usage
+    from .dse import split_usage
 
     usage, _, _ = split_usage(prof, tuple(int(s) for s in sizes), 3)
     X = prof.usage.astype(float)

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import fp32
 from . import fp32_shift as sh
-from .pe_constants import (
+from ...rtl.capsnet.params import (
     EXP_FIX_SHIFT,
     ISQRT_HALF,
     ISQRT_THREE_HALVES,
@@ -64,7 +64,7 @@ def f32_mul(a, b) -> np.ndarray:
 def exp_approx(x, *, recovery: float | None, log2e: float | None = None,
                bias: float | None = None) -> np.ndarray:
     """The exponential flow (Eq. 13-14) on bit patterns *x*; ``recovery`` is R or None."""
-    from .pe_constants import EXP_BIAS, LOG2E
+    from ...rtl.capsnet.params import EXP_BIAS, LOG2E
 
     t = f32_mul(x, f32_bits(LOG2E if log2e is None else log2e))
     t = f32_add(t, f32_bits(EXP_BIAS if bias is None else bias))

@@ -4,7 +4,7 @@
 into :func:`~pimforge.verif.models.routing.route_pim`:
 
 * ``exp``, ``rsqrt`` and ``recip`` are the PE's EXP, ISQRT and RECIP flows (constants
-  from :mod:`pimforge.verif.models.pe_constants`, the one place they are derived);
+  from :mod:`pimforge.rtl.capsnet.params`, the one place they are derived);
 * ``sum`` is the MAC flow's order: element ``j`` of a reduction goes to lane
   ``j % La`` (``La = fp.add_latency``), each lane accumulates sequentially, and the
   lanes are reduced as ``((S_0 + S_1) + S_2) + ...`` with unused lanes -0.0.
@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .capsnet_pe import exp_approx, isqrt_approx, recip_approx
-from .pe_constants import pe_constants
+from ...rtl.capsnet.params import pe_constants
 
 __all__ = ["PEOps", "lane_sum"]
 

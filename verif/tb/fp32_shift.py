@@ -14,7 +14,7 @@ import numpy as np
 
 from ...rtl.fp.shift import K_WIDTH, ShiftOp
 from ..models import fp32_shift as model
-from ..models.pe_constants import pe_constants
+from ...rtl.capsnet.params import pe_constants
 from .common import bench, rng, start
 from .pe_stream import run_stream
 

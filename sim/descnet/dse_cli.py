@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PimforgeError, UnknownNameError
+from ...gen.errors import PimforgeError, UnknownNameError
 
 __all__ = ["KINDS", "add_arguments", "run"]
 
@@ -57,7 +57,7 @@ def _point(space, i: int) -> dict:
 
 
 def _paper(net: str) -> dict:
-    from ...sim.descnet.sram import TABLE_III
+    from .sram import TABLE_III
 
     out: dict = {}
     for n, org, mem, kib, _ports, sc, area, dyn, stat, wake in TABLE_III:
@@ -125,9 +125,9 @@ def plot(path: Path, space, front: np.ndarray, selected: dict, net: str) -> None
 
 
 def run(args) -> int:
-    from ...sim.descnet import energy
-    from ...sim.descnet.profiles import NETS, profile
-    from .spm import MAIN_ORGS, ORGANIZATIONS, run_dse
+    from . import energy
+    from .profiles import NETS, profile
+    from .dse import MAIN_ORGS, ORGANIZATIONS, run_dse
 
     if args.kind not in KINDS:
         raise UnknownNameError(f"unknown exploration {args.kind!r}; allowed: {', '.join(KINDS)}")
@@ -152,7 +152,7 @@ def run(args) -> int:
 
     pg_sim = None
     if args.pg_sim:
-        from ...sim.descnet.pg_replay import replay_selected
+        from .pg_replay import replay_selected
 
         pg_sim = replay_selected(prof, sp, res.selected)
         for org, rep in pg_sim.items():

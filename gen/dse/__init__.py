@@ -1,1 +1,0 @@
-"""Design-space exploration (DESCNet scratchpads; room for other explorations)."""
