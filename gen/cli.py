@@ -1,29 +1,66 @@
 """The ``pimforge`` command line.
 
-Each subcommand is a small module-level pair ``add_<name>(parser)`` /
-``cmd_<name>(args)`` here, or lives in its subsystem and is listed in
-:data:`COMMANDS` as ``"module:add_fn:run_fn"``. Errors a user can cause
-(:class:`~pimforge.gen.errors.PimforgeError`) are printed without a traceback
-and exit with status 2.
+The framework's own commands live here: ``verilog``, ``regress``, ``config``
+and ``run`` (which dispatches on the registered workloads). Every other
+subcommand is contributed by an accelerator (:mod:`pimforge.gen.registry`):
+its module provides ``add_arguments(parser)`` and ``run(args)``. Commands that
+take a config get ``--config``/``CONFIG`` and ``--set SECTION.FIELD=VALUE`` from
+here, and receive the resolved config as ``args.config``. Errors a user can
+cause (:class:`~pimforge.gen.errors.PimforgeError`, a generator's
+:class:`~pimforge.rtl.params.ParameterError`) are printed in one line without a
+traceback and exit with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
-import importlib
-import json
+import os
 import sys
 import time
 from pathlib import Path
 
+from ..rtl.params import ParameterError
+from ..verif.regression import select
+from ..verif.runner import run_testbench
+from .config import load_config, parse_overrides, preset_names, to_dict
+from .elaborate import elaborate
 from .errors import PimforgeError
+from .output import check_output_dir, check_output_file, write_json
+from .registry import blocks, commands, get_block, resolve, workloads
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="SECTION.FIELD=VALUE",
+                   help="change one config value (repeatable), e.g. --set hmc.vaults=8")
+
+
+def add_config_option(p: argparse.ArgumentParser, default: str = "default") -> None:
+    p.add_argument("--config", default=None,
+                   help=f"config preset or TOML path (default: {default})")
+    p.set_defaults(_default_config=default)
+    _add_set(p)
+
+
+def add_config_positional(p: argparse.ArgumentParser, default: str = "default") -> None:
+    p.add_argument("config", nargs="?", default=None,
+                   help=f"config preset or TOML path (default: {default})")
+    p.set_defaults(_default_config=default)
+    _add_set(p)
+
+
+def resolve_config(args) -> None:
+    """Replace ``args.config`` (a name or path) by the resolved config with ``--set``."""
+    spec = args.config if args.config is not None else args._default_config
+    args.config = load_config(spec, parse_overrides(args.overrides))
+
+
+# -- verilog -------------------------------------------------------------------------
 
 def add_verilog(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", nargs="?", help="config preset name or TOML path")
+    add_config_positional(p)
     p.add_argument("--top", help="generate this registered block instead of the config's top")
     p.add_argument("--config", dest="config_opt", help="config for --top (default: default)")
     p.add_argument("--out", type=Path, help="output folder")
@@ -32,24 +69,23 @@ def add_verilog(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_verilog(args) -> int:
-    from .blocks import BLOCKS, get_block
-    from .config import load_config
-    from .elaborate import elaborate
-
     if args.list:
-        for name in sorted(BLOCKS):
-            print(f"{name:24s} {BLOCKS[name].doc}")
+        for name, b in sorted(blocks().items()):
+            print(f"{name:24s} {b.doc}")
         return 0
     if args.out is None:
         raise PimforgeError("--out DIR is required (the folder to write Verilog and manifest to)")
     if args.config and args.config_opt:
         raise PimforgeError("give the config either as the positional CONFIG or --config, "
                             "not both")
-    cfg = load_config(args.config or args.config_opt)
+    args.config = args.config or args.config_opt
+    out = check_output_dir(args.out, "--out")
+    resolve_config(args)
+    cfg = args.config
     block = args.top or cfg.top
     get_block(block)
     el = elaborate(block, cfg)
-    v, j = el.write(args.out)
+    v, j = el.write(out)
     if args.lint:
         from ..sim.verilator import lint
         lint(v, el.top)
@@ -57,27 +93,29 @@ def cmd_verilog(args) -> int:
     return 0
 
 
+# -- regress -------------------------------------------------------------------------
+
 def add_regress(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("-k", dest="pattern", help="only benches whose name matches (glob or substring)")
-    p.add_argument("--waves", action="store_true", help="dump waveforms (FST with Verilator)")
+    p.add_argument("--waves", action="store_true", help="dump waveforms (VCD)")
     p.add_argument("--seed", type=int, help="random seed (default: fresh, logged)")
     p.add_argument("--list", action="store_true", help="list the benches and exit")
     p.add_argument("--json", type=Path, help="write the results as JSON here")
 
 
 def cmd_regress(args) -> int:
-    from ..verif.regression import BENCHES
-    from ..verif.runner import run_testbench
-
-    pat = args.pattern
-    benches = [b for b in BENCHES if not pat or pat in b.name or fnmatch.fnmatch(b.name, pat)]
+    benches = select(args.pattern)
     if args.list:
         for b in benches:
             print(f"{b.name:32s} {b.block:20s} {b.module}")
         return 0
     if not benches:
-        raise PimforgeError(f"no bench matches {pat!r}; `pimforge regress --list` shows them")
+        raise PimforgeError(f"no bench matches {args.pattern!r}; `pimforge regress --list` "
+                            "shows them")
+    if args.seed is not None and not 0 <= args.seed < 2**31:
+        raise PimforgeError(f"--seed must be between 0 and {2**31 - 1}, not {args.seed}")
+    out = check_output_file(args.json, "--json") if args.json is not None else None
     rows, t0 = [], time.monotonic()
     for i, b in enumerate(benches, 1):
         print(f"[{i}/{len(benches)}] {b.name} ...", flush=True)
@@ -90,62 +128,99 @@ def cmd_regress(args) -> int:
     wall = time.monotonic() - t0
     failed = [r for r in rows if not r.ok]
     print(f"{len(rows) - len(failed)} passed, {len(failed)} failed in {wall:.1f}s")
-    if args.json:
-        args.json.write_text(json.dumps({"wall_s": wall, "benches": [
+    if out is not None:
+        write_json(out, {"wall_s": wall, "benches": [
             {"name": r.name, "tests": r.tests, "failed": r.failed, "seed": r.seed,
-             "build_s": r.build_s, "run_s": r.run_s} for r in rows]}, indent=2))
+             "build_s": r.build_s, "run_s": r.run_s} for r in rows]})
     return 1 if failed else 0
 
 
+# -- config --------------------------------------------------------------------------
+
 def add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", help="preset name or TOML path (omit to list presets)")
+    _add_set(p)
 
 
 def cmd_config(args) -> int:
-    from .config import load_config, preset_names, to_dict
+    import json
 
-    if not args.config:
+    if not args.config and not args.overrides:
         print("\n".join(preset_names()))
         return 0
-    print(json.dumps(to_dict(load_config(args.config)), indent=2))
+    print(json.dumps(to_dict(load_config(args.config, parse_overrides(args.overrides))),
+                     indent=2))
     return 0
 
 
-# Subcommands: name -> (help, "module:add_fn", "module:run_fn"), modules relative to pimforge.
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "verilog": ("generate Verilog and a JSON manifest", "gen.cli:add_verilog",
-                "gen.cli:cmd_verilog"),
-    "regress": ("run the cocotb regression", "gen.cli:add_regress", "gen.cli:cmd_regress"),
-    "config": ("list presets or print one resolved config", "gen.cli:add_config",
-               "gen.cli:cmd_config"),
-    "dse": ("design-space exploration (spm: DESCNet scratchpads)", "sim.descnet.dse_cli:add_arguments",
-            "sim.descnet.dse_cli:run"),
-    "membench": ("drive the HMC memory-system RTL with a traffic pattern",
-                 "sim.membench:add_arguments", "sim.membench:run"),
-    "demo": ("a small CapsNet end to end: host layers in numpy, routing on the vault RTL",
-             "sim.demo:add_arguments", "sim.demo:run"),
-    "run": ("run a workload end to end on the RTL (capsnet: dynamic routing on the vaults)",
-            "sim.capsnet.run_cli:add_arguments", "sim.capsnet.run_cli:run"),
-    "approx": ("error table of the PIM-CapsNet PE approximations vs float64",
-               "sim.approx_cli:add_arguments", "sim.approx_cli:run"),
-    "accuracy": ("Table 5 study: digits CapsNet accuracy with the PE arithmetic (and on the RTL)",
-                 "sim.capsnet.accuracy:add_arguments", "sim.capsnet.accuracy:run"),
-    "capsnet-dist": ("Fig. 18 study: B/L/H distribution scores and choice per PE frequency",
-                     "sim.capsnet.dist_cli:add_arguments", "sim.capsnet.dist_cli:run"),
+# -- run WORKLOAD --------------------------------------------------------------------
+
+def add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--list", action="store_true", help="list the registered workloads")
+    sub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
+    for name, w in workloads().items():
+        wp = sub.add_parser(name, help=w.doc, description=w.doc)
+        add_config_option(wp)
+        wp.add_argument("--json", help="write the results JSON here")
+        resolve(w.cli).add_arguments(wp)
+
+
+def cmd_run(args) -> int:
+    if args.list:
+        for name, w in sorted(workloads().items()):
+            print(f"{name:12s} {w.doc}")
+        return 0
+    if not args.workload:
+        raise PimforgeError("name a workload: pimforge run WORKLOAD ... "
+                            f"({', '.join(sorted(workloads()))}; `pimforge run --list`)")
+    out = check_output_file(args.json, "--json") if args.json is not None else None
+    resolve_config(args)
+    result = resolve(workloads()[args.workload].cli).run(args, args.config)
+    print(result.summary())
+    if out is not None:
+        write_json(out, result.to_json())
+    return 0 if result.ok else 1
+
+
+# -- the parser ----------------------------------------------------------------------
+
+#: The framework's own commands: name -> (help, add_arguments, run).
+CORE = {
+    "verilog": ("generate Verilog and a JSON manifest", add_verilog, cmd_verilog),
+    "regress": ("run the cocotb regression", add_regress, cmd_regress),
+    "config": ("list presets or print one resolved config (with --set changes)", add_config,
+               cmd_config),
+    "run": ("run a registered workload end to end on the RTL (`pimforge run --list`)",
+            add_run, cmd_run),
 }
 
 
-def _resolve(ref: str):
-    mod, fn = ref.split(":")
-    return getattr(importlib.import_module(f"pimforge.{mod}"), fn)
+def _registered(name: str):
+    cmd = commands()[name]
+    mod = resolve(cmd.cli)
+
+    def add(p: argparse.ArgumentParser) -> None:
+        if cmd.config == "option":
+            add_config_option(p, cmd.default_config)
+        elif cmd.config == "positional":
+            add_config_positional(p, cmd.default_config)
+        mod.add_arguments(p)
+
+    def run(args) -> int:
+        if cmd.config:
+            resolve_config(args)
+        return mod.run(args)
+
+    return cmd.help, add, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pimforge", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help_, add, run) in COMMANDS.items():
+    table = {**CORE, **{n: _registered(n) for n in commands()}}
+    for name, (help_, add, run) in table.items():
         p = sub.add_parser(name, help=help_, description=help_)
-        _resolve(add)(p)
+        add(p)
         p.set_defaults(_run=run)
     return parser
 
@@ -153,13 +228,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(_resolve(args._run)(args) or 0)
-    except PimforgeError as e:
+        return int(args._run(args) or 0)
+    except (PimforgeError, ParameterError) as e:
         print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"pimforge {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:      # `pimforge ... | head`: the reader has gone, not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (no flush error at exit)
+        return 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ and the ISA version where the block has them.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -17,8 +16,9 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from ..rtl.hierarchy import leaf_scope
-from .blocks import get_block
 from .config import Config, to_dict
+from .output import check_output_dir, check_output_file, write_json, write_text
+from .registry import get_block
 
 __all__ = ["Elaborated", "elaborate", "write_build"]
 
@@ -47,12 +47,13 @@ class Elaborated:
     manifest: dict
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:
-        out_dir = Path(out_dir)
+        """Write ``TOP.v`` and ``TOP.json`` into *out_dir*, each atomically."""
+        out_dir = check_output_dir(out_dir, "--out")
         out_dir.mkdir(parents=True, exist_ok=True)
-        v = out_dir / f"{self.top}.v"
-        j = out_dir / f"{self.top}.json"
-        v.write_text(self.verilog)
-        j.write_text(json.dumps(self.manifest, indent=2) + "\n")
+        v = check_output_file(out_dir / f"{self.top}.v")
+        j = check_output_file(out_dir / f"{self.top}.json")
+        write_text(v, self.verilog)
+        write_json(j, self.manifest)
         return v, j
 
 

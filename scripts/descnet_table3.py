@@ -11,8 +11,8 @@ the profile.
 
 from __future__ import annotations
 
-from pimforge.sim.descnet.dse import split_usage
 from pimforge.sim.descnet import sram
+from pimforge.sim.descnet.dse import split_usage
 from pimforge.sim.descnet.profiles import profile
 
 MEM = {"S": 0, "D": 1, "W": 2, "A": 3}

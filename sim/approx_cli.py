@@ -11,21 +11,19 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="config preset or TOML path (default: default)")
     p.add_argument("--samples", type=int, default=200_000, help="inputs per row")
     p.add_argument("--seed", type=int, default=1, help="seed of the input draw")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
 
 
 def run(args) -> int:
-    from ..gen.config import load_config
     from ..gen.errors import PimforgeError
-    from ..verif.models.approx_error import characterize
     from ..rtl.capsnet.params import pe_constants
+    from ..verif.models.approx_error import characterize
 
     if args.samples < 100:
         raise PimforgeError(f"--samples must be at least 100, not {args.samples}")
-    cfg = load_config(args.config)
+    cfg = args.config
     c = pe_constants(cfg)
     rows = characterize(cfg, samples=args.samples, seed=args.seed)
     print(f"PE approximation error vs float64 (config {cfg.name}, {args.samples} samples per "

@@ -32,7 +32,6 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="config preset or TOML path (default: default)")
     p.add_argument("--batch", type=int, default=16,
                    help="test images routed together (default 16)")
     p.add_argument("--offset", type=int, default=0,
@@ -43,7 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..gen.config import load_config
     from ..gen.errors import PimforgeError
     from ..verif.models.routing import route_f64
     from .capsnet import digits_net as dn
@@ -51,7 +49,7 @@ def run(args) -> int:
     from .capsnet.run_cli import run_capsnet
 
     t_start = time.monotonic()
-    cfg = load_config(args.config)
+    cfg = args.config
     _, _, x_test, y_test = dn.load_digits_split()
     if not 1 <= args.batch <= len(x_test):
         raise PimforgeError(f"--batch must be between 1 and {len(x_test)} (the held-out "

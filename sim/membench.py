@@ -30,7 +30,6 @@ POLICIES = {"rmas": 0, "pim-first": 1, "host-first": 2, "arrival": 3}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", nargs="?", default="default", help="preset name or TOML path")
     p.add_argument("--pattern", choices=PATTERNS, default="seq")
     p.add_argument("--mapping", choices=("default", "capsnet"), help="override hmc.mapping")
     p.add_argument("--requests", type=int, default=4096, help="16 B block requests in all")
@@ -276,9 +275,7 @@ def _class_stats(stats: dict, masters, first: int) -> dict:
 
 
 def run(args) -> int:
-    from ..gen.config import load_config
-
-    cfg = load_config(args.config)
+    cfg = args.config
     if not 0.0 <= args.write_fraction <= 1.0:
         raise PimforgeError(f"--write-fraction must be between 0 and 1, not {args.write_fraction}")
     r = membench(cfg, pattern=args.pattern, mapping=args.mapping, requests=args.requests,

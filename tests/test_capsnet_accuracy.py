@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from pimforge.gen.config import load_config
+from pimforge.rtl.capsnet import params as pc
+from pimforge.rtl.capsnet.params import EXP_AVG, LOG2E
 from pimforge.sim.capsnet.accuracy import PAPER_TABLE5, WITH, WITHOUT, accuracy_table, evaluate
 from pimforge.sim.capsnet.digits_net import (
     WEIGHTS_VERSION,
@@ -16,9 +18,7 @@ from pimforge.sim.capsnet.digits_net import (
     margin_loss,
     trained_meta,
 )
-from pimforge.rtl.capsnet import params as pc
 from pimforge.verif.models.capsnet_pe import PEModel
-from pimforge.rtl.capsnet.params import EXP_AVG, LOG2E
 from pimforge.verif.models.pe_ops import PEOps, lane_sum
 from pimforge.verif.models.routing import RoutingOps, route_f64, route_pim, sequential_sum
 

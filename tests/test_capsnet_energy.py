@@ -8,6 +8,7 @@ import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import PimforgeError
+from pimforge.rtl.capsnet.params import f32_bits
 from pimforge.sim.capsnet.energy import (
     COUNT_KEYS,
     DEFAULT_COEFFICIENTS,
@@ -19,7 +20,6 @@ from pimforge.sim.capsnet.energy import (
     pim_energy,
 )
 from pimforge.verif.models import capsnet_pe as cpe
-from pimforge.rtl.capsnet.params import f32_bits
 
 # Round coefficients so every expected value below is arithmetic one can do by hand.
 ROUND = EnergyCoefficients(fp_add_pj=1.0, fp_mul_pj=2.0, shift_pj=0.5, act_pj_per_row_byte=1.0,

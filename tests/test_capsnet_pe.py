@@ -11,8 +11,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
-from pimforge.rtl.capsnet.pe import Flow, from_config
 from pimforge.rtl.capsnet import params as pc
+from pimforge.rtl.capsnet.pe import Flow, from_config
 from pimforge.verif.models.approx_error import characterize
 from pimforge.verif.models.capsnet_pe import PEModel, Record, f32_add
 
@@ -179,3 +179,14 @@ def test_approx_cli_prints_the_table(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "isqrt  1 Newton" in r.stdout and "exp    recovery" in r.stdout
     assert out.read_text().count('"flow"') == 11
+
+
+@pytest.mark.parametrize("samples, seed", [(10_000, 2019), (5_000, 7)])
+def test_calibration_path_is_bit_exact_with_the_golden_exp(samples, seed):
+    """The constant R is derived in rtl/capsnet/params.py with plain IEEE float32 steps; on
+    the calibration draw they must equal the golden exponential flow bit for bit."""
+    from pimforge.verif.models.capsnet_pe import exp_approx
+
+    x = pc.calibration_inputs(samples, seed)
+    golden = exp_approx(x.view(np.uint32), recovery=None)
+    assert np.array_equal(pc.exp_without_recovery(x).view(np.uint32), golden)

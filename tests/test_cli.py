@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from pimforge.gen.blocks import block_names
 from pimforge.gen.cli import main
 from pimforge.gen.config import preset_names
+from pimforge.gen.registry import blocks
 
 
 def run_cli(*args):
@@ -38,7 +38,7 @@ def test_verilog_for_every_preset_lints(tmp_path, preset):
     assert manifest["top"] and manifest["ports"]
 
 
-@pytest.mark.parametrize("block", block_names())
+@pytest.mark.parametrize("block", sorted(blocks()))
 def test_every_block_generates_and_lints(tmp_path, block):
     assert main(["verilog", "--top", block, "--out", str(tmp_path), "--lint"]) == 0
     manifest = json.loads((tmp_path / f"{block}.json").read_text())

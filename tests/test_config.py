@@ -20,7 +20,7 @@ def test_hmc_gen3_values():
     assert cfg.hmc.banks_per_vault == 16
     assert cfg.capsnet.pes_per_vault == 16
     assert cfg.freq_mhz == 312.5
-    assert cfg.tck_ns == pytest.approx(3.2)
+    assert cfg.hmc.tck_ns == pytest.approx(0.8)       # DRAM command clock (the logic clock is freq_mhz)
 
 
 @pytest.mark.parametrize("data, msg", [
@@ -56,3 +56,43 @@ def test_configs_are_frozen_and_replaceable():
         cfg.freq_mhz = 1.0
     v = dataclasses.replace(cfg, hmc=dataclasses.replace(cfg.hmc, vaults=8))
     assert v.hmc.vaults == 8 and cfg.hmc.vaults != 8
+
+
+def test_dataclass_defaults_are_the_default_preset():
+    assert load_config("default") == Config()
+
+
+def test_presets_extend_the_default(tmp_path):
+    from pimforge.gen.config import to_dict
+
+    gen3 = load_config("hmc_gen3")
+    assert gen3.hmc.vaults == 32 and gen3.hmc.timing == Config().hmc.timing
+    mine = tmp_path / "mine.toml"
+    mine.write_text('extends = "hmc_gen3"\nname = "mine"\n[hmc]\nvaults = 8\n')
+    cfg = load_config(mine)
+    assert cfg.name == "mine" and cfg.hmc.vaults == 8 and cfg.hmc.links == 4
+    assert to_dict(cfg)["capsnet"] == to_dict(gen3)["capsnet"]
+    loop = tmp_path / "loop.toml"
+    loop.write_text(f'extends = "{loop}"\n')
+    with pytest.raises(ConfigError, match="extends itself"):
+        load_config(loop)
+
+
+@pytest.mark.parametrize("overrides, msg", [
+    ({"pe.exp_recovery": "false"}, "pe.exp_recovery must be true or false, not 'false'"),
+    ({"hmc.vaults": True}, "hmc.vaults must be an integer, not True"),
+    ({"freq_mhz": "fast"}, "freq_mhz must be a number, not 'fast'"),
+    ({"hmc.scheduler": ""}, "hmc.scheduler must be a string (not empty)"),
+    ({"top": "nope"}, "top must be a registered block"),
+    ({"hmc.timing.tREFI": 10.0}, "hmc.timing.tREFI must be"),
+])
+def test_values_are_type_checked(overrides, msg):
+    with pytest.raises(ConfigError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        load_config("default", overrides)
+
+
+def test_non_utf8_toml_is_a_clean_error(tmp_path):
+    p = tmp_path / "latin1.toml"
+    p.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(p)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from pimforge.sim.descnet import dse as spm
 from pimforge.gen.errors import UnknownNameError
+from pimforge.sim.descnet import dse as spm
 from pimforge.sim.descnet import sram
 from pimforge.sim.descnet.profiles import Op, Profile, profile
 

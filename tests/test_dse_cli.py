@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pimforge.sim.descnet import dse_cli as cli
 from pimforge.gen.errors import UnknownNameError
+from pimforge.sim.descnet import dse_cli as cli
 
 
 def parse(*argv):
@@ -56,11 +56,11 @@ def test_bad_values_are_clean_errors(tmp_path, argv, msg):
 
 
 def test_dse_is_registered_in_the_cli():
-    from pimforge.gen.cli import COMMANDS, _resolve
+    from pimforge.gen.registry import commands, resolve
 
-    help_, add, run = COMMANDS["dse"]
-    assert "spm" in help_
+    cmd = commands()["dse"]
+    assert "spm" in cmd.help
     p = argparse.ArgumentParser()
-    _resolve(add)(p)
-    assert _resolve(run) is cli.run
+    resolve(cmd.cli).add_arguments(p)
+    assert resolve(cmd.cli).run is cli.run
     assert p.parse_args(["spm", "--out", "x"]).net == "capsnet"

@@ -145,8 +145,8 @@ def test_stream_driver_runs_the_shifter(tmp_path):
     """The native driver: results, their cycles (input cycle + latency) and idle cycles."""
     from pimforge.gen.config import load_config
     from pimforge.gen.elaborate import elaborate
-    from pimforge.sim.stream import StreamDriver
     from pimforge.rtl.capsnet.params import pe_constants
+    from pimforge.sim.stream import StreamDriver
 
     cfg = load_config()
     el = elaborate("fp32_shift", cfg)

@@ -54,6 +54,22 @@ def _field_type(cls: type, name: str) -> Any:
     return typing.get_type_hints(cls)[name]
 
 
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _typed(where: str, ftype: Any, value: Any) -> Any:
+    """*value* checked against the field's type (a TOML or ``--set`` value), ints widened
+    to float for float fields; a bool is never taken for a number, nor a string for either."""
+    ok = {bool: isinstance(value, bool),
+          int: isinstance(value, int) and not isinstance(value, bool),
+          float: isinstance(value, (int, float)) and not isinstance(value, bool),
+          str: isinstance(value, str) and value != ""}.get(ftype, True)
+    if not ok:
+        raise ConfigError(f"{where} must be {_TYPE_WORDS[ftype]}"
+                          f"{' (not empty)' if ftype is str else ''}, not {value!r}")
+    return float(value) if ftype is float else value
+
+
 def from_dict(cls: type, data: dict[str, Any], path: str = "") -> Any:
     """Build the dataclass *cls* from a (TOML) mapping, recursing into sections.
 
@@ -75,7 +91,7 @@ def from_dict(cls: type, data: dict[str, Any], path: str = "") -> Any:
         elif typing.get_origin(ftype) is tuple or ftype is tuple:
             kwargs[key] = tuple(value) if isinstance(value, list) else value
         else:
-            kwargs[key] = value
+            kwargs[key] = _typed(where, ftype, value)
     try:
         return cls(**kwargs)
     except ConfigError as e:

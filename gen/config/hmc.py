@@ -113,14 +113,15 @@ class HMCConfig:
     vaults: int = 2
     banks_per_vault: int = 16
     links: int = 2
-    capacity_per_vault: int = 256 * 1024
+    # 4 MiB: 1024 rows of 256 B in each of 16 banks (the DRAM array is a sparse model).
+    capacity_per_vault: int = 4 * 1024 * 1024
     row_bytes: int = 256
     block_bytes: int = 16
     max_block_bytes: int = 32
     queue_depth: int = 16
     scheduler: str = "frfcfs"
     page_policy: str = "open"
-    mapping: str = "default"
+    mapping: str = "capsnet"       # the PIM-CapsNet mapping (Sec. 5.2)
     starvation_limit: int = 256
     tck_ns: float = _TCK_HMC21
     vault_bw_gbs: float = 16.0

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["EXP_CALIBRATION_RANGE", "LOG2E", "EXP_AVG", "EXP_BIAS", "PEConstants",
-           "pe_constants", "search_magic", "isqrt_magic", "recip_magic", "exp_recovery_factor",
-           "f32_bits"]
+           "calibration_inputs", "exp_recovery_factor", "exp_without_recovery", "f32_bits",
+           "isqrt_magic", "pe_constants", "recip_magic", "search_magic"]
 
 FP32_BIAS = 127
 #: Input range of the calibration draw: the softmax inputs (routing logits b_ij).
@@ -146,13 +146,36 @@ def _recip_magic(steps: int) -> int:
                         fine=lambda m: _recip_err(m, steps, dense))
 
 
+def exp_without_recovery(x: np.ndarray) -> np.ndarray:
+    """The exponential flow of Eq. 13-14 without recovery, on float32 values *x*.
+
+    Each step is one IEEE binary32 operation as the PE performs it (multiply by
+    :data:`LOG2E` and add :data:`EXP_BIAS`, each rounded to nearest even, then
+    the float-to-fixed shift by :data:`EXP_FIX_SHIFT` truncated), so for the
+    finite inputs of the calibration range it is bit-exact with the golden
+    model's ``exp_approx(x, recovery=None)`` (``tests/test_capsnet_pe.py`` checks
+    that on the calibration draw). Returns float32 values.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = (x * np.float32(LOG2E)).astype(np.float32)
+        t = (t + np.float32(EXP_BIAS)).astype(np.float32)
+        v = np.ldexp(t.astype(np.float64), EXP_FIX_SHIFT)
+        v = np.where(v > 0, np.floor(np.minimum(v, float(0x7F800000))), 0.0)
+    return v.astype(np.uint32).view(np.float32)
+
+
+def calibration_inputs(samples: int, seed: int) -> np.ndarray:
+    """The calibration draw: *samples* float32 inputs uniform in :data:`EXP_CALIBRATION_RANGE`."""
+    return np.random.default_rng(seed).uniform(*EXP_CALIBRATION_RANGE, samples).astype(
+        np.float32)
+
+
 @functools.cache
 def exp_recovery_factor(samples: int, seed: int) -> float:
     """The accuracy-recovery multiplier ``R`` (nearest binary32) of the exponential flow."""
-    from .capsnet_pe import exp_approx  # the golden approximation itself, without recovery
-
-    x = np.random.default_rng(seed).uniform(*EXP_CALIBRATION_RANGE, samples).astype(np.float32)
-    approx = exp_approx(x.view(np.uint32), recovery=None).view(np.float32).astype(np.float64)
+    x = calibration_inputs(samples, seed)
+    approx = exp_without_recovery(x).astype(np.float64)
     exact = np.exp(x.astype(np.float64))
     return float(np.float32(1.0 + np.mean((exact - approx) / approx)))
 

@@ -134,8 +134,8 @@ def accuracy_table(rows: list[AccuracyRow]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="config preset or TOML path (default: default); sets the "
-                   "Newton steps, recovery calibration and MAC lanes of the PE variants")
+    # --config (the dispatcher's) sets the Newton steps, recovery calibration and MAC
+    # lanes of the PE variants.
     p.add_argument("--rtl-sample", action="store_true",
                    help="also route one test batch on the Verilated PE and check it bit for bit")
     p.add_argument("--rtl-images", type=int, default=EVAL_BATCH,
@@ -146,7 +146,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from pimforge.gen.errors import PimforgeError
 
-    cfg = load_config(args.config)
+    cfg = args.config
     _, _, xte, _ = load_digits_split()
     if not 1 <= args.rtl_images <= len(xte):
         raise PimforgeError(f"--rtl-images must be between 1 and {len(xte)}, "

@@ -17,8 +17,6 @@ __all__ = ["add_arguments", "run", "study_text"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default="hmc_gen3",
-                   help="config preset or TOML path (default: hmc_gen3, the paper's 32-vault cube)")
     p.add_argument("--freq", type=float, action="append", metavar="MHZ",
                    help="PE frequency in MHz (repeatable; default 312.5, 625, 937.5)")
     p.add_argument("--net", action="append", metavar="NAME",
@@ -50,13 +48,12 @@ def study_text(study: dict) -> str:
 
 
 def run(args) -> int:
-    from pimforge.gen.config import load_config
     from pimforge.gen.errors import PimforgeError
 
     from .distribution import FIG18_FREQS_MHZ, frequency_study
     from .networks import network_names
 
-    cfg = load_config(args.config)
+    cfg = args.config
     nets = args.net
     if nets:
         bad = [n for n in nets if n not in network_names()]

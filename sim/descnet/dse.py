@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...gen.errors import UnknownNameError
 from . import sram
 from .profiles import Profile
-from ...gen.errors import UnknownNameError
 
 __all__ = [
     "MAIN_ORGS",

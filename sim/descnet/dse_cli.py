@@ -126,8 +126,8 @@ def plot(path: Path, space, front: np.ndarray, selected: dict, net: str) -> None
 
 def run(args) -> int:
     from . import energy
-    from .profiles import NETS, profile
     from .dse import MAIN_ORGS, ORGANIZATIONS, run_dse
+    from .profiles import NETS, profile
 
     if args.kind not in KINDS:
         raise UnknownNameError(f"unknown exploration {args.kind!r}; allowed: {', '.join(KINDS)}")

@@ -17,8 +17,8 @@ import dataclasses
 
 import numpy as np
 
-from .capsnet_pe import div_approx, exp_approx, isqrt_approx, recip_approx
 from ...rtl.capsnet.params import exp_recovery_factor, isqrt_magic, recip_magic
+from .capsnet_pe import div_approx, exp_approx, isqrt_approx, recip_approx
 
 __all__ = ["EXP_RANGE", "POS_RANGE", "ErrorRow", "characterize"]
 

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fp32
-from . import fp32_shift as sh
 from ...rtl.capsnet.params import (
     EXP_FIX_SHIFT,
     ISQRT_HALF,
@@ -38,6 +36,8 @@ from ...rtl.capsnet.params import (
     f32_bits,
     pe_constants,
 )
+from . import fp32
+from . import fp32_shift as sh
 
 __all__ = ["CANONICAL_NAN", "NEG_ZERO", "f32_add", "f32_mul", "exp_approx", "isqrt_approx",
            "recip_approx", "div_approx", "PEModel", "Record"]

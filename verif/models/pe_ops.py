@@ -23,8 +23,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .capsnet_pe import exp_approx, isqrt_approx, recip_approx
 from ...rtl.capsnet.params import pe_constants
+from .capsnet_pe import exp_approx, isqrt_approx, recip_approx
 
 __all__ = ["PEOps", "lane_sum"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
+from ...rtl.capsnet.params import pe_constants
 from ...rtl.fp.shift import K_WIDTH, ShiftOp
 from ..models import fp32_shift as model
-from ...rtl.capsnet.params import pe_constants
 from .common import bench, rng, start
 from .pe_stream import run_stream
 

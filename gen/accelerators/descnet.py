@@ -1,0 +1,42 @@
+"""DESCNet: power-gated sectored scratchpads and their design-space exploration."""
+
+from __future__ import annotations
+
+from ..registry import Accelerator, Bench, Block, Command, Section
+
+__all__ = ["ACCELERATOR"]
+
+_TB = "pimforge.verif.tb"
+
+ACCELERATOR = Accelerator(
+    name="descnet",
+    doc="DESCNet: power-gated multi-bank sectored scratchpads, SMP/SEP/HY organizations, DSE",
+    sections=(Section("spm", "pimforge.gen.config.spm:SPMConfig"),),
+    blocks=(
+        Block("spm", "pimforge.rtl.spm.scratchpad:from_config",
+              "DESCNet power-gated sectored multi-bank scratchpad with its PMU"),
+        Block("spm_pmu", "pimforge.rtl.spm.pmu:from_config",
+              "DESCNet PMU: sleep request/acknowledge handshake, wake-up latency, ON counters"),
+        Block("descnet_spm", "pimforge.rtl.spm.organization:from_config",
+              "DESCNet SMP/SEP/HY scratchpad organization with data, weight and accumulator "
+              "ports"),
+    ),
+    benches=(
+        Bench("spm_pmu", "spm", f"{_TB}.test_spm"),
+        Bench("spm_3port", "spm", f"{_TB}.test_spm",
+              overrides={"spm.ports": 3, "spm.banks": 2, "spm.sectors": 4,
+                         "spm.wakeup_cycles": 5, "spm.sleep_cycles": 1, "spm.size_bytes": 256}),
+        Bench("descnet_spm_hy", "descnet_spm", f"{_TB}.test_descnet_spm"),
+        Bench("descnet_spm_hy_ps1", "descnet_spm", f"{_TB}.test_descnet_spm",
+              overrides={"spm.shared_ports": 1, "spm.wakeup_cycles": 1}),
+        Bench("descnet_spm_smp", "descnet_spm", f"{_TB}.test_descnet_spm",
+              overrides={"spm.organization": "SMP", "spm.shared_bytes": 1024,
+                         "spm.shared_sectors": 4}),
+        Bench("descnet_spm_sep", "descnet_spm", f"{_TB}.test_descnet_spm",
+              overrides={"spm.organization": "SEP", "spm.data_sectors": 4}),
+    ),
+    commands=(
+        Command("dse", "design-space exploration (spm: DESCNet scratchpads)",
+                "pimforge.sim.descnet.dse_cli"),
+    ),
+)

@@ -1,0 +1,75 @@
+"""Outputs that are checked before the work and written atomically.
+
+Every command that writes a result checks its destination first (so a long
+run never ends in "no such folder"), then writes to a temporary file in the
+same folder and renames it into place: an error or Ctrl-C leaves either the
+old file or the new one, never a cut-off one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import PimforgeError
+
+__all__ = ["OutputError", "check_output_dir", "check_output_file", "write_json", "write_text"]
+
+
+class OutputError(PimforgeError):
+    """An output path cannot be written (missing folder, a file in the way, no permission)."""
+
+
+def check_output_file(path: str | Path, what: str = "output") -> Path:
+    """*path* as a Path after checking that a file can be created or replaced there."""
+    p = Path(path)
+    if str(path) == "" or p.name == "":
+        raise OutputError(f"{what} path is empty; give a file name")
+    if p.is_dir():
+        raise OutputError(f"{what} {str(p)!r} is a folder; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError(f"{what} folder {str(parent)!r} does not exist; create it first")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{what} folder {str(parent)!r} is not writable")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise OutputError(f"{what} {str(p)!r} is not writable")
+    return p
+
+
+def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
+    """*path* as a Path after checking that it is (or can be made) a writable folder."""
+    p = Path(path)
+    if str(path) == "":
+        raise OutputError(f"{what} is empty; give a folder")
+    if p.exists() and not p.is_dir():
+        raise OutputError(f"{what} {str(p)!r} is a file; give a folder")
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise OutputError(f"{what} {str(p)!r} cannot be created: {str(probe)!r} is not a "
+                          "writable folder")
+    return p
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write *text* to *path* atomically (temporary file in the same folder, then rename)."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def write_json(path: str | Path, data: Any) -> Path:
+    """Write *data* as indented JSON to *path* atomically."""
+    return write_text(path, json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,137 @@
+"""The layers of ARCHITECTURE.md, enforced on every import of every module.
+
+Bottom to top: ``rtl`` < ``gen`` < ``verif.models`` < ``sim`` < ``verif`` (testbenches,
+the regression) < command-line modules (``cli.py``, ``*_cli.py``). A module may
+import its own layer and the layers below, including imports inside functions;
+``rtl`` imports nothing outside the standard library but Amaranth and numpy.
+The registry's string references are checked too: they must resolve, and point
+at the layer their role belongs to.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from pimforge.gen import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("rtl", "gen", "sim", "verif")
+LAYERS = ("rtl", "gen", "verif.models", "sim", "verif", "cli")
+#: Third-party packages the hardware layer may use (numpy: the constant derivations).
+RTL_THIRD_PARTY = {"amaranth", "numpy"}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if parts[-1] == "cli" or parts[-1].endswith("_cli"):
+        return "cli"
+    if parts[1] == "verif" and len(parts) > 2 and parts[2] == "models":
+        return "verif.models"
+    return parts[1]
+
+
+def _modules():
+    for top in PACKAGES:
+        for f in sorted((ROOT / top).rglob("*.py")):
+            rel = f.relative_to(ROOT).with_suffix("")
+            parts = ["pimforge", *rel.parts]
+            is_pkg = parts[-1] == "__init__"
+            if is_pkg:
+                parts = parts[:-1]
+            yield f, ".".join(parts), is_pkg
+
+
+def imports(path: Path, module: str, is_pkg: bool):
+    """(line, imported module) of every import in *path*, at any depth."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: len(module.split(".")) - (0 if is_pkg else 1)]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if node.module is None:      # from . import x: x may be a module
+                for a in node.names:
+                    yield node.lineno, f"{target}.{a.name}"
+            else:
+                yield node.lineno, target
+
+
+MODULES = list(_modules())
+_NAMES = {m for _, m, _ in MODULES}
+
+
+def _exists(target: str) -> bool:
+    # ``from .pkg import name`` yields pkg.name, which may be an attribute, not a module.
+    return target in _NAMES or target.rsplit(".", 1)[0] in _NAMES
+
+
+def test_modules_found():
+    assert len(MODULES) > 50
+
+
+@pytest.mark.parametrize("path, module, is_pkg", MODULES, ids=[m for _, m, _ in MODULES])
+def test_imports_point_down(path, module, is_pkg):
+    mine = LAYERS.index(layer(module))
+    bad = []
+    for line, target in imports(path, module, is_pkg):
+        top = target.split(".")[0]
+        if target.startswith("pimforge."):
+            if not _exists(target):
+                bad.append(f"line {line}: {target} does not exist")
+            elif LAYERS.index(layer(target)) > mine:
+                bad.append(f"line {line}: {target} ({layer(target)} is above {layer(module)})")
+        elif layer(module) == "rtl" and top not in sys.stdlib_module_names | RTL_THIRD_PARTY:
+            bad.append(f"line {line}: {target} (rtl imports only the standard library, "
+                       f"{', '.join(sorted(RTL_THIRD_PARTY))})")
+    assert not bad, f"{path.relative_to(ROOT)} imports upwards or what does not exist:\n" + "\n".join(bad)
+
+
+def test_layer_checker_sees_function_level_and_relative_imports(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text("def g():\n    from ...sim.build import build_verilated\n"
+                 "    from .. import gen\n")
+    got = list(imports(f, "pimforge.rtl.fp.x", False))
+    assert got == [(2, "pimforge.sim.build"), (3, "pimforge.rtl.gen")]
+    assert layer("pimforge.sim.capsnet.run_cli") == "cli"
+    assert layer("pimforge.verif.models.fp32") == "verif.models"
+
+
+#: The layers a registered reference of each role may point at.
+ROLE_LAYERS = {"block": {"rtl"}, "section": {"gen"}, "bench": {"verif"},
+               "workload": {"sim", "verif", "cli"}, "command": {"sim", "verif", "cli"}}
+
+
+def _references():
+    for acc in registry.accelerators():
+        for s in acc.sections:
+            yield acc.name, "section", s.cls
+        for b in acc.blocks:
+            yield acc.name, "block", b.factory
+        for b in acc.benches:
+            yield acc.name, "bench", b.module
+        for w in acc.workloads:
+            yield acc.name, "workload", w.cli
+        for c in acc.commands:
+            yield acc.name, "command", c.cli
+
+
+@pytest.mark.parametrize("acc, role, ref", list(_references()))
+def test_registered_references_resolve_to_their_layer(acc, role, ref):
+    module = ref.partition(":")[0]
+    assert layer(module) in ROLE_LAYERS[role], f"{acc}: {role} {ref} is in layer {layer(module)}"
+    if role == "bench":
+        assert module.startswith("pimforge.verif.tb."), ref
+        assert (ROOT / "verif" / "tb" / f"{module.rsplit('.', 1)[1]}.py").is_file(), ref
+    else:
+        obj = registry.resolve(ref)
+        if role in ("workload", "command"):
+            assert callable(obj.add_arguments) and callable(obj.run), ref
