@@ -73,3 +73,47 @@ def write_text(path: str | Path, text: str) -> Path:
 def write_json(path: str | Path, data: Any) -> Path:
     """Write *data* as indented JSON to *path* atomically."""
     return write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+class FileSet:
+    """Several files published together, with *marker* (written last) as proof of completion.
+
+    Each file is written to a temporary name in the destination folder
+    (:meth:`path` gives it); :meth:`publish` removes the old marker, renames every
+    file into place and the marker last. So a reader that finds the marker finds a
+    complete, consistent set, and an error or Ctrl-C before :meth:`publish` leaves
+    the previous set untouched (the temporaries are removed).
+    """
+
+    def __init__(self, folder: str | Path, marker: str):
+        self.folder = check_output_dir(folder)
+        self.marker = marker
+        self._tmp: dict[str, Path] = {}
+        self._dir: Path | None = None
+
+    def __enter__(self) -> FileSet:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._dir = Path(tempfile.mkdtemp(prefix=".partial-", dir=self.folder))
+        return self
+
+    def path(self, name: str) -> Path:
+        """The temporary path to write *name* to."""
+        assert self._dir is not None, "use FileSet as a context manager"
+        self._tmp[name] = self._dir / name
+        return self._tmp[name]
+
+    def publish(self) -> None:
+        if self.marker not in self._tmp:
+            raise ValueError(f"the marker {self.marker!r} was never written")
+        (self.folder / self.marker).unlink(missing_ok=True)
+        for name, tmp in self._tmp.items():
+            if name != self.marker:
+                os.replace(tmp, self.folder / name)
+        os.replace(self._tmp[self.marker], self.folder / self.marker)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.publish()
+        import shutil
+
+        shutil.rmtree(self._dir, ignore_errors=True)

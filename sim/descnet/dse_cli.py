@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...gen.errors import PimforgeError, UnknownNameError
+from ...gen.output import FileSet, check_output_dir
 
 __all__ = ["KINDS", "add_arguments", "run"]
 
@@ -124,55 +125,8 @@ def plot(path: Path, space, front: np.ndarray, selected: dict, net: str) -> None
     plt.close(fig)
 
 
-def run(args) -> int:
-    from . import energy
-    from .dse import MAIN_ORGS, ORGANIZATIONS, run_dse
-    from .profiles import NETS, profile
-
-    if args.kind not in KINDS:
-        raise UnknownNameError(f"unknown exploration {args.kind!r}; allowed: {', '.join(KINDS)}")
-    if args.net not in NETS:
-        raise UnknownNameError(f"unknown --net {args.net!r}; allowed: {', '.join(sorted(NETS))}")
-    orgs = MAIN_ORGS
-    if args.org:
-        orgs = tuple(o.strip() for a in args.org for o in a.split(",") if o.strip())
-        bad = [o for o in orgs if o not in ORGANIZATIONS]
-        if bad:
-            raise UnknownNameError(f"unknown --org {bad[0]!r}; allowed: "
-                                   f"{', '.join(ORGANIZATIONS)}")
-    if args.max_sectors < 0:
-        raise PimforgeError(f"--max-sectors must be 0 (no cap) or positive, "
-                            f"not {args.max_sectors}")
-    prof = profile(args.net)
-    res = run_dse(prof, orgs, max_sectors=args.max_sectors or None)
-    sp = res.space
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    selected = {org: _point(sp, i) for org, i in res.selected.items()}
-
-    pg_sim = None
-    if args.pg_sim:
-        from .pg_replay import replay_selected
-
-        pg_sim = replay_selected(prof, sp, res.selected)
-        for org, rep in pg_sim.items():
-            selected[org]["static_mj_simulated"] = rep["static_mj_simulated"]
-            selected[org]["energy_mj_simulated"] = rep["energy_mj_simulated"]
-
-    base = energy.baseline_8mib(prof)
-    savings = {}
-    for org, i in res.selected.items():
-        s = energy.system(prof, float(sp.energy[i]))
-        savings[org] = {"total_mj": round(s.total_mj, 6),
-                        "onchip_mj": round(s.onchip_mj, 6),
-                        "offchip_mj": round(s.offchip_mj, 6),
-                        "accelerator_mj": round(s.accelerator_mj, 6),
-                        "saving_vs_8mib": round(1 - s.total_mj / base.total_mj, 4)}
-    t_w = time.perf_counter()
-    write_csv(out / "points.csv", sp)
-    plot(out / "energy_area.png", sp, res.pareto, res.selected, args.net)
-    t_w = time.perf_counter() - t_w
-    results = {
+def _results(args, orgs, sp, res, prof, t_w, selected, base, savings, pg_sim) -> dict:
+    return {
         "net": args.net,
         "organizations": list(orgs),
         "max_sectors": args.max_sectors or None,
@@ -195,7 +149,59 @@ def run(args) -> int:
         "paper_saving_hy_pg_vs_8mib": 0.79 if args.net == "capsnet" else None,
         "pg_simulation": pg_sim,
     }
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def run(args) -> int:
+    from . import energy
+    from .dse import MAIN_ORGS, ORGANIZATIONS, run_dse
+    from .profiles import NETS, profile
+
+    if args.kind not in KINDS:
+        raise UnknownNameError(f"unknown exploration {args.kind!r}; allowed: {', '.join(KINDS)}")
+    if args.net not in NETS:
+        raise UnknownNameError(f"unknown --net {args.net!r}; allowed: {', '.join(sorted(NETS))}")
+    orgs = MAIN_ORGS
+    if args.org:
+        orgs = tuple(o.strip() for a in args.org for o in a.split(",") if o.strip())
+        bad = [o for o in orgs if o not in ORGANIZATIONS]
+        if bad:
+            raise UnknownNameError(f"unknown --org {bad[0]!r}; allowed: "
+                                   f"{', '.join(ORGANIZATIONS)}")
+    if args.max_sectors < 0:
+        raise PimforgeError(f"--max-sectors must be 0 (no cap) or positive, "
+                            f"not {args.max_sectors}")
+    out = check_output_dir(args.out, "--out")
+    prof = profile(args.net)
+    res = run_dse(prof, orgs, max_sectors=args.max_sectors or None)
+    sp = res.space
+    selected = {org: _point(sp, i) for org, i in res.selected.items()}
+
+    pg_sim = None
+    if args.pg_sim:
+        from .pg_replay import replay_selected
+
+        pg_sim = replay_selected(prof, sp, res.selected)
+        for org, rep in pg_sim.items():
+            selected[org]["static_mj_simulated"] = rep["static_mj_simulated"]
+            selected[org]["energy_mj_simulated"] = rep["energy_mj_simulated"]
+
+    base = energy.baseline_8mib(prof)
+    savings = {}
+    for org, i in res.selected.items():
+        s = energy.system(prof, float(sp.energy[i]))
+        savings[org] = {"total_mj": round(s.total_mj, 6),
+                        "onchip_mj": round(s.onchip_mj, 6),
+                        "offchip_mj": round(s.offchip_mj, 6),
+                        "accelerator_mj": round(s.accelerator_mj, 6),
+                        "saving_vs_8mib": round(1 - s.total_mj / base.total_mj, 4)}
+    # results.json is written last: a folder that has it holds a complete, consistent set.
+    with FileSet(out, marker="results.json") as files:
+        t_w = time.perf_counter()
+        write_csv(files.path("points.csv"), sp)
+        plot(files.path("energy_area.png"), sp, res.pareto, res.selected, args.net)
+        t_w = time.perf_counter() - t_w
+        results = _results(args, orgs, sp, res, prof, t_w, selected, base, savings, pg_sim)
+        files.path("results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"{len(sp):,} configurations of {args.net} in {res.seconds:.2f} s "
           f"(+{t_w:.1f} s writing CSV/PNG); Pareto front: {len(res.pareto)} points")
     paper = results["paper"]
