@@ -14,12 +14,14 @@ traceback and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from ..rtl.params import ParameterError
+from ..sim.verilator import lint
 from ..verif.regression import select
 from ..verif.runner import run_testbench
 from .config import load_config, parse_overrides, preset_names, to_dict
@@ -87,7 +89,6 @@ def cmd_verilog(args) -> int:
     el = elaborate(block, cfg)
     v, j = el.write(out)
     if args.lint:
-        from ..sim.verilator import lint
         lint(v, el.top)
     print(f"wrote {v} and {j} ({len(el.manifest['modules'])} modules, config {cfg.name})")
     return 0
@@ -143,7 +144,6 @@ def add_config(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_config(args) -> int:
-    import json
 
     if not args.config and not args.overrides:
         print("\n".join(preset_names()))

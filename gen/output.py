@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,5 @@ class FileSet:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.publish()
-        import shutil
 
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -7,6 +7,10 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ..gen.errors import PimforgeError
+from ..rtl.capsnet.params import pe_constants
+from ..verif.models.approx_error import characterize
+
 __all__ = ["add_arguments", "run"]
 
 
@@ -17,9 +21,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..gen.errors import PimforgeError
-    from ..rtl.capsnet.params import pe_constants
-    from ..verif.models.approx_error import characterize
 
     if args.samples < 100:
         raise PimforgeError(f"--samples must be at least 100, not {args.samples}")

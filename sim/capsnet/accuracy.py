@@ -30,10 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from pimforge.gen.config import Config, load_config
+from pimforge.gen.errors import PimforgeError
 from pimforge.verif.models.pe_ops import PEOps
 from pimforge.verif.models.routing import RoutingOps, route_f32, route_f64, route_pim
 
 from .digits_net import EVAL_BATCH, ITERATIONS, load_digits_split, load_trained
+from .rtl_routing import rtl_sample_check
 
 __all__ = [
     "PAPER_TABLE5",
@@ -144,7 +146,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from pimforge.gen.errors import PimforgeError
 
     cfg = args.config
     _, _, xte, _ = load_digits_split()
@@ -162,7 +163,6 @@ def run(args) -> int:
            "rows": [dataclasses.asdict(r) for r in rows], "paper_table5": PAPER_TABLE5}
     status = 0
     if args.rtl_sample:
-        from .rtl_routing import rtl_sample_check
         res = rtl_sample_check(cfg, images=args.rtl_images)
         print(res.summary())
         out["rtl_sample"] = dataclasses.asdict(res)

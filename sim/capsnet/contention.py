@@ -50,6 +50,9 @@ import dataclasses
 import math
 
 from ...gen.errors import PimforgeError
+from ...rtl.mem.address_map import AddressMap
+from ...rtl.mem.timing import resolve_timing
+from ..membench import _arr_addr, build_driver, replay
 
 __all__ = ["POLICY_NAMES", "contention", "host_requests", "pe_requests", "replay_config"]
 
@@ -76,7 +79,6 @@ def _gaps(n: int, period: float, phase: float) -> list[int]:
 
 
 def _req(amap, h, master: int, we: int, addr: int, gap: int) -> tuple:
-    from ..membench import _arr_addr
     d = amap.decode(addr)
     return (master, we, addr, d.vault, _arr_addr(h, d), gap)
 
@@ -84,7 +86,6 @@ def _req(amap, h, master: int, we: int, addr: int, gap: int) -> tuple:
 def host_requests(rcfg, blocks_per_cycle: float, write_fraction: float, duration: int, *,
                   page_bytes: int = 4096) -> list[tuple]:
     """The host stream of *duration* cycles at *blocks_per_cycle* (whole replay cube)."""
-    from ...rtl.mem.address_map import AddressMap
 
     h = rcfg.hmc
     amap = AddressMap.from_config(h)
@@ -126,7 +127,6 @@ def host_requests(rcfg, blocks_per_cycle: float, write_fraction: float, duration
 def pe_requests(rcfg, blocks_per_cycle: list[float], write_fraction: list[float],
                 duration: int, *, burst: int = 64) -> list[tuple]:
     """Vault ``v``'s PE stream at ``blocks_per_cycle[v]`` for *duration* cycles."""
-    from ...rtl.mem.address_map import AddressMap
 
     h = rcfg.hmc
     if burst not in (16, 32, 64, 128, 256):
@@ -191,8 +191,6 @@ def contention(cfg, *, host_bytes_per_s_per_vault: float, host_write_fraction: f
         latency per class) and per policy ``host_slowdown``, ``pe_slowdown``,
         latencies and the extra cycles of each class.
     """
-    from ...rtl.mem.timing import resolve_timing
-    from ..membench import build_driver, replay
 
     unknown = [p for p in policies if p not in POLICY_NAMES]
     if unknown:

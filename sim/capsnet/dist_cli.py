@@ -13,6 +13,11 @@ import argparse
 import json
 from pathlib import Path
 
+from pimforge.gen.errors import PimforgeError
+
+from .distribution import FIG18_FREQS_MHZ, frequency_study
+from .networks import network_names
+
 __all__ = ["add_arguments", "run", "study_text"]
 
 
@@ -48,10 +53,7 @@ def study_text(study: dict) -> str:
 
 
 def run(args) -> int:
-    from pimforge.gen.errors import PimforgeError
 
-    from .distribution import FIG18_FREQS_MHZ, frequency_study
-    from .networks import network_names
 
     cfg = args.config
     nets = args.net

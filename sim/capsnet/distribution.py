@@ -39,9 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pimforge.gen.config import Config
+from pimforge.gen.config import Config, load_config
+from pimforge.gen.errors import PimforgeError
 
-from .networks import CapsNetSpec, network
+from .networks import NETWORKS, CapsNetSpec, network
 
 __all__ = ["DIMENSIONS", "workload_e", "movement_m", "coefficients", "DimensionScore",
            "Distribution", "choose_distribution", "pre_aggregate", "b_messages",
@@ -228,7 +229,6 @@ def frequency_study(cfg: Config, freqs_mhz: tuple[float, ...] = FIG18_FREQS_MHZ,
     """
     for f in freqs_mhz:
         if not (isinstance(f, (int, float)) and 1.0 <= f <= 5000.0):
-            from pimforge.gen.errors import PimforgeError
             raise PimforgeError(f"frequency must be between 1 and 5000 MHz, not {f!r}")
     nets = [network(n) if isinstance(n, str) else n
             for n in (nets if nets is not None else list(_all()))]
@@ -253,7 +253,6 @@ def frequency_study(cfg: Config, freqs_mhz: tuple[float, ...] = FIG18_FREQS_MHZ,
 
 
 def _all() -> tuple[CapsNetSpec, ...]:
-    from .networks import NETWORKS
     return NETWORKS
 
 
@@ -261,7 +260,6 @@ def print_distribution_table(nets: list[CapsNetSpec | str] | CapsNetSpec | str |
                              cfg: Config | None = None,
                              freqs_mhz: tuple[float, ...] = FIG18_FREQS_MHZ) -> str:
     """Print (and return) :func:`distribution_table`; one network, a list, or all of Table 1."""
-    from pimforge.gen.config import load_config
     if isinstance(nets, (str, CapsNetSpec)):
         nets = [nets]
     text = distribution_table(nets, cfg if cfg is not None else load_config("hmc_gen3"),

@@ -36,7 +36,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from pimforge.gen.config import load_config
 from pimforge.gen.errors import PimforgeError
+
+from .distribution import choose_distribution
+from .gpu_roofline import P100, roofline
+from .networks import NETWORKS, network
+from .rtl_routing import routing_pe_counts
 
 __all__ = [
     "COUNT_KEYS",
@@ -301,9 +307,6 @@ def routing_counts_estimate(net, cfg, freq_mhz: float | None = None) -> tuple[di
       ``v`` out; time: ``alpha E + beta M`` of the chosen dimension
       (:mod:`pimforge.sim.capsnet.distribution`), refresh over that time.
     """
-    from .distribution import choose_distribution
-    from .networks import network
-    from .rtl_routing import routing_pe_counts
 
     net = network(net) if isinstance(net, str) else net
     B, L, H, cl, ch, it = net.batch, net.n_l, net.n_h, net.c_l, net.c_h, net.iterations
@@ -329,7 +332,6 @@ def routing_energy_estimate(net, cfg, freq_mhz: float | None = None,
     Returns ``{"network", "dim", "pim_s", "pim": pim_energy(...), "gpu_s", "gpu_j",
     "saving"}`` with ``saving = 1 - pim total / gpu_j``.
     """
-    from .gpu_roofline import P100, roofline
 
     counts, t, dim = routing_counts_estimate(net, cfg, freq_mhz)
     pim = pim_energy(counts, t, cfg, coeffs)
@@ -342,9 +344,7 @@ def routing_energy_estimate(net, cfg, freq_mhz: float | None = None,
 
 def routing_energy_table(cfg=None, nets=None) -> str:
     """Text table of :func:`routing_energy_estimate` for the 12 networks (config hmc_gen3)."""
-    from pimforge.gen.config import load_config
 
-    from .networks import NETWORKS
     cfg = cfg if cfg is not None else load_config("hmc_gen3")
     nets = nets or [n.name for n in NETWORKS]
     head = (f"{'network':<9} {'dim':>3} {'PIM us':>9} {'PE uJ':>9} {'DRAM uJ':>9} {'xbar uJ':>8}"

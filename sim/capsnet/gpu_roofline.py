@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .networks import CapsNetSpec, network
+from .networks import NETWORKS, CapsNetSpec, network
 
 __all__ = ["GPU", "P100", "V100", "GPUS", "Kernel", "routing_kernels", "network_kernels",
            "Roofline", "roofline", "roofline_table"]
@@ -140,7 +140,6 @@ def roofline(net: CapsNetSpec | str, gpu: GPU = P100) -> Roofline:
 def roofline_table(nets: list[CapsNetSpec | str] | None = None,
                    gpus: tuple[GPU, ...] = GPUS) -> str:
     """Text table of the modelled routing and whole-inference times (ms)."""
-    from .networks import NETWORKS
     nets = [network(n) if isinstance(n, str) else n for n in (nets or NETWORKS)]
     head = (f"{'network':<10} {'GFLOP RP':>9} {'GB RP':>7} "
             + " ".join(f"{g.name + ' RP ms':>11} {g.name + ' all ms':>12} {'RP %':>5}"

@@ -39,6 +39,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...gen.errors import PimforgeError
+from . import digits_net as dn
+from .digits_net import load_trained
+from .gpu_roofline import P100
 from .networks import CapsNetSpec
 
 __all__ = ["HostLayer", "HostNet", "conv2d", "conv2d_loop", "decoder_forward",
@@ -167,7 +170,6 @@ class HostNet:
     @classmethod
     def digits(cls, batch: int = 100) -> HostNet:
         """The trained digits network (:mod:`pimforge.sim.capsnet.digits_net`), no decoder."""
-        from . import digits_net as dn
         return cls(name="digits", batch=batch, in_channels=1, in_size=8, conv_kernel=3,
                    conv_channels=32, prim_kernel=3, prim_stride=1, types=dn.TYPES,
                    c_l=dn.C_L, n_h=dn.N_H, c_h=dn.C_H, decoder=())
@@ -248,7 +250,6 @@ def init_weights(hn: HostNet, seed: int = 1) -> dict[str, np.ndarray]:
 
 def digits_weights() -> dict[str, np.ndarray]:
     """The trained host-layer weights of the digits network, as float32."""
-    from .digits_net import load_trained
     m = load_trained()
     return {k: getattr(m, k).astype(np.float32)
             for k in ("conv1_w", "conv1_b", "prim_w", "prim_b")}
@@ -328,7 +329,6 @@ def host_layers(hn: HostNet | CapsNetSpec) -> list[HostLayer]:
 
 def host_times(hn: HostNet | CapsNetSpec, gpu=None) -> dict:
     """Roofline times (s) of the host layers on *gpu* (default P100): per layer, pre, post."""
-    from .gpu_roofline import P100
     gpu = gpu or P100
     ls = host_layers(hn)
     per = {layer.name: layer.time_s(gpu) for layer in ls}

@@ -30,12 +30,21 @@ With :class:`~pimforge.verif.models.pe_ops.PEOps` of the same config,
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from pimforge.gen.config import load_config
+from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import SimulationError
+from pimforge.rtl.capsnet.pe import Flow
+from pimforge.sim.stream import StreamDriver
+from pimforge.verif.models.pe_ops import PEOps
+from pimforge.verif.models.routing import check_shapes, route_pim
+
+from .digits_net import EVAL_BATCH, ITERATIONS, load_digits_split, load_trained
 
 __all__ = [
     "PEStreamRunner",
@@ -58,9 +67,6 @@ class PEStreamRunner:
     """
 
     def __init__(self, cfg):
-        from pimforge.gen.elaborate import elaborate
-        from pimforge.rtl.capsnet.pe import Flow
-        from pimforge.sim.stream import StreamDriver
 
         self.Flow = Flow
         el = elaborate("capsnet_pe", cfg)
@@ -125,7 +131,6 @@ def route_on_pe(u: np.ndarray, W: np.ndarray, iterations: int, pe) -> dict:
     Returns a dict with ``v``, ``s``, ``c``, ``b``, ``u_hat`` (float32) like
     :class:`~pimforge.verif.models.routing.RoutingResult`.
     """
-    from pimforge.verif.models.routing import check_shapes
 
     F = pe.Flow
     B, n_l, n_h, c_h, c_l = check_shapes(u, W, iterations)
@@ -216,15 +221,10 @@ def rtl_sample_check(cfg=None, *, images: int | None = None, start: int = 0,
     *images* defaults to one routing batch (``EVAL_BATCH``); the routing of those images
     shares ``b_ij`` exactly as in the accuracy study.
     """
-    from pimforge.gen.config import load_config
-    from pimforge.verif.models.pe_ops import PEOps
-    from pimforge.verif.models.routing import route_pim
 
-    from .digits_net import EVAL_BATCH, ITERATIONS, load_digits_split, load_trained
 
     cfg = cfg if cfg is not None else load_config("default")
     if recovery is not None:
-        import dataclasses
         cfg = cfg.replace(pe=dataclasses.replace(cfg.pe, exp_recovery=bool(recovery)))
     images = EVAL_BATCH if images is None else images
     net = load_trained()

@@ -18,6 +18,11 @@ import numpy as np
 
 from ...gen.errors import PimforgeError, UnknownNameError
 from ...gen.output import FileSet, check_output_dir
+from . import energy
+from .dse import MAIN_ORGS, ORGANIZATIONS, run_dse
+from .pg_replay import replay_selected
+from .profiles import NETS, profile
+from .sram import TABLE_III
 
 __all__ = ["KINDS", "add_arguments", "run"]
 
@@ -58,7 +63,6 @@ def _point(space, i: int) -> dict:
 
 
 def _paper(net: str) -> dict:
-    from .sram import TABLE_III
 
     out: dict = {}
     for n, org, mem, kib, _ports, sc, area, dyn, stat, wake in TABLE_III:
@@ -152,9 +156,6 @@ def _results(args, orgs, sp, res, prof, t_w, selected, base, savings, pg_sim) ->
 
 
 def run(args) -> int:
-    from . import energy
-    from .dse import MAIN_ORGS, ORGANIZATIONS, run_dse
-    from .profiles import NETS, profile
 
     if args.kind not in KINDS:
         raise UnknownNameError(f"unknown exploration {args.kind!r}; allowed: {', '.join(KINDS)}")
@@ -178,7 +179,6 @@ def run(args) -> int:
 
     pg_sim = None
     if args.pg_sim:
-        from .pg_replay import replay_selected
 
         pg_sim = replay_selected(prof, sp, res.selected)
         for org, rep in pg_sim.items():

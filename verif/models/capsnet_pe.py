@@ -28,14 +28,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...rtl.capsnet.params import (
+    EXP_BIAS,
     EXP_FIX_SHIFT,
     ISQRT_HALF,
     ISQRT_THREE_HALVES,
+    LOG2E,
     RECIP_TWO,
     PEConstants,
     f32_bits,
     pe_constants,
 )
+from ...rtl.capsnet.pe import Flow
 from . import fp32
 from . import fp32_shift as sh
 
@@ -64,7 +67,6 @@ def f32_mul(a, b) -> np.ndarray:
 def exp_approx(x, *, recovery: float | None, log2e: float | None = None,
                bias: float | None = None) -> np.ndarray:
     """The exponential flow (Eq. 13-14) on bit patterns *x*; ``recovery`` is R or None."""
-    from ...rtl.capsnet.params import EXP_BIAS, LOG2E
 
     t = f32_mul(x, f32_bits(LOG2E if log2e is None else log2e))
     t = f32_add(t, f32_bits(EXP_BIAS if bias is None else bias))
@@ -149,7 +151,6 @@ class PEModel:
 
     @staticmethod
     def _flow():
-        from ...rtl.capsnet.pe import Flow
         return Flow
 
     def stream(self, records) -> list[tuple[int, int, int]]:

@@ -48,6 +48,7 @@ product and every sum is rounded to float32):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -226,7 +227,6 @@ def route_naive(u: np.ndarray, W: np.ndarray, iterations: int) -> RoutingResult:
     An independent transcription used to check the vectorized models; it uses
     ``math`` functions and the unshifted softmax of Eq. 5.
     """
-    import math
 
     B, n_l, n_h, c_h, c_l = check_shapes(u, W, iterations)
     u = np.asarray(u, dtype=np.float64)

@@ -15,6 +15,7 @@ import random
 import cocotb
 import numpy as np
 
+from ...gen.config import Config, from_dict
 from ...rtl.capsnet.pe import Flow
 from ..models.capsnet_pe import PEModel, Record
 from .common import bench, rng, start
@@ -26,7 +27,6 @@ SPECIALS = [0x00000000, 0x80000000, 0x00000001, 0x007FFFFF, 0x00800000, 0x7F7FFF
 
 
 def _cfg():
-    from ...gen.config import Config, from_dict
     return from_dict(Config, bench()["config"])
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
+from ...gen.config import Config, from_dict
 from ...rtl.capsnet.params import pe_constants
 from ...rtl.fp.shift import K_WIDTH, ShiftOp
 from ..models import fp32_shift as model
@@ -32,7 +33,6 @@ def _magics():
 
 
 def _cfg():
-    from ...gen.config import Config, from_dict
     return from_dict(Config, bench()["config"])
 
 
