@@ -20,7 +20,7 @@ from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.distribution import choose_distribution
 from pimforge.sim.capsnet.networks import network
 from pimforge.sim.capsnet.rtl_run import build_vault_driver, native_loop, run_on_rtl
-from pimforge.sim.capsnet.run_cli import _inputs
+from pimforge.sim.capsnet.workload import random_inputs
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
     cfg = load_config(a.config)
     net = network(a.net).scaled(a.scale)
     comp = compile_routing(net, choose_distribution(net, cfg).best, cfg)
-    u, W = _inputs(net, 1)
+    u, W = random_inputs(net, 1)
     mems = comp.memories(u, W)
     extra = ("-MAKEFLAGS", f"OPT_FAST={a.opt_fast}") if a.opt_fast else ()
     exe = build_vault_driver(cfg, extra_args=extra)

@@ -9,7 +9,7 @@ Usage::
 The routing time and per-vault traffic come from ``--routing-json`` (the JSON
 of ``pimforge run capsnet --json``) or, without it, from the ISA-level model
 of the routing with its exact RTL cycle count (``run_capsnet(...,
-model_only=True)``).  ``--routing-speedup X`` instead sets the routing time
+CapsNetRunOptions(model_only=True))``).  ``--routing-speedup X`` instead sets the routing time
 to the P100 roofline routing time divided by X (a what-if, labelled as such;
 the PE streams keep the run's per-vault rate in bytes/s, since the run's bytes
 over a much shorter time would exceed a vault's bandwidth).  Host and
@@ -33,7 +33,7 @@ from pimforge.sim.capsnet.pipeline import (
     whole_network,
     whole_network_table,
 )
-from pimforge.sim.capsnet.run_cli import run_capsnet
+from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
 
 
 def main(argv=None) -> int:
@@ -54,9 +54,12 @@ def main(argv=None) -> int:
     results = []
     for name in a.net:
         if a.routing_json:
+            # a dict: files of older runs (without a schema) are read too
             run = json.loads(a.routing_json.read_text())
         else:
-            run = run_capsnet(name, config=a.config, model_only=True, check_route_pim=False)
+            run = run_capsnet(name, a.config, CapsNetRunOptions(model_only=True,
+                                                                check_route_pim=False)
+                              ).to_json()
         routing = routing_from_run(run)
         # a run at --scale S routed the reduced network: the host layers follow it
         net = network(name).scaled(run["scale"]) if run.get("scale", 1) > 1 else network(name)

@@ -18,7 +18,7 @@ from pimforge.gen.errors import CapacityError
 from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.distribution import choose_distribution
 from pimforge.sim.capsnet.networks import network, network_names
-from pimforge.sim.capsnet.run_cli import run_capsnet
+from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
 
 
 def fitting_scale(name: str, cfg) -> int:
@@ -44,17 +44,17 @@ def main() -> None:
     t0 = time.monotonic()
     for name in network_names():
         s = max(a.min_scale, fitting_scale(name, cfg))
-        r = run_capsnet(name, config=a.config, scale=s, dram=a.dram)
+        r = run_capsnet(name, a.config, CapsNetRunOptions(scale=s, dram=a.dram))
         rows.append(r)
-        print(f"{name:9s} scale {s:4d} dim {r['dimension']} cycles {r['cycles']:9d} "
-              f"(ideal {r['timing_model_cycles']:8d}, VRS {r['vault_request_stalls']}) "
-              f"match {r['rtl_matches_model']} err {r['max_abs_err_vs_float64']:.2e} "
-              f"wall {r['wall_s']['total']:.1f}s", flush=True)
+        print(f"{name:9s} scale {s:4d} dim {r.dimension} cycles {r.cycles:9d} "
+              f"(ideal {r.timing_model_cycles:8d}, VRS {r.vault_request_stalls}) "
+              f"match {r.rtl_matches_model} err {r.max_abs_err_vs_float64:.2e} "
+              f"wall {r.wall_s.total:.1f}s", flush=True)
     print(f"total {time.monotonic() - t0:.1f}s; all match: "
-          f"{all(r['rtl_matches_model'] for r in rows)}")
+          f"{all(r.rtl_matches_model for r in rows)}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+            json.dump([r.to_json() for r in rows], f, indent=2)
 
 
 if __name__ == "__main__":

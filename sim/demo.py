@@ -46,7 +46,7 @@ def run(args) -> int:
     from ..verif.models.routing import route_f64
     from .capsnet import digits_net as dn
     from .capsnet.networks import CapsNetSpec
-    from .capsnet.run_cli import run_capsnet
+    from .capsnet.workload import CapsNetRunOptions, route
 
     t_start = time.monotonic()
     cfg = args.config
@@ -76,16 +76,17 @@ def run(args) -> int:
           f"{cfg.capsnet.pes_per_vault} PEs at {cfg.freq_mhz:g} MHz, {args.dram} DRAM, "
           f"{cfg.hmc.mapping} address mapping (first run builds it with Verilator)...",
           flush=True)
-    res, v = run_capsnet(spec, config=cfg, inputs=(u, W), dram=args.dram, return_v=True)
-    sc = res["scores"]
-    print("  dimension scores (1/s): " + ", ".join(f"{k} {s['score']:.4g}" for k, s in sc.items())
-          + f" -> {res['dimension']}")
-    print(f"  {res['cycles']:,} cycles = {1e6 * res['time_s']:.1f} us "
-          f"(timing model with an ideal memory: {res['timing_model_cycles']:,}); "
-          f"inter-vault {res['intervault_bytes']:,} B; vault request stalls "
-          f"{res['vault_request_stalls']}; energy {1e6 * res['energy_j']['total']:.2f} uJ (model)")
-    print(f"  per equation, busiest vault: {res['per_equation_cycles_busiest_vault']}")
-    ok = bool(res["rtl_matches_model"])
+    routed = route(spec, cfg, CapsNetRunOptions(dram=args.dram), inputs=(u, W))
+    res, v = routed.result, routed.v
+    print("  dimension scores (1/s): " + ", ".join(f"{k} {s['score']:.4g}"
+                                                   for k, s in res.scores.items())
+          + f" -> {res.dimension}")
+    print(f"  {res.cycles:,} cycles = {1e6 * res.time_s:.1f} us "
+          f"(timing model with an ideal memory: {res.timing_model_cycles:,}); "
+          f"inter-vault {res.intervault_bytes:,} B; vault request stalls "
+          f"{res.vault_request_stalls}; energy {1e6 * res.energy_j['total']:.2f} uJ (model)")
+    print(f"  per equation, busiest vault: {res.per_equation_cycles_busiest_vault}")
+    ok = res.ok
     print(f"  RTL vs ISA golden model (every memory word and v): "
           f"{'bit-exact' if ok else 'DIFFERENT'}")
     v64 = route_f64(u.astype(np.float64), W.astype(np.float64), dn.ITERATIONS).v
@@ -98,14 +99,16 @@ def run(args) -> int:
           f"{int(np.sum(cls_rtl == cls_64))}/{len(y)}")
     print(f"  first images: label {' '.join(map(str, y[:16]))}")
     print(f"                RTL   {' '.join(map(str, cls_rtl[:16]))}")
-    w = res["wall_s"]
-    print(f"simulated {res['cycles']:,} cycles in {w['rtl_loop']:.1f}s "
-          f"({res['rtl_cycles_per_s']:,.0f} cycles/s); build {w['build']:.1f}s; "
+    w = res.wall_s
+    print(f"simulated {res.cycles:,} cycles in {w.rtl_loop:.1f}s "
+          f"({res.rtl_cycles_per_s:,.0f} cycles/s); build {w.build:.1f}s; "
           f"demo wall {time.monotonic() - t_start:.1f}s")
     if args.json:
-        res["demo"] = {"labels": y.tolist(), "rtl_classes": cls_rtl.tolist(),
+        # The run's JSON (schema pimforge.run.capsnet) with the demo's own section.
+        out = res.to_json()
+        out["demo"] = {"labels": y.tolist(), "rtl_classes": cls_rtl.tolist(),
                        "float64_classes": cls_64.tolist(),
                        "rtl_accuracy": float(np.mean(cls_rtl == y)),
                        "float64_accuracy": float(np.mean(cls_64 == y))}
-        Path(args.json).write_text(json.dumps(res, indent=2))
+        Path(args.json).write_text(json.dumps(out, indent=2))
     return 0 if ok else 1

@@ -121,3 +121,26 @@ def test_demo_classifies_digits_on_the_rtl(tmp_path, capsys):
     assert d["rtl_accuracy"] >= 0.75       # the trained net is ~97 % on held-out digits
     assert main(["demo", "--batch", "0"]) == 2
     assert "--batch" in capsys.readouterr().err
+
+
+def test_run_contract_of_the_dispatcher(tmp_path):
+    """``run_cli.add_arguments`` adds only the workload's options; ``run(args, config)``
+    returns the typed result and neither prints nor writes the JSON."""
+    import argparse
+
+    from pimforge.gen.config import load_config
+    from pimforge.sim.capsnet import run_cli
+    from pimforge.sim.capsnet.workload import CapsNetRun
+
+    p = argparse.ArgumentParser()
+    run_cli.add_arguments(p)
+    for common in (["--config", "default"], ["--set", "freq_mhz=300"], ["--json", "r.json"]):
+        with pytest.raises(SystemExit):      # the dispatcher's, not the workload's
+            p.parse_args(["--net", "Caps-MN1", *common])
+    args = p.parse_args(["--net", "Caps-MN1", "--scale", "64", "--model-only",
+                         "--dump", str(tmp_path / "d")])
+    res = run_cli.run(args, load_config("default"))
+    assert isinstance(res, CapsNetRun) and res.ok and res.executed_on == "isa-model"
+    assert (tmp_path / "d" / "v.npy").is_file()
+    with pytest.raises(SystemExit):
+        p.parse_args(["capsnet", "--net", "Caps-MN1"])

@@ -43,8 +43,14 @@ bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from ...gen.errors import PimforgeError, UnknownNameError
 from .networks import CapsNetSpec, network
+
+if TYPE_CHECKING:
+    from .workload import CapsNetRun
 
 __all__ = ["PAPER", "POLICY_OF", "SCENARIOS", "pipeline_time", "routing_from_run",
            "stage_time", "whole_network", "whole_network_table"]
@@ -112,14 +118,18 @@ def _pe_rates(routing: dict) -> tuple[list[float], list[float]]:
     return [r / t for r in rb], [w / t for w in wb]
 
 
-def routing_from_run(res: dict) -> dict:
+def routing_from_run(res: CapsNetRun | Mapping) -> dict:
     """The ``routing`` input of :func:`whole_network` from a ``run capsnet`` result.
 
-    Uses its per-vault ``reads``/``writes`` when present; otherwise (a result
-    that carries only the ``events`` totals) the totals ``rd_bytes / 8`` and
+    *res* is a :class:`~pimforge.sim.capsnet.workload.CapsNetRun` or a dict of
+    its JSON form (also a partial one, e.g. a file of an older run). Uses its
+    per-vault ``reads``/``writes`` when present; otherwise (a result that
+    carries only the ``events`` totals) the totals ``rd_bytes / 8`` and
     ``wr_bytes / 4`` are split evenly over the ``active_vaults`` (marked
     ``"per_vault": "even split of totals"``).
     """
+    if not isinstance(res, Mapping):
+        res = res.to_json()
     out = {k: res[k] for k in ("time_s", "cycles", "vaults") if k in res}
     for k in ("energy_j", "executed_on", "network", "config"):
         if k in res:
