@@ -12,25 +12,20 @@ The workload itself (steps, result, ablations) is
   ``summary()``, writes its ``to_json()`` to ``--json`` and exits 0 when it is
   ``ok``, else 1. ``--dump`` is the workload's own output folder.
 
-:func:`add_standalone_arguments` and :func:`run_standalone` are a temporary
-adapter doing the dispatcher's part for ``capsnet`` alone, until the
-dispatcher lands.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .workload import ABLATIONS
+from ...gen.errors import PimforgeError
+from .workload import ABLATIONS, CapsNetRun, CapsNetRunOptions, run_ablations
 
 if TYPE_CHECKING:
     from ...gen.config import Config
-    from .workload import CapsNetRun, CapsNetRunOptions
 
-__all__ = ["add_arguments", "add_standalone_arguments", "options", "run", "run_standalone"]
+__all__ = ["add_arguments", "options", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,9 +52,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def options(args: argparse.Namespace) -> CapsNetRunOptions:
     """The run options of parsed :func:`add_arguments` options."""
-    from ...gen.errors import PimforgeError
-    from .workload import CapsNetRunOptions
-
     if args.scale < 1:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
     return CapsNetRunOptions(scale=args.scale, freq=args.freq, dim=args.dim, seed=args.seed,
@@ -69,25 +61,4 @@ def options(args: argparse.Namespace) -> CapsNetRunOptions:
 
 def run(args: argparse.Namespace, config: Config) -> CapsNetRun:
     """Run ``--net`` with the options in *args* on the resolved *config*."""
-    from .workload import run_ablations
-
     return run_ablations(args.net, config, options(args), dump=args.dump)
-
-
-def add_standalone_arguments(p: argparse.ArgumentParser) -> None:
-    """Temporary adapter: the dispatcher's options for ``capsnet`` alone, then its own."""
-    p.add_argument("workload", choices=["capsnet"], help="workload (capsnet)")
-    p.add_argument("--config", help="config preset or TOML path (default: default)")
-    p.add_argument("--json", help="write the results JSON here")
-    add_arguments(p)
-
-
-def run_standalone(args: argparse.Namespace) -> int:
-    """Temporary adapter: resolve ``--config``, :func:`run`, print, write ``--json``."""
-    from ...gen.config import load_config
-
-    res = run(args, load_config(args.config))
-    print(res.summary())
-    if args.json:
-        Path(args.json).write_text(json.dumps(res.to_json(), indent=2))
-    return 0 if res.ok else 1
