@@ -25,17 +25,14 @@ class OutputError(PimforgeError):
 
 
 def check_output_file(path: str | Path, what: str = "output") -> Path:
-    """*path* as a Path after checking that a file can be created or replaced there."""
+    """*path* as a Path after checking that a file can be created or replaced there (its
+    folder exists or can be created, and is writable)."""
     p = Path(path)
     if str(path) == "" or p.name == "":
         raise OutputError(f"{what} path is empty; give a file name")
     if p.is_dir():
         raise OutputError(f"{what} {str(p)!r} is a folder; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise OutputError(f"{what} folder {str(parent)!r} does not exist; create it first")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{what} folder {str(parent)!r} is not writable")
+    check_output_dir(p.parent if str(p.parent) else Path("."), f"{what}'s folder")
     if p.exists() and not os.access(p, os.W_OK):
         raise OutputError(f"{what} {str(p)!r} is not writable")
     return p
@@ -58,8 +55,10 @@ def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
 
 
 def write_text(path: str | Path, text: str) -> Path:
-    """Write *text* to *path* atomically (temporary file in the same folder, then rename)."""
+    """Write *text* to *path* atomically (temporary file in the same folder, then rename);
+    missing parent folders are created."""
     p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -22,8 +22,11 @@ from pimforge.gen.output import (
 
 
 def test_output_file_checks(tmp_path):
-    with pytest.raises(OutputError, match="does not exist; create it first"):
-        check_output_file(tmp_path / "missing" / "r.json", "--json")
+    assert check_output_file(tmp_path / "new" / "r.json") == tmp_path / "new" / "r.json"
+    (tmp_path / "ro").mkdir(mode=0o500)
+    if os.geteuid() != 0:           # root writes anywhere
+        with pytest.raises(OutputError, match="not a writable folder"):
+            check_output_file(tmp_path / "ro" / "sub" / "r.json", "--json")
     with pytest.raises(OutputError, match="is a folder"):
         check_output_file(tmp_path, "--json")
     (tmp_path / "f").write_text("x")
@@ -31,6 +34,8 @@ def test_output_file_checks(tmp_path):
         check_output_dir(tmp_path / "f")
     with pytest.raises(OutputError, match="cannot be created"):
         check_output_dir(tmp_path / "f" / "sub")
+    with pytest.raises(OutputError, match="is a file; give a folder"):
+        check_output_file(tmp_path / "f" / "r.json")
     assert check_output_file(tmp_path / "ok.json") == tmp_path / "ok.json"
 
 

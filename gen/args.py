@@ -1,0 +1,96 @@
+"""Command-line value types that reject bad input while the arguments are parsed.
+
+Every command builds its options from these, so a bad number, an empty string,
+a repeated value or an output path that cannot be written is reported in one
+line (``pimforge CMD: error: argument --seed: ...``, exit status 2) before any
+work starts and before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from .output import OutputError, check_output_dir, check_output_file
+
+__all__ = ["AppendUnique", "fraction", "int_range", "nonempty", "number_range", "out_dir",
+           "out_file", "seed"]
+
+SEED_MAX = 2**32 - 1
+
+
+def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An integer in ``[lo, hi]`` (no upper bound when *hi* is None)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+        if v < lo or (hi is not None and v > hi):
+            bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {v}")
+        return v
+    parse.__name__ = "int"
+    return parse
+
+
+def number_range(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str], float]:
+    """A finite number in ``[lo, hi]`` (``(lo, hi]`` with *lo_open*)."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+        if not (lo < v if lo_open else lo <= v) or not v <= hi:
+            raise argparse.ArgumentTypeError(
+                f"must be {'above' if lo_open else 'at least'} {lo:g} and at most {hi:g}, "
+                f"not {text}")
+        return v
+    parse.__name__ = "float"
+    return parse
+
+
+seed = int_range(0, SEED_MAX)
+fraction = number_range(0.0, 1.0)
+
+
+def nonempty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def out_file(text: str) -> Path:
+    """A file that can be created or replaced (its folder exists and is writable)."""
+    try:
+        return check_output_file(text, "the file")
+    except OutputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def out_dir(text: str) -> Path:
+    """A folder that exists or can be created, and is writable."""
+    try:
+        return check_output_dir(text, "the folder")
+    except OutputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+class AppendUnique(argparse.Action):
+    """``action="append"`` that refuses a value given twice (it would be counted twice).
+
+    Comma-separated lists are split, so ``--org HY,HY-PG --org SMP`` is three values.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, self.dest, None) or [])
+        for v in (values if isinstance(values, list) else [values]):
+            parts = [p.strip() for p in v.split(",")] if isinstance(v, str) else [v]
+            for p in parts:
+                if p == "":
+                    parser.error(f"argument {option_string}: must not be empty")
+                if p in items:
+                    parser.error(f"argument {option_string}: {p!r} is given twice")
+                items.append(p)
+        setattr(namespace, self.dest, items)
