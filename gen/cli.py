@@ -18,16 +18,16 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from ..rtl.params import ParameterError
 from ..sim.verilator import lint, verilator_root
 from ..verif.regression import select
 from ..verif.runner import run_testbench
+from .args import int_range, out_dir, out_file
 from .config import load_config, parse_overrides, preset_names, to_dict
 from .elaborate import elaborate
 from .errors import PimforgeError
-from .output import check_output_dir, check_output_file, write_json
+from .output import check_output_dir, write_json
 from .registry import blocks, commands, get_block, resolve, workloads
 
 __all__ = ["build_parser", "main"]
@@ -65,7 +65,7 @@ def add_verilog(p: argparse.ArgumentParser) -> None:
     add_config_positional(p)
     p.add_argument("--top", help="generate this registered block instead of the config's top")
     p.add_argument("--config", dest="config_opt", help="config for --top (default: default)")
-    p.add_argument("--out", type=Path, help="output folder")
+    p.add_argument("--out", type=out_dir, help="output folder")
     p.add_argument("--list", action="store_true", help="list the registered blocks")
     p.add_argument("--lint", action="store_true", help="run verilator --lint-only on the result")
 
@@ -102,9 +102,10 @@ def add_regress(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("-k", dest="pattern", help="only benches whose name matches (glob or substring)")
     p.add_argument("--waves", action="store_true", help="dump waveforms (VCD)")
-    p.add_argument("--seed", type=int, help="random seed (default: fresh, logged)")
+    p.add_argument("--seed", type=int_range(0, 2**31 - 1),
+                   help="random seed (default: fresh, logged)")
     p.add_argument("--list", action="store_true", help="list the benches and exit")
-    p.add_argument("--json", type=Path, help="write the results as JSON here")
+    p.add_argument("--json", type=out_file, help="write the results as JSON here")
 
 
 def cmd_regress(args) -> int:
@@ -116,9 +117,7 @@ def cmd_regress(args) -> int:
     if not benches:
         raise PimforgeError(f"no bench matches {args.pattern!r}; `pimforge regress --list` "
                             "shows them")
-    if args.seed is not None and not 0 <= args.seed < 2**31:
-        raise PimforgeError(f"--seed must be between 0 and {2**31 - 1}, not {args.seed}")
-    out = check_output_file(args.json, "--json") if args.json is not None else None
+    out = args.json
     rows, t0 = [], time.monotonic()
     for i, b in enumerate(benches, 1):
         print(f"[{i}/{len(benches)}] {b.name} ...", flush=True)
@@ -163,7 +162,7 @@ def add_run(p: argparse.ArgumentParser) -> None:
     for name, w in workloads().items():
         wp = sub.add_parser(name, help=w.doc, description=w.doc)
         add_config_option(wp)
-        wp.add_argument("--json", help="write the results JSON here")
+        wp.add_argument("--json", type=out_file, help="write the results JSON here")
         resolve(w.cli).add_arguments(wp)
 
 
@@ -175,7 +174,7 @@ def cmd_run(args) -> int:
     if not args.workload:
         raise PimforgeError("name a workload: pimforge run WORKLOAD ... "
                             f"({', '.join(sorted(workloads()))}; `pimforge run --list`)")
-    out = check_output_file(args.json, "--json") if args.json is not None else None
+    out = args.json
     resolve_config(args)
     result = resolve(workloads()[args.workload].cli).run(args, args.config)
     print(result.summary())
@@ -216,8 +215,15 @@ def _registered(name: str):
     return cmd.help, add, run
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage mistakes are one line too: ``pimforge CMD: error: WHAT (see --help)``."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pimforge", description=__doc__.splitlines()[0])
+    parser = Parser(prog="pimforge", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     table = {**CORE, **{n: _registered(n) for n in commands()}}
     for name, (help_, add, run) in table.items():

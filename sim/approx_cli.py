@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from pathlib import Path
 
+from ..gen.args import int_range, out_file, seed
 from ..gen.errors import PimforgeError
 from ..rtl.capsnet.params import pe_constants
 from ..verif.models.approx_error import characterize
@@ -15,9 +15,10 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--samples", type=int, default=200_000, help="inputs per row")
-    p.add_argument("--seed", type=int, default=1, help="seed of the input draw")
-    p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    p.add_argument("--samples", type=int_range(100, 50_000_000), default=200_000,
+                   help="inputs per row")
+    p.add_argument("--seed", type=seed, default=1, help="seed of the input draw")
+    p.add_argument("--json", type=out_file, help="also write the rows as JSON here")
 
 
 def run(args) -> int:

@@ -28,17 +28,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..gen.args import int_range, out_file
+
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch", type=int, default=16,
+    p.add_argument("--batch", type=int_range(1, 4096), default=16,
                    help="test images routed together (default 16)")
-    p.add_argument("--offset", type=int, default=0,
+    p.add_argument("--offset", type=int_range(0), default=0,
                    help="index of the first test image (default 0)")
     p.add_argument("--dram", choices=["banked", "ideal"], default="banked",
                    help="operand memory model of the RTL run (default banked)")
-    p.add_argument("--json", help="write the routing run's results JSON here")
+    p.add_argument("--json", type=out_file, help="write the routing run's results JSON here")
 
 
 def run(args) -> int:

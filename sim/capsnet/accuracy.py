@@ -25,10 +25,10 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
+from pimforge.gen.args import int_range, out_file
 from pimforge.gen.config import Config, load_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.verif.models.pe_ops import PEOps
@@ -140,9 +140,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # lanes of the PE variants.
     p.add_argument("--rtl-sample", action="store_true",
                    help="also route one test batch on the Verilated PE and check it bit for bit")
-    p.add_argument("--rtl-images", type=int, default=EVAL_BATCH,
+    p.add_argument("--rtl-images", type=int_range(1), default=EVAL_BATCH,
                    help=f"images in the RTL sample (default {EVAL_BATCH}, one routing batch)")
-    p.add_argument("--json", type=Path, help="write the rows (and the RTL check) as JSON here")
+    p.add_argument("--json", type=out_file, help="write the rows (and the RTL check) as JSON here")
 
 
 def run(args) -> int:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from pimforge.gen.errors import PimforgeError
 
+from ...gen.args import AppendUnique, number_range, out_file
 from .distribution import FIG18_FREQS_MHZ, frequency_study
 from .networks import network_names
 
@@ -22,11 +22,11 @@ __all__ = ["add_arguments", "run", "study_text"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--freq", type=float, action="append", metavar="MHZ",
+    p.add_argument("--freq", type=number_range(1.0, 5000.0), action=AppendUnique, metavar="MHZ",
                    help="PE frequency in MHz (repeatable; default 312.5, 625, 937.5)")
-    p.add_argument("--net", action="append", metavar="NAME",
+    p.add_argument("--net", action=AppendUnique, metavar="NAME",
                    help="only this network of Table 1 (repeatable; default all 12)")
-    p.add_argument("--json", type=Path, help="write the study as JSON here")
+    p.add_argument("--json", type=out_file, help="write the study as JSON here")
 
 
 def study_text(study: dict) -> str:

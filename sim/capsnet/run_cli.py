@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ...gen.args import int_range, nonempty, number_range, out_dir, seed
 from ...gen.errors import PimforgeError
 from .workload import ABLATIONS, CapsNetRun, CapsNetRunOptions, run_ablations
 
@@ -30,12 +31,14 @@ __all__ = ["add_arguments", "options", "run"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``capsnet`` workload's own options."""
-    p.add_argument("--net", required=True, help="Table 1 network (Caps-MN1 ...)")
-    p.add_argument("--scale", type=int, default=1, help="divide B and N_L by S (default 1)")
-    p.add_argument("--freq", type=float, help="logic-die MHz (default: the config's)")
+    p.add_argument("--net", required=True, type=nonempty, help="Table 1 network (Caps-MN1 ...)")
+    p.add_argument("--scale", type=int_range(1), default=1,
+                   help="divide B and N_L by S (default 1)")
+    p.add_argument("--freq", type=number_range(1.0, 5000.0),
+                   help="logic-die MHz (default: the config's)")
     p.add_argument("--dim", choices=["B", "L", "H"], help="force the distribution dimension")
-    p.add_argument("--seed", type=int, default=1, help="seed of u and W (default 1)")
-    p.add_argument("--dump", help="write u.npy, W.npy, v.npy, iterations.txt here")
+    p.add_argument("--seed", type=seed, default=1, help="seed of u and W (default 1)")
+    p.add_argument("--dump", type=out_dir, help="write u.npy, W.npy, v.npy, iterations.txt here")
     p.add_argument("--ablation", choices=[*ABLATIONS, "all"], default="pim-capsnet",
                    help="Sec. 6.1 variant (default pim-capsnet); all: every variant with "
                         "speedup_vs ratios")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...gen.args import AppendUnique, int_range, nonempty, out_dir
 from ...gen.errors import PimforgeError, UnknownNameError
 from ...gen.output import FileSet, check_output_dir
 from . import energy
@@ -31,17 +32,18 @@ KINDS = ("spm",)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind", help=f"what to explore: {', '.join(KINDS)}")
-    p.add_argument("--net", default="capsnet", help="capsnet or deepcaps (default capsnet)")
-    p.add_argument("--org", action="append",
+    p.add_argument("--net", default="capsnet", type=nonempty,
+                   help="capsnet or deepcaps (default capsnet)")
+    p.add_argument("--org", action=AppendUnique,
                    help="organization(s) to explore, repeatable or comma-separated "
                         "(default: SMP, SMP-PG, SEP, SEP-PG, HY, HY-PG)")
-    p.add_argument("--max-sectors", type=int, default=16,
+    p.add_argument("--max-sectors", type=int_range(0, 4096), default=16,
                    help="cap of Algorithm 2's sector pool (default 16; 0 = [2, s/128] uncapped)")
     p.add_argument("--pg-sim", action="store_true",
                    help="replay the schedule of each selected -PG configuration on the "
                         "Verilated SPM and use the counted sector-ON cycles for its static "
                         "energy")
-    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--out", type=out_dir, required=True, help="output folder")
 
 
 def _kib(b: int) -> float:
