@@ -32,7 +32,7 @@ __all__ = ["add_arguments", "options", "run"]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``capsnet`` workload's own options."""
     p.add_argument("--net", required=True, type=nonempty, help="Table 1 network (Caps-MN1 ...)")
-    p.add_argument("--scale", type=int_range(1), default=1,
+    p.add_argument("--scale", type=int_range(1, 1 << 20), default=1,
                    help="divide B and N_L by S (default 1)")
     p.add_argument("--freq", type=number_range(1.0, 5000.0),
                    help="logic-die MHz (default: the config's)")
