@@ -234,7 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:          # usage error (2) or --help (0): a status, as below
+        return int(e.code or 0)
     try:
         return int(args._run(args) or 0)
     except (PimforgeError, ParameterError) as e:
