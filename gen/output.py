@@ -54,6 +54,12 @@ def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
     return p
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: str | Path, text: str) -> Path:
     """Write *text* to *path* atomically (temporary file in the same folder, then rename);
     missing parent folders are created."""
@@ -61,6 +67,7 @@ def write_text(path: str | Path, text: str) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes it private; a result is not
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, p)

@@ -123,3 +123,10 @@ def test_cache_that_is_a_file_is_one_line(tmp_path):
              env={"PIMFORGE_CACHE": str(f)})
     assert r.returncode == 2 and "is a file" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    p = write_json(tmp_path / "r.json", {})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~mask
