@@ -167,7 +167,8 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     accepted bundle's blocks, on by default; the ``hmc_capsnet`` operand ports
     cache more, every block read since the last barrier).
     ``progress_dir``: run in this folder (kept), where the driver rewrites
-    ``progress.txt`` (cycle, phase, seconds) every 10 s of a long run.
+    ``progress.txt`` (named fields ``cycle``, ``phase``, ``seconds``; see
+    :func:`~pimforge.sim.drivers.io.read_fields`) every 10 s of a long run.
     """
     exe = exe or build_vault_driver(cfg)
     t0 = time.monotonic()

@@ -230,13 +230,13 @@ int main(int argc, char** argv) {
     auto last_report = std::chrono::steady_clock::now();
     while (!done) {
         if ((cycle & 4095) == 0) {
-            // progress.txt for long runs: cycles, phases done, seconds so far
+            // progress.txt for long runs (named fields): cycle, phases done, seconds so far
             auto nowt = std::chrono::steady_clock::now();
             if (std::chrono::duration<double>(nowt - last_report).count() > 10.0) {
                 last_report = nowt;
                 prog_f = fopen((dir + "/progress.txt").c_str(), "w");
                 if (prog_f) {
-                    fprintf(prog_f, "cycle %ld phase %ld seconds %.1f\n", cycle, phase_no,
+                    fprintf(prog_f, "cycle = %ld\nphase = %ld\nseconds = %.1f\n", cycle, phase_no,
                             std::chrono::duration<double>(nowt - t0).count());
                     fclose(prog_f);
                 }
