@@ -52,6 +52,8 @@ __all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "DRAM_MO
 
 IWORDS = -(-INSTR_BITS // 32)
 DRAM_MODES = ("banked", "ideal")
+#: A DRAM table entry (tab<v>.bin) is ``(row << TAB_BANK_BITS) | bank``.
+TAB_BANK_BITS = 6
 
 
 #: Driver pin -> port of the vault compute: the only place the driver names its ports.
@@ -75,7 +77,8 @@ def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
 
     el = elaborate("capsnet_vault", cfg)
     top = driver_top(el.verilog, el.top, el.manifest["ports"], PINS, name="capsnet_vault_driver")
-    hdr = params_header(top.name, IWORDS=IWORDS, LANES=cfg.capsnet.pes_per_vault)
+    hdr = params_header(top.name, IWORDS=IWORDS, LANES=cfg.capsnet.pes_per_vault,
+                        TAB_BANK_BITS=TAB_BANK_BITS)
     return build_verilated(top.verilog, top.name, sources("vault_main.cpp", hdr),
                            name="capsnet_vault-run", extra_args=tuple(extra_args))
 
@@ -135,8 +138,8 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
                   hold_blocks: bool = False, native_cycles: int = 0) -> None:
     if dram not in DRAM_MODES:
         raise ValueError(f"dram must be one of {', '.join(DRAM_MODES)}, not {dram!r}")
-    if cfg.hmc.banks_per_vault > 64:
-        raise ValueError("the DRAM model holds at most 64 banks per vault")
+    if cfg.hmc.banks_per_vault > 1 << TAB_BANK_BITS:
+        raise ValueError(f"the DRAM model holds at most {1 << TAB_BANK_BITS} banks per vault")
     bw = cfg.capsnet.intervault_bw_gbs * 1e9 / (cfg.freq_mhz * 1e6)   # bytes per cycle
     p = dram_params(cfg)
     write_fields(d / "run.txt", {
@@ -150,8 +153,8 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
         _prog_words(comp.programs[v]).tofile(d / f"prog{v}.bin")
         if dram == "banked":
             bank, row = comp.bank_rows(v, mem.size)
-            ((row.astype(np.uint64) << 6) | bank.astype(np.uint64)).astype(np.uint32).tofile(
-                d / f"tab{v}.bin")
+            tab = (row.astype(np.uint64) << TAB_BANK_BITS) | bank.astype(np.uint64)
+            tab.astype(np.uint32).tofile(d / f"tab{v}.bin")
 
 
 def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None = None,

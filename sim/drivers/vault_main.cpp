@@ -30,15 +30,19 @@
 #include <vector>
 
 #include "driver.h"
-#include "pimforge_params.h"   // Top, IWORDS (32-bit words of an instruction), LANES
+// Top, IWORDS (32-bit words of an instruction), LANES, TAB_BANK_BITS (a DRAM
+// table entry is (row << TAB_BANK_BITS) | bank)
+#include "pimforge_params.h"
 
 using pf::lget;
 using pf::lset;
 
+static constexpr uint32_t TAB_BANK_MASK = (1u << TAB_BANK_BITS) - 1;
+
 static inline int32_t sx24(uint32_t x) { return ((int32_t)(x << 8)) >> 8; }
 
 struct Dram {
-    std::vector<uint32_t> tab;       // (row << 6) | bank per vault-local block
+    std::vector<uint32_t> tab;       // (row << TAB_BANK_BITS) | bank per vault-local block
     std::vector<double> bank_free;   // cycle at which each bank's backlog ends
     std::vector<int64_t> open_row;
     double tsv_free = 0;
@@ -67,8 +71,8 @@ static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, ui
 
 static inline void serve_block(Dram& d, const Params& P, uint32_t blk, double now) {
     uint32_t t = d.tab[blk];
-    int bank = t & 63;
-    int64_t row = t >> 6;
+    int bank = t & TAB_BANK_MASK;
+    int64_t row = t >> TAB_BANK_BITS;
     double cost;
     if (!P.close_page && d.open_row[bank] == row) { cost = P.hit; d.hits++; }
     else { cost = P.close_page ? P.closed : P.miss; d.misses++; }
@@ -102,7 +106,7 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<Top>> v;
     std::vector<std::vector<uint32_t>> mem(nv), prog(nv);
     std::vector<Dram> dram(nv);
-    int nbanks = 64;
+    const int nbanks = 1 << TAB_BANK_BITS;
     for (int i = 0; i < nv; i++) {
         v.emplace_back(new Top);
         mem[i] = pf::read_words(dir + "/mem" + std::to_string(i) + ".bin");
@@ -194,7 +198,7 @@ int main(int argc, char** argv) {
                 bool banks_ok = true;
                 for (int k = 0; k < nb; k++) {
                     if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: read outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
-                    if (d.bank_free[d.tab[blk[k]] & 63] >= now + 1.0) { banks_ok = false; break; }
+                    if (d.bank_free[d.tab[blk[k]] & TAB_BANK_MASK] >= now + 1.0) { banks_ok = false; break; }
                 }
                 if (!banks_ok) { ready = false; d.vrs++; }
                 else if (d.tsv_free >= now + 1.0) { ready = false; d.bw_stall++; }
