@@ -17,16 +17,21 @@ from . import verilator as vl
 
 __all__ = ["build_verilated"]
 
+_SOURCES = (".cpp", ".cc", ".c")
+
 
 def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | None = None,
                     opt: str = "-O2", trace: bool = False, threads: int = 1,
                     extra_args: tuple[str, ...] = ()) -> Path:
     """Compile *verilog* (top module *top*) with the C++ files *cpp* (name -> text).
 
-    Returns the path of the executable. ``trace`` enables VCD tracing (the FST
-    writer needs lz4 headers that no PyPI package ships). The build folder lives under
-    :func:`pimforge.sim.verilator.cache_dir` and is reused while the Verilog,
-    the C++ sources, the options and the Verilator version are unchanged.
+    Every file of *cpp* is written into the build folder; the sources among
+    them (``.cpp``, ``.cc``, ``.c``) are compiled and the headers are found by
+    their ``#include``. Returns the path of the executable. ``trace`` enables
+    VCD tracing (the FST writer needs lz4 headers that no PyPI package ships).
+    The build folder lives under :func:`pimforge.sim.verilator.cache_dir` and
+    is reused while the Verilog, the C++ files, the options and the Verilator
+    version are unchanged.
     """
     key = vl.content_key(verilog, top, *sorted(f"{k}\0{v}" for k, v in cpp.items()), opt,
                          str(trace), str(threads), *extra_args, vl.verilator_version(),
@@ -47,7 +52,7 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
            "--Mdir", "obj", "-O3", "--x-assign", "fast", "--x-initial", "fast",
            "-CFLAGS", opt, *(["--trace"] if trace else []),
            *(["--threads", str(threads)] if threads > 1 else []), *extra_args,
-           f"{top}.v", *cpp]
+           f"{top}.v", *(f for f in cpp if f.endswith(_SOURCES))]
     res = subprocess.run(cmd, cwd=tmp, env=vl.verilator_env(), capture_output=True, text=True)
     if res.returncode != 0:
         (tmp / "build.log").write_text(res.stdout + res.stderr)

@@ -2,10 +2,11 @@
 
 Python writes the request stream (addresses generated and placed with the shared
 :class:`~pimforge.rtl.mem.address_map.AddressMap`), a native C++ driver
-(``membench_main.cpp``) replays it on the Verilated ``hmc_mem`` block with its
-own clock loop, plays the DRAM arrays (sparse, contents by a backdoor
-function), checks every tag and every read's data, and logs every DRAM command
-the vault controllers issue. Units: controller cycles of ``hmc.tck_ns``.
+(``membench_main.cpp`` of :mod:`pimforge.sim.drivers`) replays it on the
+Verilated ``hmc_mem`` block with its own clock loop, plays the DRAM arrays
+(sparse, contents by a backdoor function), checks every tag and every read's
+data, and logs every DRAM command the vault controllers issue. Units: controller
+cycles of ``hmc.tck_ns``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import random
 import subprocess
 import tempfile
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 
 from ..gen.errors import PimforgeError, SimulationError
+from .drivers.io import read_fields, write_fields, write_table
 
-__all__ = ["PATTERNS", "POLICIES", "add_arguments", "build_driver", "make_requests",
-           "membench", "replay", "run"]
+__all__ = ["PATTERNS", "POLICIES", "add_arguments", "build_driver", "driver_pins",
+           "make_requests", "membench", "replay", "run"]
 
 PATTERNS = ("seq", "random", "strided", "pe-burst", "mixed")
 #: Host/PE priority policies and their code on the ``policy`` input of ``hmc_mem``.
@@ -109,54 +110,22 @@ def make_requests(cfg, amap, pattern: str, n: int, *, write_fraction: float = 0.
     return out
 
 
-def _cname(port: str) -> str:
-    return port.replace("__", "___05F")
+def driver_pins(links: int, vaults: int) -> dict[str, list[str] | str]:
+    """Driver pin -> ``hmc_mem`` port(s): the only place the driver names its ports.
 
-
-def _driver_source(el, hmc, amap) -> str:
-    ports = {p["name"]: p["width"] for p in el.manifest["ports"]}
-    L, V = hmc.links, hmc.vaults
-    masters = [f"host{i}" for i in range(L)] + [f"pe{v}" for v in range(V)]
-    reqw = ports["host0__payload"]
-    decl = [f"const int PAYW = {(reqw + 31) // 32};",
-            "static uint32_t pay[NM][PAYW];",
-            "uint8_t* valid_in[NM] = {" + ", ".join(f"&top->{_cname(m + '__valid')}"
-                                                      for m in masters) + "};",
-            "uint8_t* ready_in[NM] = {" + ", ".join(f"&top->{_cname(m + '__ready')}"
-                                                      for m in masters) + "};",
-            "uint8_t* valid_out[NM] = {" + ", ".join(f"&top->{_cname(m + '_resp__valid')}"
-                                                       for m in masters) + "};",
-            "const uint32_t* rpay[NM] = {" + ", ".join(
-                f"top->{_cname(m + '_resp__payload')}.data()" for m in masters) + "};"]
-    decl += [f"top->{_cname(m + '_resp__ready')} = 1;" for m in masters]
-    arr, obs = [], []
-    for v in range(V):
-        arr.append(f"if (rd_pending[{v}]) {{ for (int k = 0; k < 4; k++) "
-                   f"top->v{v}_arr_rdata[k] = fdata({v}, rd_addr[{v}], k); rd_pending[{v}] = 0; }}")
-        obs.append(f"""if (top->v{v}_cmd_valid) {{
-            int k = top->v{v}_cmd_kind; cmds[k]++;
-            if (tr) fprintf(tr, "%ld,{v},%d,%s,%d,%d\\n", cycle,
-                            k == 5 ? -1 : (int)top->v{v}_cmd_bank,
-                            CMD[k], (int)top->v{v}_cmd_row, (int)top->v{v}_cmd_col);
-        }}
-        conflict += top->v{v}_conflict;
-        if (top->v{v}_arr_re) {{ rd_pending[{v}] = 1; rd_addr[{v}] = top->v{v}_arr_addr; }}
-        if (top->v{v}_arr_we) for (int k = 0; k < 4; k++)
-            if (top->v{v}_arr_wdata[k] != fdata({v}, top->v{v}_arr_addr, k)) {{
-                errors++;
-                if (errors < 10) fprintf(stderr, "vault {v}: write data/address mismatch\\n");
-                break;
-            }}""")
-    payset = [f"memcpy(top->{_cname(m + '__payload')}.data(), pay[{i}], 4 * PAYW);"
-              for i, m in enumerate(masters)]
-    src = resources.files("pimforge.sim").joinpath("membench_main.cpp").read_text()
-    for k, v in {"@NV@": str(V), "@NM@": str(L + V), "@NL@": str(L), "@TAGS@": "256",
-                 "@ADDR_BITS@": str(amap.addr_bits), "@TAG_BITS@": "8",
-                 "@DECL@": "\n    ".join(decl), "@ARRDATA@": "\n        ".join(arr),
-                 "@PAYSET@": "\n        ".join(payset),
-                 "@OBSERVE@": "\n        ".join(obs)}.items():
-        src = src.replace(k, v)
-    return src
+    Lane pins list one port per master (host links, then vault PE ports) or
+    per vault.
+    """
+    masters = [f"host{i}" for i in range(links)] + [f"pe{v}" for v in range(vaults)]
+    pins: dict[str, list[str] | str] = {k: k for k in ("policy", "gamma_v", "gamma_h")}
+    for pin, suffix in (("req_valid", "__valid"), ("req_ready", "__ready"),
+                        ("req_payload", "__payload"), ("resp_valid", "_resp__valid"),
+                        ("resp_ready", "_resp__ready"), ("resp_payload", "_resp__payload")):
+        pins[pin] = [m + suffix for m in masters]
+    for pin in ("cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_col", "conflict",
+                "arr_re", "arr_we", "arr_addr", "arr_wdata", "arr_rdata"):
+        pins[pin] = [f"v{v}_{pin}" for v in range(vaults)]
+    return pins
 
 
 def build_driver(cfg) -> Path:
@@ -164,10 +133,27 @@ def build_driver(cfg) -> Path:
     from ..gen.elaborate import elaborate
     from ..rtl.mem.address_map import AddressMap
     from .build import build_verilated
+    from .drivers import params_header, sources
+    from .drivers.pins import driver_top
 
     el = elaborate("hmc_mem", cfg)
-    src = _driver_source(el, cfg.hmc, AddressMap.from_config(cfg.hmc))
-    return build_verilated(el.verilog, "hmc_mem", {"main.cpp": src}, name=f"membench-{cfg.name}")
+    h = cfg.hmc
+    top = driver_top(el.verilog, el.top, el.manifest["ports"], driver_pins(h.links, h.vaults),
+                     name="hmc_mem_driver")
+    w = top.words
+    for pin in ("cmd_kind", "cmd_bank", "cmd_row", "cmd_col", "conflict"):
+        if w[pin] != 1:
+            raise SimulationError(f"the membench driver reads {pin} as 32 bits; it has "
+                                  f"{32 * w[pin]}")
+    if w["arr_addr"] > 2 or w["arr_wdata"] != w["arr_rdata"]:
+        raise SimulationError("the membench driver needs array addresses of at most 64 bits "
+                              "and read and write data of one width")
+    hdr = params_header(top.name, NV=h.vaults, NM=h.links + h.vaults, NL=h.links, TAGS=256,
+                        ADDR_BITS=AddressMap.from_config(h).addr_bits, TAG_BITS=8,
+                        REQ_WORDS=w["req_payload"], RESP_WORDS=w["resp_payload"],
+                        ADDR_WORDS=w["arr_addr"], BLOCK_WORDS=w["arr_wdata"])
+    return build_verilated(top.verilog, top.name, sources("membench_main.cpp", hdr),
+                           name=f"membench-{cfg.name}")
 
 
 def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1,
@@ -193,19 +179,24 @@ def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, ga
         if c is not None and not 1 <= c <= 256:
             raise PimforgeError(f"{name} must be between 1 and 256, not {c}")
     exe = exe or build_driver(cfg)
-    lines = "".join(f"{r[0]} {r[1]} {r[2]:x} {r[3]} {r[4]:x}" + (f" {r[5]}\n" if len(r) > 5
-                                                                   else "\n") for r in reqs)
     with tempfile.TemporaryDirectory() as td:
-        rf, sf = Path(td) / "reqs.txt", Path(td) / "stats.txt"
-        rf.write_text(lines)
-        res = subprocess.run([str(exe), str(rf), str(sf), str(trace) if trace else "-",
-                              str(POLICIES[policy]), str(gamma_v), str(gamma_h),
-                              str(max_inflight_host or 256), str(max_inflight_pe or 256)],
-                             capture_output=True, text=True, check=False)
-        if not sf.exists():
+        d = Path(td)
+        write_table(d / "requests.txt", ("master", "we", "addr", "vault", "arr", "gap"),
+                    (r if len(r) > 5 else (*r, 0) for r in reqs))
+        write_fields(d / "run.txt", {
+            "policy": POLICIES[policy], "gamma_v": gamma_v, "gamma_h": gamma_h,
+            "max_inflight_host": max_inflight_host or 256,
+            "max_inflight_pe": max_inflight_pe or 256,
+            **({"trace": str(Path(trace).resolve())} if trace else {})})
+        res = subprocess.run([str(exe), str(d)], capture_output=True, text=True, check=False)
+        if not (d / "stats.txt").exists():
             raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
-        stats = dict(line.split() for line in sf.read_text().splitlines())
-    stats = {k: int(v) for k, v in stats.items()}
+        f = read_fields(d / "stats.txt")
+    stats = {k: f.int(k) for k in ("cycles", "first", "last", "done", "total", "errors",
+                                   "conflict", "ACT", "RD", "WR", "PRE", "REF")}
+    per_master = zip(f.ints("latency_sum"), f.ints("responses"), f.ints("last_response"))
+    for m, (lat, n, last) in enumerate(per_master):
+        stats.update({f"m{m}_lat": lat, f"m{m}_n": n, f"m{m}_last": last})
     if res.returncode != 0:
         raise SimulationError(f"membench: {stats['done']}/{stats['total']} responses, "
                               f"{stats['errors']} errors:\n{res.stderr[-2000:]}")

@@ -1,7 +1,8 @@
 """Run compiled PIM-CapsNet routing programs on the Verilated vault compute.
 
 One Verilog model of :class:`~pimforge.rtl.capsnet.vault.VaultCompute` is
-built (cached) with the native driver ``vault_main.cpp``; the driver
+built (cached) with the native driver ``vault_main.cpp`` of
+:mod:`pimforge.sim.drivers`; the driver
 instantiates it once per vault and clocks all of them in one C++ loop, serving
 each vault's operand memory as lane vectors, delivering crossbar sends (each
 vault port moves ``capsnet.intervault_bw_gbs`` worth of bytes per cycle; a
@@ -44,12 +45,24 @@ import numpy as np
 
 from ...gen.errors import SimulationError
 from ...rtl.capsnet.isa import INSTR_BITS, encode
+from ..drivers.io import read_fields, write_fields
 from .compiler import Compiled
 
-__all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "DRAM_MODES"]
+__all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "DRAM_MODES", "PINS"]
 
 IWORDS = -(-INSTR_BITS // 32)
 DRAM_MODES = ("banked", "ideal")
+#: A DRAM table entry (tab<v>.bin) is ``(row << TAB_BANK_BITS) | bank``.
+TAB_BANK_BITS = 6
+
+
+#: Driver pin -> port of the vault compute: the only place the driver names its ports.
+PINS = {name: name for name in (
+    "go", "at_bar", "halted", "imem_we", "imem_addr", "imem_data",
+    "rd_valid", "rd_ready", "rd_mask", "rd_a_addr", "rd_a_stride", "rd_a_data",
+    "rd_b_addr", "rd_b_stride", "rd_b_data",
+    "wr_en", "wr_addr", "wr_mask", "wr_stride", "wr_data",
+    "send_valid", "send_peer", "send_addr", "send_mask", "send_stride", "send_data")}
 
 
 def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
@@ -59,12 +72,14 @@ def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
     """
     from ...gen.elaborate import elaborate
     from ..build import build_verilated
+    from ..drivers import params_header, sources
+    from ..drivers.pins import driver_top
 
     el = elaborate("capsnet_vault", cfg)
-    cpp = (Path(__file__).with_name("vault_main.cpp").read_text()
-           .replace("@TOP@", "capsnet_vault").replace("@IWORDS@", str(IWORDS))
-           .replace("@LANES@", str(cfg.capsnet.pes_per_vault)))
-    return build_verilated(el.verilog, "capsnet_vault", {"vault_main.cpp": cpp},
+    top = driver_top(el.verilog, el.top, el.manifest["ports"], PINS, name="capsnet_vault_driver")
+    hdr = params_header(top.name, IWORDS=IWORDS, LANES=cfg.capsnet.pes_per_vault,
+                        TAB_BANK_BITS=TAB_BANK_BITS)
+    return build_verilated(top.verilog, top.name, sources("vault_main.cpp", hdr),
                            name="capsnet_vault-run", extra_args=tuple(extra_args))
 
 
@@ -120,25 +135,26 @@ def dram_params(cfg) -> dict:
 
 
 def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str,
-                  hold_blocks: bool = False) -> None:
+                  hold_blocks: bool = False, native_cycles: int = 0) -> None:
     if dram not in DRAM_MODES:
         raise ValueError(f"dram must be one of {', '.join(DRAM_MODES)}, not {dram!r}")
-    if cfg.hmc.banks_per_vault > 64:
-        raise ValueError("the DRAM model holds at most 64 banks per vault")
+    if cfg.hmc.banks_per_vault > 1 << TAB_BANK_BITS:
+        raise ValueError(f"the DRAM model holds at most {1 << TAB_BANK_BITS} banks per vault")
     bw = cfg.capsnet.intervault_bw_gbs * 1e9 / (cfg.freq_mhz * 1e6)   # bytes per cycle
     p = dram_params(cfg)
-    (d / "meta.txt").write_text(
-        f"{comp.vaults} {max_cycles} {bw!r} {cfg.capsnet.packet_overhead_bytes} "
-        f"{int(dram == 'banked')} {p['hit']!r} {p['miss']!r} {p['closed']!r} {p['tsv']!r} "
-        f"{p['close_page']} {int(hold_blocks)} 1\n")
+    write_fields(d / "run.txt", {
+        "vaults": comp.vaults, "max_cycles": max_cycles, "xbar_bytes_per_cycle": bw,
+        "dram": int(dram == "banked"), "hit_cycles": p["hit"], "miss_cycles": p["miss"],
+        "closed_cycles": p["closed"], "tsv_bytes_per_cycle": p["tsv"],
+        "close_page": p["close_page"], "hold": int(hold_blocks), "native_cycles": native_cycles})
     for v in range(comp.vaults):
         mem = np.asarray(mems[v], dtype=np.uint32)
         mem.tofile(d / f"mem{v}.bin")
         _prog_words(comp.programs[v]).tofile(d / f"prog{v}.bin")
         if dram == "banked":
             bank, row = comp.bank_rows(v, mem.size)
-            ((row.astype(np.uint64) << 6) | bank.astype(np.uint64)).astype(np.uint32).tofile(
-                d / f"tab{v}.bin")
+            tab = (row.astype(np.uint64) << TAB_BANK_BITS) | bank.astype(np.uint64)
+            tab.astype(np.uint32).tofile(d / f"tab{v}.bin")
 
 
 def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None = None,
@@ -154,7 +170,8 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     accepted bundle's blocks, on by default; the ``hmc_capsnet`` operand ports
     cache more, every block read since the last barrier).
     ``progress_dir``: run in this folder (kept), where the driver rewrites
-    ``progress.txt`` (cycle, phase, seconds) every 10 s of a long run.
+    ``progress.txt`` (named fields ``cycle``, ``phase``, ``seconds``; see
+    :func:`~pimforge.sim.drivers.io.read_fields`) every 10 s of a long run.
     """
     exe = exe or build_vault_driver(cfg)
     t0 = time.monotonic()
@@ -167,31 +184,29 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
             raise SimulationError(f"vault driver failed (exit {res.returncode}): "
                                   f"{(res.stdout + res.stderr)[-2000:]}")
         out = [np.fromfile(d / f"out{v}.bin", dtype=np.uint32) for v in range(comp.vaults)]
-        st = (d / "stats.txt").read_text().split("\n")
-    kv, vaults, phases = {}, [], []
-    for line in st:
-        f = line.split()
-        if not f:
-            continue
-        if f[0] == "vault":
-            vaults.append(tuple(int(x) for x in f[2:]))
-        elif f[0] == "phase":
-            phases.append(int(f[2]))
-        else:
-            kv[f[0]] = float(f[1])
-    col = list(zip(*vaults))
-    return RTLRun(out, int(kv["cycles"]), kv["seconds"], phases, list(col[0]), list(col[1]),
-                  list(col[2]), int(kv["xbar_wait"]), int(kv["sends"]),
-                  time.monotonic() - t0, dram, *(list(c) for c in col[3:9]))
+        st = read_fields(d / "stats.txt")
+    per_vault = {k: st.ints(k) for k in ("reads", "writes", "busy", "vault_request_stalls",
+                                         "bandwidth_stalls", "blocks_read", "blocks_written",
+                                         "row_hits", "row_misses")}
+    if any(len(x) != comp.vaults for x in per_vault.values()):
+        raise SimulationError(f"vault driver reported {len(per_vault['reads'])} vaults, "
+                              f"not {comp.vaults}")
+    return RTLRun(out, st.int("cycles"), st.float("seconds"), st.ints("phase_cycles"),
+                  xbar_wait=st.int("xbar_wait"), sends=st.int("sends"),
+                  wall_s=time.monotonic() - t0, dram=dram, **per_vault)
 
 
 def native_loop(comp: Compiled, mems, cfg, cycles: int, *, exe: Path | None = None
                 ) -> float:
     """Seconds a pure native clock loop of the same models takes for *cycles* cycles."""
+    if cycles < 1:
+        raise ValueError(f"cycles must be at least 1, not {cycles}")
     exe = exe or build_vault_driver(cfg)
     with tempfile.TemporaryDirectory(prefix="capsnet-native-") as td:
         d = Path(td)
-        _write_inputs(d, comp, mems, cfg, cycles, "ideal")
-        res = subprocess.run([str(exe), str(d), "native", str(cycles)], capture_output=True,
-                             text=True, check=True)
-    return float(res.stdout.split()[2])
+        _write_inputs(d, comp, mems, cfg, cycles, "ideal", native_cycles=cycles)
+        res = subprocess.run([str(exe), str(d)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SimulationError(f"vault driver failed (exit {res.returncode}): "
+                                  f"{(res.stdout + res.stderr)[-2000:]}")
+        return read_fields(d / "stats.txt").float("seconds")

@@ -2,12 +2,13 @@
 // Serves each vault's operand memory (its DRAM partition, a flat word array) as
 // lane vectors, optionally through a banked DRAM throughput model, delivers
 // crossbar sends, releases barriers, and counts cycles.
-// Usage: VBIN DIR [native CYCLES]. DIR holds meta.txt, mem<v>.bin, prog<v>.bin and
-// (banked DRAM) tab<v>.bin; writes out<v>.bin and stats.txt. "native": a pure
-// clock loop on the same models (no memory serving, no bookkeeping) for the
-// speed comparison.
+// Usage: VBIN DIR. DIR holds run.txt (named fields, see main), mem<v>.bin,
+// prog<v>.bin and (banked DRAM) tab<v>.bin; writes out<v>.bin and stats.txt
+// (named fields). native_cycles = N in run.txt: a pure clock loop of N cycles on
+// the same models (no memory serving, no bookkeeping) for the speed comparison;
+// stats.txt then holds its seconds.
 //
-// DRAM model (meta dram = 1), per vault: every cycle's read bundle (the live
+// DRAM model (dram = 1), per vault: every cycle's read bundle (the live
 // lanes of a and b) and posted write bundle are split into distinct 16-byte
 // blocks; tab<v>.bin gives each vault-local block's bank and row (precomputed
 // in Python with the placement's address map). A bank serves a row hit in
@@ -26,38 +27,22 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
-#include "V@TOP@.h"
-#include "verilated.h"
 
-static const int IW = @IWORDS@;   // 32-bit words of one instruction
-static const int LANES = @LANES@;  // lanes of the controller (PEs per vault)
+#include "driver.h"
+// Top, IWORDS (32-bit words of an instruction), LANES, TAB_BANK_BITS (a DRAM
+// table entry is (row << TAB_BANK_BITS) | bank)
+#include "pimforge_params.h"
 
-// Lane l of a lane-vector port, whatever C type Verilator gave it.
-static inline uint32_t lget(const uint32_t& x, int) { return x; }
-static inline uint32_t lget(const uint64_t& x, int l) { return (uint32_t)(x >> (32 * l)); }
-template <std::size_t N> static inline uint32_t lget(const VlWide<N>& x, int l) { return x[l]; }
-static inline void lset(uint32_t& x, int, uint32_t v) { x = v; }
-static inline void lset(uint64_t& x, int l, uint32_t v) {
-    x = (x & ~(0xffffffffULL << (32 * l))) | ((uint64_t)v << (32 * l));
-}
-template <std::size_t N> static inline void lset(VlWide<N>& x, int l, uint32_t v) { x[l] = v; }
+using pf::lget;
+using pf::lset;
+
+static constexpr uint32_t TAB_BANK_MASK = (1u << TAB_BANK_BITS) - 1;
+
 static inline int32_t sx24(uint32_t x) { return ((int32_t)(x << 8)) >> 8; }
 
-static std::vector<uint32_t> readfile(const std::string& p, bool must = true) {
-    std::vector<uint32_t> v;
-    FILE* f = fopen(p.c_str(), "rb");
-    if (!f) { if (!must) return v; perror(p.c_str()); exit(2); }
-    uint32_t buf[4096];
-    size_t n;
-    while ((n = fread(buf, 4, 4096, f)) > 0) v.insert(v.end(), buf, buf + n);
-    fclose(f);
-    return v;
-}
-
 struct Dram {
-    std::vector<uint32_t> tab;       // (row << 6) | bank per vault-local block
+    std::vector<uint32_t> tab;       // (row << TAB_BANK_BITS) | bank per vault-local block
     std::vector<double> bank_free;   // cycle at which each bank's backlog ends
     std::vector<int64_t> open_row;
     double tsv_free = 0;
@@ -86,8 +71,8 @@ static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, ui
 
 static inline void serve_block(Dram& d, const Params& P, uint32_t blk, double now) {
     uint32_t t = d.tab[blk];
-    int bank = t & 63;
-    int64_t row = t >> 6;
+    int bank = t & TAB_BANK_MASK;
+    int64_t row = t >> TAB_BANK_BITS;
     double cost;
     if (!P.close_page && d.open_row[bank] == row) { cost = P.hit; d.hits++; }
     else { cost = P.close_page ? P.closed : P.miss; d.misses++; }
@@ -103,53 +88,54 @@ static inline void charge_tsv(Dram& d, const Params& P, int nblk, double now) {
 
 int main(int argc, char** argv) {
     Verilated::commandArgs(argc, argv);
-    if (argc < 2) { fprintf(stderr, "usage: %s DIR [native CYCLES]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
     std::string dir = argv[1];
-    bool native = argc > 2 && std::string(argv[2]) == "native";
-    int nv, pkt, threads;
-    long max_cycles;
-    double bw;  // crossbar bytes per cycle per vault port
+    const pf::Fields run(dir + "/run.txt");
+    const int nv = (int)run.integer("vaults");
+    const long max_cycles = run.integer("max_cycles");
+    const long native_cycles = run.integer("native_cycles", 0);
+    const double bw = run.real("xbar_bytes_per_cycle");   // per vault port
     Params P;
-    FILE* m = fopen((dir + "/meta.txt").c_str(), "r");
-    if (!m || fscanf(m, "%d %ld %lf %d %d %lf %lf %lf %lf %d %d %d", &nv, &max_cycles, &bw,
-                     &pkt, &P.dram, &P.hit, &P.miss, &P.closed, &P.tsv, &P.close_page,
-                     &P.hold, &threads) != 12) {
-        fprintf(stderr, "bad meta.txt\n"); return 2;
-    }
-    fclose(m);
-    std::vector<std::unique_ptr<V@TOP@>> v;
+    P.dram = (int)run.integer("dram");
+    P.hit = run.real("hit_cycles");
+    P.miss = run.real("miss_cycles");
+    P.closed = run.real("closed_cycles");
+    P.tsv = run.real("tsv_bytes_per_cycle");
+    P.close_page = (int)run.integer("close_page");
+    P.hold = (int)run.integer("hold");
+    std::vector<std::unique_ptr<Top>> v;
     std::vector<std::vector<uint32_t>> mem(nv), prog(nv);
     std::vector<Dram> dram(nv);
-    int nbanks = 64;
+    const int nbanks = 1 << TAB_BANK_BITS;
     for (int i = 0; i < nv; i++) {
-        v.emplace_back(new V@TOP@);
-        mem[i] = readfile(dir + "/mem" + std::to_string(i) + ".bin");
-        prog[i] = readfile(dir + "/prog" + std::to_string(i) + ".bin");
+        v.emplace_back(new Top);
+        mem[i] = pf::read_words(dir + "/mem" + std::to_string(i) + ".bin");
+        prog[i] = pf::read_words(dir + "/prog" + std::to_string(i) + ".bin");
         if (P.dram) {
-            dram[i].tab = readfile(dir + "/tab" + std::to_string(i) + ".bin");
+            dram[i].tab = pf::read_words(dir + "/tab" + std::to_string(i) + ".bin");
             if (dram[i].tab.size() * 4 < mem[i].size()) { fprintf(stderr, "short tab%d\n", i); return 2; }
             dram[i].bank_free.assign(nbanks, 0.0);
             dram[i].open_row.assign(nbanks, -1);
         }
     }
-    auto tick = [&](int i) { v[i]->clk = 0; v[i]->eval(); v[i]->clk = 1; v[i]->eval(); };
     for (int i = 0; i < nv; i++) {
-        v[i]->rst = 1; tick(i); tick(i); v[i]->rst = 0;
-        size_t n = prog[i].size() / IW;
+        pf::reset(v[i].get(), 2);
+        size_t n = prog[i].size() / IWORDS;
         for (size_t k = 0; k < n; k++) {
             v[i]->imem_we = 1; v[i]->imem_addr = k;
-            for (int w = 0; w < IW; w++) v[i]->imem_data[w] = prog[i][k * IW + w];
-            tick(i);
+            for (int w = 0; w < IWORDS; w++) lset(v[i]->imem_data, w, prog[i][k * IWORDS + w]);
+            pf::tick(v[i].get());
         }
         v[i]->imem_we = 0;
         v[i]->rd_ready = 1;
     }
-    if (native) {
-        long n = argc > 3 ? atol(argv[3]) : 100000;
+    if (native_cycles > 0) {
         auto t0 = std::chrono::steady_clock::now();
-        for (long c = 0; c < n; c++) for (int i = 0; i < nv; i++) tick(i);
+        for (long c = 0; c < native_cycles; c++) for (int i = 0; i < nv; i++) pf::tick(v[i].get());
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        printf("native %ld %.6f\n", n, s);
+        pf::Stats st(dir + "/stats.txt");
+        st.put("native_cycles", (long long)native_cycles);
+        st.put("seconds", s);
         return 0;
     }
     std::vector<long> rd(nv, 0), wr(nv, 0), busy(nv, 0), sent(nv, 0), recv(nv, 0);
@@ -157,13 +143,13 @@ int main(int argc, char** argv) {
     long cycle = 0, phase_start = 0, xbar_wait = 0, sends = 0;
     std::vector<int> err(nv, 0);
     // Start every controller at instruction 0.
-    for (int i = 0; i < nv; i++) { v[i]->go = 1; tick(i); v[i]->go = 0; }
+    for (int i = 0; i < nv; i++) { v[i]->go = 1; pf::tick(v[i].get()); v[i]->go = 0; }
 
     // One cycle of vault i up to (not including) its clock edge: serve the read
     // bundle and the posted write. Sends are delivered by the caller (they
     // write another vault's memory).
     auto serve = [&](int i, double now) {
-        V@TOP@* t = v[i].get();
+        Top* t = v[i].get();
         std::vector<uint32_t>& M = mem[i];
         const uint32_t msz = (uint32_t)M.size();
         if (t->wr_en) {
@@ -212,7 +198,7 @@ int main(int argc, char** argv) {
                 bool banks_ok = true;
                 for (int k = 0; k < nb; k++) {
                     if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: read outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
-                    if (d.bank_free[d.tab[blk[k]] & 63] >= now + 1.0) { banks_ok = false; break; }
+                    if (d.bank_free[d.tab[blk[k]] & TAB_BANK_MASK] >= now + 1.0) { banks_ok = false; break; }
                 }
                 if (!banks_ok) { ready = false; d.vrs++; }
                 else if (d.tsv_free >= now + 1.0) { ready = false; d.bw_stall++; }
@@ -248,13 +234,13 @@ int main(int argc, char** argv) {
     auto last_report = std::chrono::steady_clock::now();
     while (!done) {
         if ((cycle & 4095) == 0) {
-            // progress.txt for long runs: cycles, phases done, seconds so far
+            // progress.txt for long runs (named fields): cycle, phases done, seconds so far
             auto nowt = std::chrono::steady_clock::now();
             if (std::chrono::duration<double>(nowt - last_report).count() > 10.0) {
                 last_report = nowt;
                 prog_f = fopen((dir + "/progress.txt").c_str(), "w");
                 if (prog_f) {
-                    fprintf(prog_f, "cycle %ld phase %ld seconds %.1f\n", cycle, phase_no,
+                    fprintf(prog_f, "cycle = %ld\nphase = %ld\nseconds = %.1f\n", cycle, phase_no,
                             std::chrono::duration<double>(nowt - t0).count());
                     fclose(prog_f);
                 }
@@ -263,7 +249,7 @@ int main(int argc, char** argv) {
         if (cycle >= max_cycles) { fprintf(stderr, "cycle limit %ld reached\n", max_cycles); return 3; }
         int nbar = 0, nhalt = 0;
         for (int i = 0; i < nv; i++) {
-            V@TOP@* t = v[i].get();
+            Top* t = v[i].get();
             t->clk = 0; t->eval();
             nbar += t->at_bar; nhalt += t->halted;
         }
@@ -282,7 +268,7 @@ int main(int argc, char** argv) {
         }
         const double now = (double)cycle;
         for (int i = 0; i < nv; i++) {
-            V@TOP@* t = v[i].get();
+            Top* t = v[i].get();
             // A vault waiting at a barrier (or halted) has drained its PEs and
             // holds its state until go: its clock is gated off.
             active[i] = !((t->at_bar || t->halted) && !release);
@@ -316,19 +302,26 @@ int main(int argc, char** argv) {
     }
     phase_cycles.push_back(cycle - phase_start);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (int i = 0; i < nv; i++) {
-        FILE* o = fopen((dir + "/out" + std::to_string(i) + ".bin").c_str(), "wb");
-        fwrite(mem[i].data(), 4, mem[i].size(), o);
-        fclose(o);
-    }
-    FILE* st = fopen((dir + "/stats.txt").c_str(), "w");
-    fprintf(st, "cycles %ld\nseconds %.6f\nxbar_wait %ld\nsends %ld\n", cycle, s, xbar_wait, sends);
-    for (int i = 0; i < nv; i++) {
-        const Dram& d = dram[i];
-        fprintf(st, "vault %d %ld %ld %ld %ld %ld %ld %ld %ld %ld\n", i, rd[i], wr[i], busy[i],
-                d.vrs, d.bw_stall, d.blk_rd, d.blk_wr, d.hits, d.misses);
-    }
-    for (size_t k = 0; k < phase_cycles.size(); k++) fprintf(st, "phase %zu %ld\n", k, phase_cycles[k]);
-    fclose(st);
+    for (int i = 0; i < nv; i++) pf::write_words(dir + "/out" + std::to_string(i) + ".bin", mem[i]);
+    pf::Stats st(dir + "/stats.txt");
+    st.put("cycles", (long long)cycle);
+    st.put("seconds", s);
+    st.put("xbar_wait", (long long)xbar_wait);
+    st.put("sends", (long long)sends);
+    std::vector<long> col(nv);
+    auto per_vault = [&](const char* key, long Dram::*field) {
+        for (int i = 0; i < nv; i++) col[i] = dram[i].*field;
+        st.put(key, col);
+    };
+    st.put("reads", rd);
+    st.put("writes", wr);
+    st.put("busy", busy);
+    per_vault("vault_request_stalls", &Dram::vrs);
+    per_vault("bandwidth_stalls", &Dram::bw_stall);
+    per_vault("blocks_read", &Dram::blk_rd);
+    per_vault("blocks_written", &Dram::blk_wr);
+    per_vault("row_hits", &Dram::hits);
+    per_vault("row_misses", &Dram::misses);
+    st.put("phase_cycles", phase_cycles);
     return 0;
 }
