@@ -12,14 +12,17 @@ cycles of ``hmc.tck_ns``.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import random
+import shutil
 import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from ..gen.args import fraction, int_range, out_file, seed
 from ..gen.errors import PimforgeError, SimulationError
+from ..gen.output import write_json
 from .drivers.io import read_fields, write_fields, write_table
 
 __all__ = ["PATTERNS", "POLICIES", "add_arguments", "build_driver", "driver_pins",
@@ -33,20 +36,23 @@ POLICIES = {"rmas": 0, "pim-first": 1, "host-first": 2, "arrival": 3}
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pattern", choices=PATTERNS, default="seq")
     p.add_argument("--mapping", choices=("default", "capsnet"), help="override hmc.mapping")
-    p.add_argument("--requests", type=int, default=4096, help="16 B block requests in all")
-    p.add_argument("--write-fraction", type=float, default=0.0,
+    p.add_argument("--requests", type=int_range(1, 10_000_000), default=4096,
+                   help="16 B block requests in all")
+    p.add_argument("--write-fraction", type=fraction, default=0.0,
                    help="fraction of requests that are writes")
-    p.add_argument("--stride", type=int, default=4096, help="bytes between strided requests")
-    p.add_argument("--burst", type=int, default=64,
+    p.add_argument("--stride", type=int_range(16, 1 << 32), default=4096,
+                   help="bytes between strided requests")
+    p.add_argument("--burst", type=int_range(16, 256), default=64,
                    help="bytes of one PE request (pe-burst), 16-256, a power of two")
     p.add_argument("--policy", choices=("rmas", "pim-first", "host-first", "arrival"),
                    default="rmas", help="host/PE priority policy")
-    p.add_argument("--gamma-v", type=int, default=1, help="RMAS impact factor of PE work (0-255)")
-    p.add_argument("--gamma-h", type=int, default=1,
+    p.add_argument("--gamma-v", type=int_range(0, 255), default=1,
+                   help="RMAS impact factor of PE work (0-255)")
+    p.add_argument("--gamma-h", type=int_range(0, 255), default=1,
                    help="RMAS impact factor of host work (0-255)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--trace", type=Path, help="write every DRAM command as CSV here")
-    p.add_argument("--json", type=Path, required=True, help="write the results here")
+    p.add_argument("--seed", type=seed, default=1)
+    p.add_argument("--trace", type=out_file, help="write every DRAM command as CSV here")
+    p.add_argument("--json", type=out_file, required=True, help="write the results here")
 
 
 def _arr_addr(hmc, d) -> int:
@@ -187,11 +193,17 @@ def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, ga
             "policy": POLICIES[policy], "gamma_v": gamma_v, "gamma_h": gamma_h,
             "max_inflight_host": max_inflight_host or 256,
             "max_inflight_pe": max_inflight_pe or 256,
-            **({"trace": str(Path(trace).resolve())} if trace else {})})
+            # The driver writes the trace here; it replaces --trace only once complete.
+            **({"trace": str(d / "trace.csv")} if trace else {})})
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True, check=False)
         if not (d / "stats.txt").exists():
             raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
         f = read_fields(d / "stats.txt")
+        if trace and res.returncode == 0:
+            Path(trace).parent.mkdir(parents=True, exist_ok=True)
+            part = Path(trace).with_name(f".{Path(trace).name}.tmp")
+            shutil.move(d / "trace.csv", part)      # the temp folder may be another disk
+            os.replace(part, trace)
     stats = {k: f.int(k) for k in ("cycles", "first", "last", "done", "total", "errors",
                                    "conflict", "ACT", "RD", "WR", "PRE", "REF")}
     per_master = zip(f.ints("latency_sum"), f.ints("responses"), f.ints("last_response"))
@@ -273,8 +285,7 @@ def run(args) -> int:
                  write_fraction=args.write_fraction, stride=args.stride, burst=args.burst,
                  policy=args.policy, gamma_v=args.gamma_v, gamma_h=args.gamma_h,
                  seed=args.seed, trace=args.trace)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(r, indent=2) + "\n")
+    write_json(args.json, r)
     print(f"{r['pattern']:8s} mapping {r['mapping']:8s} {r['requests']} requests in "
           f"{r['cycles']} cycles: {r['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "
           f"({100 * r['bandwidth_fraction']:.1f}% of {r['peak_bytes_per_s'] / 1e9:.1f} GB/s peak,"
