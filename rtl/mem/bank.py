@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -158,10 +156,9 @@ def bank_leaf(*, timing: Timing, row_bits: int):
     The module name carries the row width and a hash of the timing, so two
     different bank machines never share a name.
     """
-    from ..hierarchy import Leaf
+    from ..hierarchy import Leaf, leaf_name
 
-    key = hashlib.sha1(repr((timing, row_bits)).encode()).hexdigest()[:8]
-    return Leaf(f"bank_machine_r{row_bits}_{key}",
+    return Leaf(leaf_name("bank_machine", f"r{row_bits}", digest=(timing, row_bits), digits=8),
                 lambda: BankMachine(timing=timing, row_bits=row_bits))
 
 

@@ -10,7 +10,6 @@ command, :class:`~pimforge.rtl.mem.refresher.Refresher` owes refreshes and one
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
@@ -27,7 +26,7 @@ from .refresher import Refresher
 from .scheduler import Scheduler
 from .timing import Timing, resolve_timing
 
-__all__ = ["VaultController", "from_config", "vault_leaf"]
+__all__ = ["VaultController", "from_config", "vault_leaf", "vault_leaf_name"]
 
 
 class VaultController(wiring.Component):
@@ -226,8 +225,14 @@ def vault_leaf(**kwargs):
     that every vault of a cube instantiates (the name hashes every argument)."""
     from ..hierarchy import Leaf
 
-    key = hashlib.sha1(repr(sorted(kwargs.items())).encode()).hexdigest()[:10]
-    return Leaf(f"vault_ctrl_{key}", lambda: VaultController(**kwargs))
+    return Leaf(vault_leaf_name(**kwargs), lambda: VaultController(**kwargs))
+
+
+def vault_leaf_name(**kwargs) -> str:
+    """The module name of :func:`vault_leaf` of these keyword arguments."""
+    from ..hierarchy import leaf_name
+
+    return leaf_name("vault_ctrl", digest=sorted(kwargs.items()))
 
 
 def from_config(cfg, **overrides) -> VaultController:

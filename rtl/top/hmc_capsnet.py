@@ -40,8 +40,6 @@ cfg : Config
 
 from __future__ import annotations
 
-import hashlib
-
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -49,7 +47,7 @@ from amaranth.utils import ceil_log2
 
 from ..capsnet import vault as vault_mod
 from ..capsnet.isa import INSTR_BITS, ISA_VERSION
-from ..hierarchy import Leaf
+from ..hierarchy import Leaf, leaf_name
 from ..mem.crossbar import rr_pick
 from ..mem.hmc_mem import HMCMemory
 from .operand_port import OperandPort, port_config
@@ -57,10 +55,6 @@ from .operand_port import OperandPort, port_config
 __all__ = ["HMCCapsNet", "from_config"]
 
 _LINK = ("we", "addr", "tag", "data")
-_VC_OUT = ("rd_valid", "rd_mask", "rd_a_addr", "rd_a_stride", "rd_b_addr", "rd_b_stride",
-           "wr_en", "wr_mask", "wr_addr", "wr_stride", "wr_data", "send_valid", "send_peer",
-           "send_mask", "send_addr", "send_stride", "send_data")
-_VC_IN = ("rd_ready", "rd_a_data", "rd_b_data")
 
 
 class HMCCapsNet(wiring.Component):
@@ -73,16 +67,11 @@ class HMCCapsNet(wiring.Component):
         self.lanes = cfg.capsnet.pes_per_vault
         self.memory = HMCMemory(hmc=h)
         kw = port_config(cfg)
-        okey = hashlib.sha1(repr((kw["lanes"], kw["vault_bits"], kw["addr_bits"],
-                                  kw["write_depth"], self.memory.amap)).encode()
-                            ).hexdigest()[:10]
-        self.ports = [Leaf(f"capsnet_operand_port_{okey}", lambda: OperandPort(**kw))
-                      for _ in range(V)]
-        proto = vault_mod.from_config(cfg)
-        proto._MustUse__silence = True
-        vkey = f"capsnet_vault_{proto.pe_key}_{proto.pes}_{proto.imem_depth}"
-        self.computes = [Leaf(vkey, lambda: vault_mod.from_config(cfg)) for _ in range(V)]
-        self.pe_latency = proto.pe_latency
+        oname = leaf_name("capsnet_operand_port", digest=(
+            kw["lanes"], kw["vault_bits"], kw["addr_bits"], kw["write_depth"], self.memory.amap))
+        self.ports = [Leaf(oname, lambda: OperandPort(**kw)) for _ in range(V)]
+        self.computes = [vault_mod.vault_leaf(cfg) for _ in range(V)]
+        self.pe_latency = self.computes[0].pe_latency
         self.vault_bits = vb = max(1, ceil_log2(V))
         mem = self.memory
         ports = {}
@@ -134,10 +123,10 @@ class HMCCapsNet(wiring.Component):
             vc, op = self.computes[v], self.ports[v]
             m.submodules[f"compute{v}"] = vc
             m.submodules[f"port{v}"] = op
-            for n in _VC_OUT:
-                m.d.comb += getattr(op, n).eq(getattr(vc, n))
-            for n in _VC_IN:
-                m.d.comb += getattr(vc, n).eq(getattr(op, n))
+            # The lane bundles: reads, posted writes and inter-vault sends.
+            wiring.connect(m, vc.rd, op.rd)
+            wiring.connect(m, vc.wr, op.wr)
+            wiring.connect(m, vc.send, op.send)
             m.d.comb += [
                 vc.imem_we.eq(self.imem_we & (self.imem_vault == v)),
                 vc.imem_addr.eq(self.imem_addr), vc.imem_data.eq(self.imem_data),
