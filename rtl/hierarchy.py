@@ -26,6 +26,8 @@ from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, UnusedElabo
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
+from .describe import DESCRIPTIVE
+
 __all__ = ["Leaf", "LeafModule", "leaf_name", "leaf_scope", "param_digest"]
 
 
@@ -128,8 +130,6 @@ class Leaf(wiring.Component):
         signature; each of them can also be read as an attribute of the leaf.
     """
 
-    # Attributes of the block that describe every instance (copied as attributes).
-    _DESCRIPTIVE = ("latency", "latencies", "memory_map", "isa_version")
 
     def __init__(self, name: str, factory: Callable[[], wiring.Component]):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -148,7 +148,8 @@ class Leaf(wiring.Component):
         # scope, this leaf's implementation outside one.
         self._impl = proto
         super().__init__(signature)
-        for attr in self._DESCRIPTIVE:
+        # The block's descriptive attributes describe every instance.
+        for attr in DESCRIPTIVE:
             if attr in self.params:
                 setattr(self, attr, self.params[attr])
         scope = _SCOPE.get()
