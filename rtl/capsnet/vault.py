@@ -46,6 +46,10 @@ memory that is always ready, an instruction of ``R = n1 * n2`` rows takes
 ``R * ceil(n3 / lanes) * g' + pe_latency + 6`` cycles (``g' = 2`` for ADD,
 ``g`` otherwise): fetch, decode, setup, the issue cycles and the drain.
 
+The three bundles ``rd``, ``wr`` and ``send`` are the signatures of
+:mod:`pimforge.rtl.capsnet.lanes`; in Verilog their members are named
+``rd__valid``, ``rd__a_addr``, ``wr__en``, ``send__peer``...
+
 The operand memory (the vault's DRAM partition behind the vault controller)
 and the inter-vault crossbar are outside this block: the native driver of
 :mod:`pimforge.sim.capsnet.rtl_run` serves them. Everything here runs in one

@@ -3,8 +3,8 @@ requests on the vault's HMC PE port.
 
 The vault compute (:mod:`pimforge.rtl.capsnet.vault`) reads two operands for
 ``lanes`` lanes per cycle (lane ``l`` at vault-local word ``addr + l*stride``),
-posts result bundles (``wr_*``) and inter-vault copies (``send_*``), and holds
-while ``rd_valid & ~rd_ready``. This adapter turns each bundle into block
+posts result bundles (``wr``) and inter-vault copies (``send``), and holds
+while ``rd.valid & ~rd.ready``. This adapter turns each bundle into block
 requests on the PE port of :class:`~pimforge.rtl.mem.hmc_mem.HMCMemory`
 (``we, addr, tag, data``; responses ``we, tag, data`` out of order), word
 addresses becoming cube byte addresses through the placement the compiler
@@ -19,7 +19,7 @@ Operation, one bundle at a time (simple and correct before fast):
 * Read bundle (``2*lanes`` word slots, ``a`` then ``b``): one request per
   distinct block (the slots of a block are struck off when its request is
   accepted), tag = slot index; each response is broadcast to every slot of its
-  block, which takes its 32-bit word. When every response is in, ``rd_ready``
+  block, which takes its 32-bit word. When every response is in, ``rd.ready``
   is high for one cycle with the lane data.
 * Read cache: each slot keeps the block it last fetched. A slot of a new
   bundle whose block is held by a slot of the same operand takes its word from
@@ -70,7 +70,7 @@ write_depth : int
 
 Attributes
 ----------
-rd_*, wr_*, send_* : the vault compute's memory interface (flipped)
+rd, wr, send : the vault compute's lane bundles, flipped (:mod:`pimforge.rtl.capsnet.lanes`)
 vault_id : this vault's index
 flush : empty the read cache (at barriers)
 mem, mem_resp : the PE port (request source, response sink)
