@@ -64,12 +64,12 @@ def test_scheduler_issues_only_legal_commands(policy, page, seed):
             pending = r.random() < 0.15
             space = r.random() < 0.9
             _set_state(ctx, dut, entries, banks, pending, space)
-            kind = Cmd(ctx.get(dut.cmd_kind))
+            kind = Cmd(ctx.get(dut.cmd.kind))
             kinds[kind] += 1
-            bank = ctx.get(dut.cmd_bank)
+            bank = ctx.get(dut.cmd.bank)
             sel = ctx.get(dut.sel)
             where = (seed, cyc, kind)
-            assert ctx.get(dut.cmd_valid) == (kind != Cmd.NOP), where
+            assert ctx.get(dut.cmd.valid) == (kind != Cmd.NOP), where
             # Exactly the chosen bank sees the command; REF goes to all of them.
             for b in range(NB):
                 for k, c in (("act", Cmd.ACT), ("pre", Cmd.PRE), ("rd", Cmd.RD), ("wr", Cmd.WR)):
@@ -123,12 +123,12 @@ def test_frfcfs_serves_a_younger_row_hit_first(policy, expect):
         banks = [{"is_open": 1, "open_row": 1, "act_ok": 0, "pre_ok": 1, "col_ok": 1}]
         _set_state(ctx, dut, entries, banks + [closed] * (NB - 1), 0, 1)
         await ctx.tick().repeat(T.tFAW)  # every vault-wide counter has run out
-        assert Cmd(ctx.get(dut.cmd_kind)) == expect
-        assert ctx.get(dut.cmd_bank) == 0
+        assert Cmd(ctx.get(dut.cmd.kind)) == expect
+        assert ctx.get(dut.cmd.bank) == 0
         if expect == Cmd.RD:
             assert ctx.get(dut.queue.take_index) == 1 and ctx.get(dut.sel.col) == 3
         else:
-            assert ctx.get(dut.cmd_row) == 1 and not ctx.get(dut.queue.take)
+            assert ctx.get(dut.cmd.row) == 1 and not ctx.get(dut.queue.take)
 
     sim.add_testbench(tb)
     sim.run()

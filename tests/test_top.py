@@ -78,7 +78,11 @@ def test_cube_ports_follow_the_config():
     top = HMCCapsNet(cfg=cfg)
     names = set(top.signature.members)
     for v in range(cfg.hmc.vaults):
-        assert {f"v{v}_arr_re", f"pe{v}_req", f"pe{v}_resp_fire"} <= names
+        assert {f"pe{v}_req", f"pe{v}_resp_fire"} <= names
+    # One DRAM array port and one command port per vault.
+    for port in ("arr", "cmd"):
+        assert top.signature.members[port].dimensions == (cfg.hmc.vaults,)
+    assert "re" in top.signature.members["arr"].signature.members
     assert {f"host{i}" for i in range(cfg.hmc.links)} <= names
     assert {"start", "running", "cycles", "imem_we", "imem_vault", "error"} <= names
     assert len(top.computes) == len(top.ports) == cfg.hmc.vaults

@@ -10,7 +10,7 @@ from amaranth.utils import ceil_log2
 from ..params import check_choice, check_int, check_pow2
 from .bank import BankMachine, TimingCounter
 from .cmd_queue import CommandQueue
-from .port import Cmd
+from .port import Cmd, CmdSignature
 from .refresher import Refresher
 from .timing import Timing
 
@@ -63,8 +63,8 @@ class Scheduler(wiring.Component):
         Refresh pending in, REF issued out.
     resp_space : In(1)
         A column command may issue (its response has a slot).
-    cmd_valid, cmd_kind, cmd_bank, cmd_row, cmd_col : Out
-        The command issued this cycle (:class:`~pimforge.rtl.mem.port.Cmd`).
+    cmd : Out(CmdSignature)
+        The command issued this cycle.
     sel : Out(layout)
         The request the command serves.
     """
@@ -89,8 +89,8 @@ class Scheduler(wiring.Component):
             "banks": In(BankMachine.Signature(row_bits=row_bits)).array(banks),
             "refresh": In(Refresher.Signature()),
             "resp_space": In(1),
-            "cmd_valid": Out(1), "cmd_kind": Out(3), "cmd_bank": Out(self.bank_bits),
-            "cmd_row": Out(row_bits), "cmd_col": Out(col_bits),
+            "cmd": Out(CmdSignature(bank_bits=self.bank_bits, row_bits=row_bits,
+                                    col_bits=col_bits)),
             "sel": Out(layout),
         })
 
@@ -231,10 +231,10 @@ class Scheduler(wiring.Component):
         m.d.comb += [
             self.refresh.issued.eq(issue_ref),
             self.queue.take.eq(issue_col), self.queue.take_index.eq(sel_entry),
-            self.cmd_valid.eq(kind != 0), self.cmd_kind.eq(kind),
-            self.cmd_bank.eq(sel_bank),
-            self.cmd_row.eq(Mux(issue_pre, b_row[sel_bank], sel.row)),
-            self.cmd_col.eq(Mux(issue_col, sel.col, 0)),
+            self.cmd.valid.eq(kind != 0), self.cmd.kind.eq(kind),
+            self.cmd.bank.eq(sel_bank),
+            self.cmd.row.eq(Mux(issue_pre, b_row[sel_bank], sel.row)),
+            self.cmd.col.eq(Mux(issue_col, sel.col, 0)),
         ]
 
         # The head's wait resets when it is served or the queue is empty.

@@ -21,7 +21,7 @@ from amaranth.utils import ceil_log2
 from ..params import check_choice, check_int, check_pow2
 from .bank import bank_leaf
 from .cmd_queue import CommandQueue
-from .port import PE, Cmd, VaultPortSignature
+from .port import PE, Cmd, CmdSignature, DRAMArraySignature, VaultPortSignature
 from .refresher import Refresher
 from .scheduler import Scheduler
 from .timing import Timing, resolve_timing
@@ -52,9 +52,9 @@ class VaultController(wiring.Component):
     FIFO; column commands stall while the FIFO could overflow.
 
     The DRAM array is a simulation model outside this block (the TSV data
-    path): ``arr_re``/``arr_we`` with ``arr_addr`` = bank, row, column and
-    ``arr_wdata`` in the cycle of the RD/WR; ``arr_rdata`` is expected one cycle
-    after ``arr_re`` (a synchronous read).
+    path): ``arr.re``/``arr.we`` with ``arr.addr`` = bank, row, column and
+    ``arr.wdata`` in the cycle of the RD/WR; ``arr.rdata`` is expected one cycle
+    after ``arr.re`` (a synchronous read).
 
     Parameters
     ----------
@@ -79,9 +79,10 @@ class VaultController(wiring.Component):
     ----------
     bus : In(VaultPortSignature)
         Requests in, responses out.
-    cmd_valid, cmd_kind, cmd_bank, cmd_row, cmd_col : Out
-        The command issued this cycle (:class:`~pimforge.rtl.mem.port.Cmd`;
-        ``REF`` covers all banks).
+    arr : Out(DRAMArraySignature)
+        The DRAM array port (Verilog ``arr__re``, ``arr__addr``...).
+    cmd : Out(CmdSignature)
+        The command issued this cycle (Verilog ``cmd__valid``, ``cmd__kind``...).
     pe_count : Out
         Queued requests of class PE (RMAS's Q).
     occupancy : Out
@@ -120,13 +121,14 @@ class VaultController(wiring.Component):
         self.port_signature = VaultPortSignature(
             bank_bits=self.bank_bits, row_bits=self.row_bits, col_bits=self.col_bits,
             tag_bits=tag_bits, data_bits=self.data_bits)
+        self.arr_signature = DRAMArraySignature(addr_bits=self.arr_addr_bits,
+                                                data_bits=self.data_bits)
+        self.cmd_signature = CmdSignature(bank_bits=self.bank_bits, row_bits=self.row_bits,
+                                          col_bits=self.col_bits)
         qbits = ceil_log2(queue_depth + 1)
         super().__init__({
             "bus": In(self.port_signature),
-            "arr_re": Out(1), "arr_we": Out(1), "arr_addr": Out(self.arr_addr_bits),
-            "arr_wdata": Out(self.data_bits), "arr_rdata": In(self.data_bits),
-            "cmd_valid": Out(1), "cmd_kind": Out(3), "cmd_bank": Out(self.bank_bits),
-            "cmd_row": Out(self.row_bits), "cmd_col": Out(self.col_bits),
+            "arr": Out(self.arr_signature), "cmd": Out(self.cmd_signature),
             "pe_count": Out(qbits), "occupancy": Out(qbits), "conflict_now": Out(qbits),
             "busy": Out(1),
         })
@@ -155,16 +157,16 @@ class VaultController(wiring.Component):
         for b, port in zip(banks, sched.banks):
             wiring.connect(m, b, port)
 
+        wiring.connect(m, sched.cmd, wiring.flipped(self.cmd))
+
         sel = sched.sel
-        issue_rd = sched.cmd_kind == Cmd.RD
-        issue_col = issue_rd | (sched.cmd_kind == Cmd.WR)
+        issue_rd = sched.cmd.kind == Cmd.RD
+        issue_wr = sched.cmd.kind == Cmd.WR
+        issue_col = issue_rd | issue_wr
         m.d.comb += [
-            self.cmd_valid.eq(sched.cmd_valid), self.cmd_kind.eq(sched.cmd_kind),
-            self.cmd_bank.eq(sched.cmd_bank), self.cmd_row.eq(sched.cmd_row),
-            self.cmd_col.eq(sched.cmd_col),
-            self.arr_re.eq(issue_rd), self.arr_we.eq(sched.cmd_kind == Cmd.WR),
-            self.arr_addr.eq(Cat(sel.col, sel.row, sel.bank)),
-            self.arr_wdata.eq(sel.data),
+            self.arr.re.eq(issue_rd), self.arr.we.eq(issue_wr),
+            self.arr.addr.eq(Cat(sel.col, sel.row, sel.bank)),
+            self.arr.wdata.eq(sel.data),
         ]
 
         # ---- data path: fixed-latency return with the tag -----------------------
@@ -185,7 +187,7 @@ class VaultController(wiring.Component):
                                               depth=math.ceil(L / t.col_gap) + 2)
         rd_d1 = Signal()
         m.d.sync += rd_d1.eq(issue_rd)
-        m.d.comb += [dfifo.w_en.eq(rd_d1), dfifo.w_data.eq(self.arr_rdata)]
+        m.d.comb += [dfifo.w_en.eq(rd_d1), dfifo.w_data.eq(self.arr.rdata)]
         rd_out = out_v & ~out_we
         m.d.comb += dfifo.r_en.eq(rd_out)
         m.d.comb += [

@@ -25,8 +25,9 @@ Around them:
 * write lock: a block write (possibly a read-modify-write) into vault ``d``
   holds ``d``'s lock, granted round robin to the operand ports asking for it, so
   two ports merging words into one block cannot lose an update;
-* DRAM array ports ``v{v}_arr_*`` (served by the simulation's array model),
-  command-observation ports ``v{v}_cmd_*`` and PE-port observation outputs
+* DRAM array ports ``arr[v]`` (Verilog ``arr__{v}__re``..., served by the
+  simulation's array model), command-observation ports ``cmd[v]`` (Verilog
+  ``cmd__{v}__valid``...) and PE-port observation outputs
   ``pe{v}_req_*``/``pe{v}_resp_*`` (accepted requests and delivered responses)
   for protocol checkers;
 * ``error``: sticky, an operand port lost a posted bundle.
@@ -80,10 +81,10 @@ class HMCCapsNet(wiring.Component):
             ports[f"host{i}_resp"] = mem.signature.members[f"host{i}_resp"]
         rq, rs = (mem.signature.members[n].signature.members["payload"].shape
                   for n in ("pe0", "pe0_resp"))
+        # The memory system's per-vault DRAM array and command ports, passed through.
+        ports["arr"] = mem.signature.members["arr"]
+        ports["cmd"] = mem.signature.members["cmd"]
         for v in range(V):
-            for n in ("arr_re", "arr_we", "arr_addr", "arr_wdata", "arr_rdata", "cmd_valid",
-                      "cmd_kind", "cmd_bank", "cmd_row", "cmd_col"):
-                ports[f"v{v}_{n}"] = mem.signature.members[f"v{v}_{n}"]
             ports[f"pe{v}_req_fire"] = Out(1)
             ports[f"pe{v}_req"] = Out(rq)
             ports[f"pe{v}_resp_fire"] = Out(1)
@@ -144,10 +145,8 @@ class HMCCapsNet(wiring.Component):
                 getattr(self, f"pe{v}_resp_fire").eq(pe_resp.valid & pe_resp.ready),
                 getattr(self, f"pe{v}_resp").eq(pe_resp.payload),
             ]
-            for n in ("arr_re", "arr_we", "arr_addr", "arr_wdata", "cmd_valid", "cmd_kind",
-                      "cmd_bank", "cmd_row", "cmd_col"):
-                m.d.comb += getattr(self, f"v{v}_{n}").eq(getattr(mem, f"v{v}_{n}"))
-            m.d.comb += getattr(mem, f"v{v}_arr_rdata").eq(getattr(self, f"v{v}_arr_rdata"))
+            wiring.connect(m, mem.arr[v], wiring.flipped(self.arr[v]))
+            wiring.connect(m, mem.cmd[v], wiring.flipped(self.cmd[v]))
             errors.append(op.overflow)
         m.d.comb += [self.halted.eq(halted), self.error.eq(Cat(*errors).any())]
 
