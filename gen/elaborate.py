@@ -3,7 +3,8 @@
 The manifest written beside every Verilog file records what a user (or a
 testbench) needs to drive the design without reading the generator: the
 config, the module list, the top's ports, pipeline latencies, the memory map
-and the ISA version where the block has them.
+and the ISA version where the block has them; ports and descriptions are read
+from the component (:mod:`pimforge.rtl.describe`), not from the Verilog.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from ..rtl.describe import block_info, ports
 from ..rtl.hierarchy import leaf_scope
 from .config import Config, to_dict
 from .output import check_output_dir, check_output_file, write_json, write_text
@@ -36,9 +38,6 @@ __all__ = ["Elaborated", "elaborate", "write_build"]
 LINT_HEADER = ("/* verilator lint_off WIDTHEXPAND */\n/* verilator lint_off WIDTHTRUNC */\n"
                "/* verilator lint_off CASEINCOMPLETE */\n")
 
-_PORT_RE = re.compile(r"^\s*(input|output|inout)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s+)?"
-                      r"\\?([\w$.\[\]]+)\s*;", re.M)
-
 
 @dataclass
 class Elaborated:
@@ -57,16 +56,6 @@ class Elaborated:
         return v, j
 
 
-def _top_ports(text: str, top: str) -> list[dict]:
-    m = re.search(rf"^module {re.escape(top)}\(.*?^endmodule", text, re.M | re.S)
-    body = m.group(0) if m else ""
-    ports = []
-    for d, hi, lo, name in _PORT_RE.findall(body):
-        width = int(hi) - int(lo) + 1 if hi else 1
-        ports.append({"name": name, "dir": d, "width": width})
-    return ports
-
-
 def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborated:
     """Build *block* for *config* and convert it to Verilog named *top* (default: block)."""
     spec = get_block(block)
@@ -79,6 +68,8 @@ def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborat
     # One copy of every separately elaborated leaf module (see rtl/hierarchy.py).
     text = LINT_HEADER + text + "".join(leaves.modules[n].verilog for n in leaves.order)
     modules = re.findall(r"^module (\\?[^\s(]+)", text, re.M)
+    # Ports and descriptions come from the component (rtl/describe.py), not the text.
+    info = block_info(component)
     manifest = {
         "top": top,
         "block": spec.name,
@@ -86,10 +77,10 @@ def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborat
         "config_name": config.name,
         "config": to_dict(config),
         "modules": modules,
-        "ports": _top_ports(text, top),
-        "latencies": dict(getattr(component, "latencies", {}) or {}),
-        "memory_map": getattr(component, "memory_map", None),
-        "isa_version": getattr(component, "isa_version", None),
+        "ports": ports(component),
+        "latencies": info.latencies,
+        "memory_map": info.memory_map,
+        "isa_version": info.isa_version,
         "generator": {"pimforge": metadata.version("pimforge"),
                       "amaranth": metadata.version("amaranth")},
     }

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
+import hashlib
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, UnusedElaboratable
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-__all__ = ["Leaf", "LeafModule", "leaf_scope"]
+from .describe import DESCRIPTIVE
+
+__all__ = ["Leaf", "LeafModule", "leaf_name", "leaf_scope", "param_digest"]
 
 
 @dataclass
@@ -40,12 +45,39 @@ class LeafModule:
 class _Scope:
     modules: dict[str, LeafModule] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    # Copies built only to read a signature (the module of their name exists already).
+    spare: list[wiring.Component] = field(default_factory=list)
 
 
 _SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("leaf_scope",
                                                                         default=None)
 _PORT_RE = re.compile(r"^\s*(?:input|output|inout)\s+(?:signed\s+)?(?:\[\d+:\d+\]\s+)?"
                       r"\\?([\w$]+)\s*;", re.M)
+
+
+def param_digest(params: object, digits: int = 10) -> str:
+    """Short hex digest of *params* (their ``repr``), for module names."""
+    return hashlib.sha1(repr(params).encode()).hexdigest()[:digits]
+
+
+def leaf_name(kind: str, *labels: object, digest: object = None, digits: int = 10) -> str:
+    """The Verilog module name of a shared block: every leaf is named here.
+
+    The name is *kind*, then the readable *labels*, then (when given) a digest
+    of *digest*, all joined by ``_``. Together they must identify every
+    parameter of the block: :class:`Leaf` rejects two different blocks that
+    share a name.
+
+    >>> leaf_name("fp32_add", "l2")
+    'fp32_add_l2'
+    """
+    parts = [kind, *map(str, labels)]
+    if digest is not None:
+        parts.append(param_digest(digest, digits))
+    name = "_".join(parts)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"leaf name must be a Verilog identifier, not {name!r}")
+    return name
 
 
 @contextlib.contextmanager
@@ -57,6 +89,19 @@ def leaf_scope() -> Iterator[_Scope]:
         yield scope
     finally:
         _SCOPE.reset(token)
+        _discard(scope.spare)
+
+
+def _discard(blocks: list[wiring.Component]) -> None:
+    """Free *blocks*, built only to be described, without Amaranth's warning that
+    they were never elaborated; the warning stays on for every other block."""
+    if not blocks:
+        return
+    with warnings.catch_warnings():
+        for text in [f"{b!r} created but never used" for b in blocks]:
+            warnings.filterwarnings("ignore", re.escape(text), UnusedElaboratable)
+        blocks.clear()
+        gc.collect()  # Amaranth blocks refer to themselves: only the collector frees them
 
 
 def _convert(component: wiring.Component, name: str) -> str:
@@ -71,7 +116,7 @@ class Leaf(wiring.Component):
     Parameters
     ----------
     name : str
-        Verilog module name; it must identify the block and its parameters
+        Verilog module name, from :func:`leaf_name`; it must identify the block and its parameters
         (two leaves with one name and different Verilog are an error).
     factory : callable
         Returns a fresh component of the block; called once for the module
@@ -79,58 +124,66 @@ class Leaf(wiring.Component):
 
     Attributes
     ----------
-    prototype : wiring.Component
-        The component built for the signature; its attributes (``latency``,
-        ``latencies``...) describe every instance, and any of its attributes
-        that is not a port can be read through the leaf.
+    params : dict
+        The block's attributes that are not ports (``latency``, ``latencies``,
+        ``bank_bits``, ``port_signature``...), read from one copy built for the
+        signature; each of them can also be read as an attribute of the leaf.
     """
 
-    # Attributes of the block that describe every instance, copied from the prototype.
-    _DESCRIPTIVE = ("latency", "latencies", "memory_map", "isa_version")
 
     def __init__(self, name: str, factory: Callable[[], wiring.Component]):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"leaf name must be a Verilog identifier, not {name!r}")
         self.leaf_name = name
         self._factory = factory
-        self.prototype = factory()
-        # The prototype only describes the block; it is never elaborated itself.
-        self.prototype._MustUse__silence = True
-        super().__init__(self.prototype.signature)
-        for attr in self._DESCRIPTIVE:
-            if hasattr(self.prototype, attr):
-                setattr(self, attr, getattr(self.prototype, attr))
+        proto = factory()
+        signature = proto.signature
+        self.params = {k: v for k, v in vars(proto).items()
+                       if not k.startswith("_") and k not in signature.members}
         # What must agree between two leaves of one name (a cheap guard against a
         # name that does not encode every parameter).
-        fingerprint = (type(self.prototype).__qualname__, repr(self.prototype.signature),
-                       repr(getattr(self.prototype, "latencies", None)))
+        fingerprint = (type(proto).__qualname__, repr(signature),
+                       repr(self.params.get("latencies")))
+        # The copy read here is also the one elaborated: the module's Verilog in a
+        # scope, this leaf's implementation outside one.
+        self._impl = proto
+        super().__init__(signature)
+        # The block's descriptive attributes describe every instance.
+        for attr in DESCRIPTIVE:
+            if attr in self.params:
+                setattr(self, attr, self.params[attr])
         scope = _SCOPE.get()
         if scope is not None:
             known = scope.modules.get(name)
+            self._impl = None
             if known is None:
-                text = _convert(factory(), name)
+                text = _convert(proto, name)
                 body = re.search(rf"^module {re.escape(name)}\(.*?^endmodule", text,
                                  re.M | re.S)
                 ports = frozenset(_PORT_RE.findall(body.group(0) if body else ""))
                 scope.modules[name] = LeafModule(name, text, ports, fingerprint)
                 scope.order.append(name)
-            elif known.fingerprint != fingerprint:
-                raise ValueError(f"two different blocks use the leaf module name {name!r}; "
-                                 "the name must encode every parameter of the block")
+            else:
+                scope.spare.append(proto)
+                if known.fingerprint != fingerprint:
+                    raise ValueError(f"two different blocks use the leaf module name "
+                                     f"{name!r}; the name must encode every parameter of "
+                                     "the block")
 
     def __getattr__(self, name: str):
         # Parameters of the block (``bank_bits``, ``port_signature``...) read through to
-        # the prototype; ports and private names never do (wiring sets those itself).
-        proto = self.__dict__.get("prototype")
-        if proto is None or name.startswith("_") or name in proto.signature.members:
+        # the copy's attributes; ports and private names never do (wiring sets those).
+        params = self.__dict__.get("params")
+        if params is None or name.startswith("_") or name not in params:
             raise AttributeError(name)
-        return getattr(proto, name)
+        return params[name]
 
     def elaborate(self, platform):
         m = Module()
         scope = _SCOPE.get()
         if scope is None:
-            m.submodules.impl = impl = self._factory()
+            impl, self._impl = self._impl or self._factory(), None
+            m.submodules.impl = impl
             wiring.connect(m, wiring.flipped(self), impl)
             return m
         leaf = scope.modules[self.leaf_name]

@@ -5,7 +5,7 @@ on a small vault whose operand memory is served by the testbench through the
 lane-vector ports, and the memory afterwards must equal the executor's bit for
 bit (sends go to a second memory image). Instructions have ``n3`` below, at and
 above the lane count, so masked lanes and several lane steps are covered; one
-run holds ``rd_ready`` low at random (the controller must hold everything),
+run holds ``rd.ready`` low at random (the controller must hold everything),
 the other never does and must take exactly the timing model's cycle count.
 """
 
@@ -74,10 +74,8 @@ def test_vault_compute_matches_executor(pes, stall):
     print("seed", SEED + pes)
     cfg = load_config()
     pe_model = PEModel(cfg)
-    proto = pe_mod.from_config(cfg)
-    proto._MustUse__silence = True
     dut = VaultCompute(pes=pes, imem_depth=16, pe_factory=lambda: pe_mod.from_config(cfg),
-                       pe_latency=proto.latency)
+                       pe_latency=pe_mod.latency_from_config(cfg))
     prog = _program(rng)
     nrng = np.random.default_rng(SEED)
     mem = np.zeros(192, np.uint32)
@@ -107,35 +105,35 @@ def test_vault_compute_matches_executor(pes, stall):
             if ctx.get(dut.halted):
                 counted["cycles"] = cyc
                 break
-            if ctx.get(dut.wr_en):
-                base, st = ctx.get(dut.wr_addr), _signed(ctx.get(dut.wr_stride))
-                mask, data = ctx.get(dut.wr_mask), ctx.get(dut.wr_data)
+            if ctx.get(dut.wr.en):
+                base, st = ctx.get(dut.wr.addr), _signed(ctx.get(dut.wr.stride))
+                mask, data = ctx.get(dut.wr.mask), ctx.get(dut.wr.data)
                 for i in range(pes):
                     if mask >> i & 1:
                         got[0][base + i * st] = (data >> (32 * i)) & 0xFFFFFFFF
-            if ctx.get(dut.send_valid):
-                p = ctx.get(dut.send_peer)
-                base, st = ctx.get(dut.send_addr), _signed(ctx.get(dut.send_stride))
-                mask, data = ctx.get(dut.send_mask), ctx.get(dut.send_data)
+            if ctx.get(dut.send.valid):
+                p = ctx.get(dut.send.peer)
+                base, st = ctx.get(dut.send.addr), _signed(ctx.get(dut.send.stride))
+                mask, data = ctx.get(dut.send.mask), ctx.get(dut.send.data)
                 for i in range(pes):
                     if mask >> i & 1:
                         got[p][base + i * st] = (data >> (32 * i)) & 0xFFFFFFFF
             ready = int(rng.random() >= stall)
-            ctx.set(dut.rd_ready, ready)
-            if ctx.get(dut.rd_valid):
-                mask = ctx.get(dut.rd_mask)
+            ctx.set(dut.rd.ready, ready)
+            if ctx.get(dut.rd.valid):
+                mask = ctx.get(dut.rd.mask)
                 assert mask and mask < (1 << pes)
                 if ready:
-                    ctx.set(dut.rd_a_data, _lane_words(got[0], ctx.get(dut.rd_a_addr),
-                                                       _signed(ctx.get(dut.rd_a_stride)),
+                    ctx.set(dut.rd.a_data, _lane_words(got[0], ctx.get(dut.rd.a_addr),
+                                                       _signed(ctx.get(dut.rd.a_stride)),
                                                        mask, pes))
-                    ctx.set(dut.rd_b_data, _lane_words(got[0], ctx.get(dut.rd_b_addr),
-                                                       _signed(ctx.get(dut.rd_b_stride)),
+                    ctx.set(dut.rd.b_data, _lane_words(got[0], ctx.get(dut.rd.b_addr),
+                                                       _signed(ctx.get(dut.rd.b_stride)),
                                                        mask, pes))
                 else:   # garbage on the data ports must not be taken
                     held += 1
-                    ctx.set(dut.rd_a_data, rng.getrandbits(32 * pes))
-                    ctx.set(dut.rd_b_data, rng.getrandbits(32 * pes))
+                    ctx.set(dut.rd.a_data, rng.getrandbits(32 * pes))
+                    ctx.set(dut.rd.b_data, rng.getrandbits(32 * pes))
             await ctx.tick()
         assert ctx.get(dut.halted), "program did not halt"
         counted["held"] = held
@@ -150,7 +148,7 @@ def test_vault_compute_matches_executor(pes, stall):
     assert np.any(want[0][100:190] != 0) and np.any(want[1] != 0)
     # The timing model: issue cycles + PE latency + 6 per instruction, 3 for HALT,
     # plus every cycle the memory held the bundle back.
-    expect = sum(issue_cycles(i, pes) + proto.latency + 6 for i in prog[:-1]) + 3
+    expect = sum(issue_cycles(i, pes) + dut.pe_latency + 6 for i in prog[:-1]) + 3
     if stall == 0:
         assert counted["held"] == 0
     else:

@@ -223,5 +223,5 @@ def test_vault_controller_parameter_checks():
     t = _t()
     with pytest.raises(ValueError, match="banks must be a power of two between 1 and 64, not 12"):
         VaultController(timing=t, banks=12)
-    with pytest.raises(ValueError, match="scheduler must be 'fcfs' or 'frfcfs'"):
+    with pytest.raises(ValueError, match="scheduler must be one of 'fcfs', 'frfcfs', not 'lifo'"):
         VaultController(timing=t, scheduler="lifo")

@@ -13,8 +13,10 @@ from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..fp.shift import FP32Shift, ShiftOp
+from ..params import check_int
 
-__all__ = ["Flow", "CapsNetPE", "from_config", "TAG_WIDTH"]
+__all__ = ["Flow", "CapsNetPE", "from_config", "TAG_WIDTH", "latency_from_config", "pe_key",
+           "pe_latency"]
 
 #: Width of the user tag carried from input to output unchanged.
 TAG_WIDTH = 16
@@ -143,15 +145,14 @@ class CapsNetPE(wiring.Component):
     out_op: Out(Flow)
     out_tag: Out(TAG_WIDTH)
 
+    def __new__(cls, *args, **kwargs):
+        # Checked before the block exists, so a bad parameter leaves no unused block
+        # behind (Amaranth would warn about it).
+        _check_latencies(**{k: v for k, v in kwargs.items() if k in _LATENCY_PARAMS})
+        return super().__new__(cls, *args, src_loc_at=1, **kwargs)
+
     def __init__(self, *, add_latency: int, mul_latency: int, shift_latency: int = 1,
                  newton_steps: int, exp_recovery: bool, constants):
-        for name, v, lo, hi in (("add_latency", add_latency, 1, 8),
-                                ("mul_latency", mul_latency, 1, 8),
-                                ("shift_latency", shift_latency, 1, 8),
-                                ("newton_steps", newton_steps, 0, 3)):
-            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-                self._MustUse__silence = True  # never elaborated: no warning
-                raise ValueError(f"{name} must be an integer between {lo} and {hi}, not {v!r}")
         self.add_latency = add_latency
         self.mul_latency = mul_latency
         self.shift_latency = shift_latency
@@ -159,8 +160,8 @@ class CapsNetPE(wiring.Component):
         self.exp_recovery = bool(exp_recovery)
         self.constants = constants
         la, lm = add_latency, mul_latency
-        self.chain_latency = lm + la + shift_latency + newton_steps * (3 * lm + la) + lm
-        self.mac_latency = lm + la + 1 + (la - 1) * la
+        self.chain_latency = _chain_latency(la, lm, shift_latency, newton_steps)
+        self.mac_latency = _mac_latency(la, lm)
         self.latency = max(self.chain_latency, self.mac_latency)
         self.latencies = {"pe": self.latency,
                           **{f.name.lower(): self.latency for f in Flow},
@@ -213,7 +214,7 @@ class CapsNetPE(wiring.Component):
     def elaborate(self, platform):
         from ..fp.add import FP32Add as _Add
         from ..fp.mul import FP32Mul as _Mul
-        from ..hierarchy import Leaf
+        from ..hierarchy import Leaf, leaf_name
 
         m = Module()
         c = self.constants
@@ -221,10 +222,10 @@ class CapsNetPE(wiring.Component):
 
         # Each FP unit is one Verilog module instantiated at every slot.
         def FP32Add(latency):  # noqa: N802 - stands in for the class
-            return Leaf(f"fp32_add_l{latency}", lambda: _Add(latency=latency))
+            return Leaf(leaf_name("fp32_add", f"l{latency}"), lambda: _Add(latency=latency))
 
         def FP32Mul(latency):  # noqa: N802
-            return Leaf(f"fp32_mul_l{latency}", lambda: _Mul(latency=latency))
+            return Leaf(leaf_name("fp32_mul", f"l{latency}"), lambda: _Mul(latency=latency))
         # ---- MAC group bookkeeping at the input ------------------------------
         # The lane of the next product (one-hot, rotating) and the lanes that
         # already hold a partial sum of the open group (a thermometer mask).
@@ -353,6 +354,57 @@ class CapsNetPE(wiring.Component):
             self.out_tag.eq(end["tag"]),
         ]
         return m
+
+
+_LATENCY_PARAMS = ("add_latency", "mul_latency", "shift_latency", "newton_steps")
+
+
+def _check_latencies(*, add_latency: int, mul_latency: int, shift_latency: int = 1,
+                     newton_steps: int) -> None:
+    check_int("add_latency", add_latency, 1, 8)
+    check_int("mul_latency", mul_latency, 1, 8)
+    check_int("shift_latency", shift_latency, 1, 8)
+    check_int("newton_steps", newton_steps, 0, 3)
+
+
+def _chain_latency(la: int, lm: int, ls: int, newton_steps: int) -> int:
+    return lm + la + ls + newton_steps * (3 * lm + la) + lm
+
+
+def _mac_latency(la: int, lm: int) -> int:
+    return lm + la + 1 + (la - 1) * la
+
+
+def pe_latency(*, add_latency: int, mul_latency: int, shift_latency: int = 1,
+               newton_steps: int) -> int:
+    """The input-to-output latency of a :class:`CapsNetPE` (every flow), in cycles.
+
+    The same number as ``CapsNetPE(...).latency``, without building the block.
+    """
+    _check_latencies(add_latency=add_latency, mul_latency=mul_latency,
+                     shift_latency=shift_latency, newton_steps=newton_steps)
+    return max(_chain_latency(add_latency, mul_latency, shift_latency, newton_steps),
+               _mac_latency(add_latency, mul_latency))
+
+
+def latency_from_config(cfg) -> int:
+    """The PE latency of *cfg* (``cfg.fp`` unit latencies, ``cfg.pe`` Newton steps)."""
+    from .params import pe_constants
+
+    c = pe_constants(cfg)
+    return pe_latency(add_latency=c.add_latency, mul_latency=c.mul_latency,
+                      shift_latency=c.shift_latency, newton_steps=c.newton_steps)
+
+
+def pe_key(cfg) -> str:
+    """Short text naming every parameter of the PE of *cfg* (its shared module's name)."""
+    from ..hierarchy import param_digest
+    from .params import pe_constants
+
+    c = pe_constants(cfg)
+    consts = sorted(vars(c).items()) if hasattr(c, "__dict__") else repr(c)
+    return param_digest((c.add_latency, c.mul_latency, c.shift_latency, c.newton_steps,
+                         bool(c.exp_recovery), consts), 8)
 
 
 def _f32(x: float) -> int:

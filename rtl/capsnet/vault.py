@@ -13,12 +13,12 @@ PE, so the PEs run at their peak of one input record per cycle each.
   so every result is bit-identical to the ISA model's
   :func:`~pimforge.verif.models.capsnet_isa.lane_sum` order. The compiler
   normalises loops so the widest output dimension is ``o3``.
-* operands: one read bundle per cycle. ``rd_valid`` asks for it; the memory
-  answers ``rd_a_data``/``rd_b_data`` (lane ``l`` in bits ``[32l, 32l+32)``)
-  combinationally in a cycle where ``rd_ready`` is high. Lane ``l``'s word
-  address is ``rd_x_addr + l * rd_x_stride`` (lane 0's address and the
-  instruction's ``x_s3``, signed); ``rd_mask`` marks the live lanes. While
-  ``rd_valid & ~rd_ready`` the controller holds all its state and issues
+* operands: one read bundle per cycle. ``rd.valid`` asks for it; the memory
+  answers ``rd.a_data``/``rd.b_data`` (lane ``l`` in bits ``[32l, 32l+32)``)
+  combinationally in a cycle where ``rd.ready`` is high. Lane ``l``'s word
+  address is ``rd.x_addr + l * rd.x_stride`` (lane 0's address and the
+  instruction's ``x_s3``, signed); ``rd.mask`` marks the live lanes. While
+  ``rd.valid & ~rd.ready`` the controller holds all its state and issues
   nothing (the PE pipelines and the destination delay line keep draining).
   Where an operand is not needed this cycle (``b`` of MAXR, SEND and the
   one-input flows; ``b`` at ``e = 0`` and ``a`` at ``e = 1`` of ADD) its port
@@ -27,12 +27,12 @@ PE, so the PEs run at their peak of one input record per cycle each.
 * PE work: ``ADD`` feeds each lane's PE the two-record MAC group
   ``(a * 1, b * +-1)`` (one rounded add); the destination address (lane 0)
   and mask travel through a delay line of the PE latency, and all lanes'
-  results leave together through the write bundle ``wr_*`` (lane ``l`` at
-  ``wr_addr + l * wr_stride``, ``wr_stride = d_s3``). Writes are posted: the
+  results leave together through the write bundle ``wr`` (lane ``l`` at
+  ``wr.addr + l * wr.stride``, ``wr.stride = d_s3``). Writes are posted: the
   memory always accepts them.
 * controller work: ``MAXR`` (one float comparator per lane, first maximum
   kept), ``SELPOS`` (``b > 0`` mux per lane) and ``SEND`` (the lane vector to
-  the crossbar port ``send_*``, same lane addressing) write or send one cycle
+  the crossbar port ``send``, same lane addressing) write or send one cycle
   after the read.
 * ``BAR``/``HALT``: once every result has been written, ``at_bar`` (or
   ``halted``) rises; ``go`` (driven when all vaults are there) resumes at the
@@ -45,6 +45,10 @@ once per instruction, a few dozen instructions per routing iteration). With a
 memory that is always ready, an instruction of ``R = n1 * n2`` rows takes
 ``R * ceil(n3 / lanes) * g' + pe_latency + 6`` cycles (``g' = 2`` for ADD,
 ``g`` otherwise): fetch, decode, setup, the issue cycles and the drain.
+
+The three bundles ``rd``, ``wr`` and ``send`` are the signatures of
+:mod:`pimforge.rtl.capsnet.lanes`; in Verilog their members are named
+``rd__valid``, ``rd__a_addr``, ``wr__en``, ``send__peer``...
 
 The operand memory (the vault's DRAM partition behind the vault controller)
 and the inter-vault crossbar are outside this block: the native driver of
@@ -67,18 +71,18 @@ pe_key : str
 
 from __future__ import annotations
 
-import hashlib
-
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..params import check_int
 from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, STRIDE_BITS, Opcode
+from .lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
 from .pe import Flow
 
-__all__ = ["VaultCompute", "from_config"]
+__all__ = ["VaultCompute", "from_config", "vault_leaf"]
 
 _ONE = 0x3F800000
 _MINUS_ONE = 0xBF800000
@@ -89,34 +93,25 @@ class VaultCompute(wiring.Component):
 
     def __init__(self, *, pes: int, imem_depth: int, pe_factory, pe_latency: int,
                  pe_key: str = "pe"):
-        if not isinstance(pes, int) or not 1 <= pes <= 64:
-            raise ValueError(f"pes must be an integer between 1 and 64, not {pes!r}")
-        if not isinstance(imem_depth, int) or not 16 <= imem_depth <= 65536:
-            raise ValueError(f"imem_depth must be an integer between 16 and 65536, "
-                             f"not {imem_depth!r}")
+        check_int("pes", pes, 1, 64)
+        check_int("imem_depth", imem_depth, 16, 65536)
         self.pes, self.imem_depth = pes, imem_depth
         self.lanes = pes
         self.pe_factory, self.pe_latency, self.pe_key = pe_factory, pe_latency, pe_key
         ib = ceil_log2(imem_depth)
-        n = pes
+        lane_kw = {"lanes": pes, "addr_bits": ADDR_BITS, "stride_bits": STRIDE_BITS}
         super().__init__({
             "imem_we": In(1), "imem_addr": In(ib), "imem_data": In(INSTR_BITS),
             "go": In(1), "at_bar": Out(1), "halted": Out(1),
-            "rd_valid": Out(1), "rd_ready": In(1), "rd_mask": Out(n),
-            "rd_a_addr": Out(ADDR_BITS), "rd_a_stride": Out(signed(STRIDE_BITS)),
-            "rd_b_addr": Out(ADDR_BITS), "rd_b_stride": Out(signed(STRIDE_BITS)),
-            "rd_a_data": In(32 * n), "rd_b_data": In(32 * n),
-            "wr_en": Out(1), "wr_mask": Out(n), "wr_addr": Out(ADDR_BITS),
-            "wr_stride": Out(signed(STRIDE_BITS)), "wr_data": Out(32 * n),
-            "send_valid": Out(1), "send_peer": Out(8), "send_mask": Out(n),
-            "send_addr": Out(ADDR_BITS), "send_stride": Out(signed(STRIDE_BITS)),
-            "send_data": Out(32 * n),
+            "rd": Out(LaneReadSignature(**lane_kw)),
+            "wr": Out(LaneWriteSignature(**lane_kw)),
+            "send": Out(LaneSendSignature(**lane_kw)),
             "pe_busy": Out(1),
         })
         self.latencies = {"pe": pe_latency}
 
     def elaborate(self, platform):
-        from ..hierarchy import Leaf
+        from ..hierarchy import Leaf, leaf_name
 
         m = Module()
         L, N = self.pe_latency, self.pes
@@ -178,7 +173,7 @@ class VaultCompute(wiring.Component):
         # ---- read ports ------------------------------------------------------
         run = Signal()
         issue = Signal()
-        m.d.comb += issue.eq(run & self.rd_ready)
+        m.d.comb += issue.eq(run & self.rd.ready)
         is_add = ins.op == Opcode.ADD
         add_b = is_add & (cnt["e"] != 0)      # ADD's second record reads only b
         uses_b = (((ins.op == Opcode.FLOW) & ((ins.flow == Flow.MAC) | (ins.flow == Flow.DIV)))
@@ -186,16 +181,16 @@ class VaultCompute(wiring.Component):
         a_addr = Mux(add_b, addr["b"]["e"], addr["a"]["e"])
         a_str = Mux(add_b, stride("b", "s3"), stride("a", "s3"))
         m.d.comb += [
-            self.rd_valid.eq(run), self.rd_mask.eq(mask),
-            self.rd_a_addr.eq(a_addr), self.rd_a_stride.eq(a_str),
-            self.rd_b_addr.eq(Mux(uses_b, addr["b"]["e"], a_addr)),
-            self.rd_b_stride.eq(Mux(uses_b, stride("b", "s3"), a_str)),
+            self.rd.valid.eq(run), self.rd.mask.eq(mask),
+            self.rd.a_addr.eq(a_addr), self.rd.a_stride.eq(a_str),
+            self.rd.b_addr.eq(Mux(uses_b, addr["b"]["e"], a_addr)),
+            self.rd.b_stride.eq(Mux(uses_b, stride("b", "s3"), a_str)),
         ]
-        xa = [self.rd_a_data[32 * i:32 * i + 32] for i in range(N)]
-        xb = [self.rd_b_data[32 * i:32 * i + 32] for i in range(N)]
+        xa = [self.rd.a_data[32 * i:32 * i + 32] for i in range(N)]
+        xb = [self.rd.b_data[32 * i:32 * i + 32] for i in range(N)]
 
         # ---- PEs, one Verilog module instantiated pes times -----------------
-        key = f"capsnet_pe_{self.pe_key}"
+        key = leaf_name("capsnet_pe", self.pe_key)
         pes = [Leaf(key, self.pe_factory) for _ in range(self.pes)]
         for i, p in enumerate(pes):
             m.submodules[f"pe{i}"] = p
@@ -247,17 +242,17 @@ class VaultCompute(wiring.Component):
                                  dw_data.eq(Cat(*selp))]
                 with m.Case(Opcode.SEND):
                     m.d.sync += [sv.eq(1), sp.eq(ins.peer), sm.eq(mask),
-                                 sa.eq(addr["d"]["e"]), sd.eq(self.rd_a_data)]
+                                 sa.eq(addr["d"]["e"]), sd.eq(self.rd.a_data)]
         # The instruction register holds until the next DECODE, which follows
         # the drain, so ins.d_s3 is still this instruction's at write time.
         m.d.comb += [
-            self.wr_en.eq(dl_v[-1] | dw_en),
-            self.wr_mask.eq(Mux(dl_v[-1], dl_m[-1], dw_mask)),
-            self.wr_addr.eq(Mux(dl_v[-1], dl_a[-1], dw_addr)),
-            self.wr_stride.eq(stride("d", "s3")),
-            self.wr_data.eq(Mux(dl_v[-1], res, dw_data)),
-            self.send_valid.eq(sv), self.send_peer.eq(sp), self.send_mask.eq(sm),
-            self.send_addr.eq(sa), self.send_stride.eq(stride("d", "s3")), self.send_data.eq(sd),
+            self.wr.en.eq(dl_v[-1] | dw_en),
+            self.wr.mask.eq(Mux(dl_v[-1], dl_m[-1], dw_mask)),
+            self.wr.addr.eq(Mux(dl_v[-1], dl_a[-1], dw_addr)),
+            self.wr.stride.eq(stride("d", "s3")),
+            self.wr.data.eq(Mux(dl_v[-1], res, dw_data)),
+            self.send.valid.eq(sv), self.send.peer.eq(sp), self.send.mask.eq(sm),
+            self.send.addr.eq(sa), self.send.stride.eq(stride("d", "s3")), self.send.data.eq(sd),
         ]
 
         # ---- sequencer -------------------------------------------------------
@@ -309,14 +304,17 @@ def from_config(cfg) -> VaultCompute:
     """The vault compute of *cfg* (``capsnet.pes_per_vault`` PEs, its PE flows)."""
     from . import pe as pe_mod
 
-    proto = pe_mod.from_config(cfg)
-    proto._MustUse__silence = True   # only its latency is read here
-    key = hashlib.sha1(repr((proto.add_latency, proto.mul_latency, proto.shift_latency,
-                             proto.newton_steps, proto.exp_recovery,
-                             sorted(vars(proto.constants).items()) if hasattr(
-                                 proto.constants, "__dict__") else repr(proto.constants))
-                            ).encode()).hexdigest()[:8]
     return VaultCompute(pes=cfg.capsnet.pes_per_vault,
                         imem_depth=cfg.capsnet.imem_instructions,
-                        pe_factory=lambda: pe_mod.from_config(cfg), pe_latency=proto.latency,
-                        pe_key=key)
+                        pe_factory=lambda: pe_mod.from_config(cfg),
+                        pe_latency=pe_mod.latency_from_config(cfg), pe_key=pe_mod.pe_key(cfg))
+
+
+def vault_leaf(cfg):
+    """The vault compute of *cfg* as one Verilog module that every vault instantiates."""
+    from ..hierarchy import Leaf, leaf_name
+    from .pe import pe_key
+
+    c = cfg.capsnet
+    return Leaf(leaf_name("capsnet_vault", pe_key(cfg), c.pes_per_vault, c.imem_instructions),
+                lambda: from_config(cfg))

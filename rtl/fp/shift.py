@@ -10,6 +10,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..params import check, check_int
 from .ieee import lzc, shift_left, shift_right_sticky, zext
 
 __all__ = ["ShiftOp", "FP32Shift", "from_config", "K_WIDTH", "CANONICAL_NAN", "POS_INF"]
@@ -93,14 +94,15 @@ class FP32Shift(wiring.Component):
     result: Out(32)
     out_valid: Out(1)
 
-    def __init__(self, *, latency: int = 1, isqrt_magic: int, recip_magic: int):
-        if not isinstance(latency, int) or isinstance(latency, bool) or not 1 <= latency <= 8:
-            self._MustUse__silence = True  # never elaborated: no warning
-            raise ValueError(f"latency must be an integer between 1 and 8, not {latency!r}")
+    def __new__(cls, *args, latency: int = 1, isqrt_magic: int, recip_magic: int, **kwargs):
+        # Checked before the block exists, so a bad parameter leaves no unused block
+        # behind (Amaranth would warn about it).
+        check_int("latency", latency, 1, 8)
         for name, v in (("isqrt_magic", isqrt_magic), ("recip_magic", recip_magic)):
-            if not isinstance(v, int) or not 0 <= v < 2**32:
-                self._MustUse__silence = True
-                raise ValueError(f"{name} must be a 32-bit unsigned integer, not {v!r}")
+            check(isinstance(v, int) and 0 <= v < 2**32, name, v, "a 32-bit unsigned integer")
+        return super().__new__(cls, *args, src_loc_at=1, **kwargs)
+
+    def __init__(self, *, latency: int = 1, isqrt_magic: int, recip_magic: int):
         self.latency = latency
         self.latencies = {"result": latency}
         self.isqrt_magic = isqrt_magic

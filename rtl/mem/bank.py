@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..params import check_int
 from .timing import Timing
 
 __all__ = ["BankMachine", "TimingCounter", "bank_leaf", "from_config"]
@@ -73,19 +72,55 @@ class BankMachine(wiring.Component):
         ACT (tRP, tRC, tRFC), PRE (tRAS, tRTP, tWR) and RD/WR (tRCD) allowed now.
     """
 
+    class Signature(wiring.Signature):
+        """The port of one bank machine (the bank side).
+
+        Parameters
+        ----------
+        row_bits : int
+            Width of a row address.
+
+        Members
+        -------
+        act, pre, rd, wr, ref : In(1)
+            Commands to the bank this cycle.
+        act_row : In(row_bits)
+            Row of ``act``.
+        is_open, open_row : Out(1), Out(row_bits)
+            Row state.
+        act_ok, pre_ok, col_ok : Out(1)
+            Commands the bank's own constraints allow this cycle.
+        """
+
+        def __init__(self, *, row_bits: int):
+            check_int("row_bits", row_bits, 1, 24)
+            self._row_bits = row_bits
+            super().__init__({
+                "act": In(1), "pre": In(1), "rd": In(1), "wr": In(1), "ref": In(1),
+                "act_row": In(row_bits),
+                "is_open": Out(1), "open_row": Out(row_bits),
+                "act_ok": Out(1), "pre_ok": Out(1), "col_ok": Out(1),
+            })
+
+        @property
+        def row_bits(self) -> int:
+            return self._row_bits
+
+        def __eq__(self, other):
+            return type(other) is type(self) and other.row_bits == self.row_bits
+
+        def __hash__(self):
+            return hash((type(self), self.row_bits))
+
+        def __repr__(self):
+            return f"BankMachine.Signature(row_bits={self.row_bits})"
+
     def __init__(self, *, timing: Timing, row_bits: int):
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, not {timing!r}")
-        if not isinstance(row_bits, int) or not 1 <= row_bits <= 24:
-            raise ValueError(f"row_bits must be an integer between 1 and 24, not {row_bits!r}")
         self.timing = timing
         self.row_bits = row_bits
-        super().__init__({
-            "act": In(1), "pre": In(1), "rd": In(1), "wr": In(1), "ref": In(1),
-            "act_row": In(row_bits),
-            "is_open": Out(1), "open_row": Out(row_bits),
-            "act_ok": Out(1), "pre_ok": Out(1), "col_ok": Out(1),
-        })
+        super().__init__(self.Signature(row_bits=row_bits))
 
     def elaborate(self, platform):
         m = Module()
@@ -121,10 +156,9 @@ def bank_leaf(*, timing: Timing, row_bits: int):
     The module name carries the row width and a hash of the timing, so two
     different bank machines never share a name.
     """
-    from ..hierarchy import Leaf
+    from ..hierarchy import Leaf, leaf_name
 
-    key = hashlib.sha1(repr((timing, row_bits)).encode()).hexdigest()[:8]
-    return Leaf(f"bank_machine_r{row_bits}_{key}",
+    return Leaf(leaf_name("bank_machine", f"r{row_bits}", digest=(timing, row_bits), digits=8),
                 lambda: BankMachine(timing=timing, row_bits=row_bits))
 
 

@@ -35,8 +35,8 @@ class HMCMemory(wiring.Component):
     ----------
     host{i}, host{i}_resp : link ports (byte address, tag, data)
     pe{v}, pe{v}_resp : vault v's PE port (its requests may target any vault)
-    v{v}_arr_* : vault v's DRAM array interface (simulation model outside)
-    v{v}_cmd_* : vault v's command-observation port
+    arr[v] : vault v's DRAM array port (simulation model outside; Verilog ``arr__{v}__re``...)
+    cmd[v] : vault v's command-observation port (Verilog ``cmd__{v}__valid``...)
     v{v}_conflict : queued requests of vault v blocked by another open row
     v{v}_pe_q : PE requests queued in vault v (RMAS's Q)
     gamma_v, gamma_h, policy : RMAS inputs; ``rmas_nh`` its current n_h
@@ -71,15 +71,12 @@ class HMCMemory(wiring.Component):
         for v in range(V):
             ports[f"pe{v}"] = In(stream.Signature(rq))
             ports[f"pe{v}_resp"] = Out(stream.Signature(rs))
+        # Every vault's DRAM array port and command-observation port.
+        ports["arr"] = Out(vc.arr_signature).array(V)
+        ports["cmd"] = Out(vc.cmd_signature).array(V)
         for v in range(V):
             ports.update({
-                f"v{v}_arr_re": Out(1), f"v{v}_arr_we": Out(1),
-                f"v{v}_arr_addr": Out(vc.arr_addr_bits), f"v{v}_arr_wdata": Out(dbits),
-                f"v{v}_arr_rdata": In(dbits),
-                f"v{v}_cmd_valid": Out(1), f"v{v}_cmd_kind": Out(3),
-                f"v{v}_cmd_bank": Out(vc.bank_bits), f"v{v}_cmd_row": Out(vc.row_bits),
-                f"v{v}_cmd_col": Out(vc.col_bits), f"v{v}_conflict": Out(len(vc.conflict_now)),
-                f"v{v}_pe_q": Out(len(vc.pe_count)),
+                f"v{v}_conflict": Out(len(vc.conflict_now)), f"v{v}_pe_q": Out(len(vc.pe_count)),
             })
         ports.update({"gamma_v": In(8), "gamma_h": In(8), "policy": In(2),
                       "rmas_nh": Out(range(V + 1)), "busy": Out(1)})
@@ -107,11 +104,9 @@ class HMCMemory(wiring.Component):
         for v, vc in enumerate(self.vaults):
             m.submodules[f"vault{v}"] = vc
             wiring.connect(m, getattr(xb, f"v{v}"), vc.bus)
-            for n in ("arr_re", "arr_we", "arr_addr", "arr_wdata", "cmd_valid", "cmd_kind",
-                      "cmd_bank", "cmd_row", "cmd_col"):
-                m.d.comb += getattr(self, f"v{v}_{n}").eq(getattr(vc, n))
-            m.d.comb += [vc.arr_rdata.eq(getattr(self, f"v{v}_arr_rdata")),
-                         getattr(self, f"v{v}_conflict").eq(vc.conflict_now),
+            wiring.connect(m, vc.arr, wiring.flipped(self.arr[v]))
+            wiring.connect(m, vc.cmd, wiring.flipped(self.cmd[v]))
+            m.d.comb += [getattr(self, f"v{v}_conflict").eq(vc.conflict_now),
                          getattr(self, f"v{v}_pe_q").eq(vc.pe_count),
                          rm.q[v].eq(vc.pe_count)]
             busy = busy | vc.busy

@@ -25,8 +25,9 @@ Around them:
 * write lock: a block write (possibly a read-modify-write) into vault ``d``
   holds ``d``'s lock, granted round robin to the operand ports asking for it, so
   two ports merging words into one block cannot lose an update;
-* DRAM array ports ``v{v}_arr_*`` (served by the simulation's array model),
-  command-observation ports ``v{v}_cmd_*`` and PE-port observation outputs
+* DRAM array ports ``arr[v]`` (Verilog ``arr__{v}__re``..., served by the
+  simulation's array model), command-observation ports ``cmd[v]`` (Verilog
+  ``cmd__{v}__valid``...) and PE-port observation outputs
   ``pe{v}_req_*``/``pe{v}_resp_*`` (accepted requests and delivered responses)
   for protocol checkers;
 * ``error``: sticky, an operand port lost a posted bundle.
@@ -40,8 +41,6 @@ cfg : Config
 
 from __future__ import annotations
 
-import hashlib
-
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -49,7 +48,7 @@ from amaranth.utils import ceil_log2
 
 from ..capsnet import vault as vault_mod
 from ..capsnet.isa import INSTR_BITS, ISA_VERSION
-from ..hierarchy import Leaf
+from ..hierarchy import Leaf, leaf_name
 from ..mem.crossbar import rr_pick
 from ..mem.hmc_mem import HMCMemory
 from .operand_port import OperandPort, port_config
@@ -57,10 +56,6 @@ from .operand_port import OperandPort, port_config
 __all__ = ["HMCCapsNet", "from_config"]
 
 _LINK = ("we", "addr", "tag", "data")
-_VC_OUT = ("rd_valid", "rd_mask", "rd_a_addr", "rd_a_stride", "rd_b_addr", "rd_b_stride",
-           "wr_en", "wr_mask", "wr_addr", "wr_stride", "wr_data", "send_valid", "send_peer",
-           "send_mask", "send_addr", "send_stride", "send_data")
-_VC_IN = ("rd_ready", "rd_a_data", "rd_b_data")
 
 
 class HMCCapsNet(wiring.Component):
@@ -73,16 +68,11 @@ class HMCCapsNet(wiring.Component):
         self.lanes = cfg.capsnet.pes_per_vault
         self.memory = HMCMemory(hmc=h)
         kw = port_config(cfg)
-        okey = hashlib.sha1(repr((kw["lanes"], kw["vault_bits"], kw["addr_bits"],
-                                  kw["write_depth"], self.memory.amap)).encode()
-                            ).hexdigest()[:10]
-        self.ports = [Leaf(f"capsnet_operand_port_{okey}", lambda: OperandPort(**kw))
-                      for _ in range(V)]
-        proto = vault_mod.from_config(cfg)
-        proto._MustUse__silence = True
-        vkey = f"capsnet_vault_{proto.pe_key}_{proto.pes}_{proto.imem_depth}"
-        self.computes = [Leaf(vkey, lambda: vault_mod.from_config(cfg)) for _ in range(V)]
-        self.pe_latency = proto.pe_latency
+        oname = leaf_name("capsnet_operand_port", digest=(
+            kw["lanes"], kw["vault_bits"], kw["addr_bits"], kw["write_depth"], self.memory.amap))
+        self.ports = [Leaf(oname, lambda: OperandPort(**kw)) for _ in range(V)]
+        self.computes = [vault_mod.vault_leaf(cfg) for _ in range(V)]
+        self.pe_latency = self.computes[0].pe_latency
         self.vault_bits = vb = max(1, ceil_log2(V))
         mem = self.memory
         ports = {}
@@ -91,10 +81,10 @@ class HMCCapsNet(wiring.Component):
             ports[f"host{i}_resp"] = mem.signature.members[f"host{i}_resp"]
         rq, rs = (mem.signature.members[n].signature.members["payload"].shape
                   for n in ("pe0", "pe0_resp"))
+        # The memory system's per-vault DRAM array and command ports, passed through.
+        ports["arr"] = mem.signature.members["arr"]
+        ports["cmd"] = mem.signature.members["cmd"]
         for v in range(V):
-            for n in ("arr_re", "arr_we", "arr_addr", "arr_wdata", "arr_rdata", "cmd_valid",
-                      "cmd_kind", "cmd_bank", "cmd_row", "cmd_col"):
-                ports[f"v{v}_{n}"] = mem.signature.members[f"v{v}_{n}"]
             ports[f"pe{v}_req_fire"] = Out(1)
             ports[f"pe{v}_req"] = Out(rq)
             ports[f"pe{v}_resp_fire"] = Out(1)
@@ -134,10 +124,10 @@ class HMCCapsNet(wiring.Component):
             vc, op = self.computes[v], self.ports[v]
             m.submodules[f"compute{v}"] = vc
             m.submodules[f"port{v}"] = op
-            for n in _VC_OUT:
-                m.d.comb += getattr(op, n).eq(getattr(vc, n))
-            for n in _VC_IN:
-                m.d.comb += getattr(vc, n).eq(getattr(op, n))
+            # The lane bundles: reads, posted writes and inter-vault sends.
+            wiring.connect(m, vc.rd, op.rd)
+            wiring.connect(m, vc.wr, op.wr)
+            wiring.connect(m, vc.send, op.send)
             m.d.comb += [
                 vc.imem_we.eq(self.imem_we & (self.imem_vault == v)),
                 vc.imem_addr.eq(self.imem_addr), vc.imem_data.eq(self.imem_data),
@@ -155,10 +145,8 @@ class HMCCapsNet(wiring.Component):
                 getattr(self, f"pe{v}_resp_fire").eq(pe_resp.valid & pe_resp.ready),
                 getattr(self, f"pe{v}_resp").eq(pe_resp.payload),
             ]
-            for n in ("arr_re", "arr_we", "arr_addr", "arr_wdata", "cmd_valid", "cmd_kind",
-                      "cmd_bank", "cmd_row", "cmd_col"):
-                m.d.comb += getattr(self, f"v{v}_{n}").eq(getattr(mem, f"v{v}_{n}"))
-            m.d.comb += getattr(mem, f"v{v}_arr_rdata").eq(getattr(self, f"v{v}_arr_rdata"))
+            wiring.connect(m, mem.arr[v], wiring.flipped(self.arr[v]))
+            wiring.connect(m, mem.cmd[v], wiring.flipped(self.cmd[v]))
             errors.append(op.overflow)
         m.d.comb += [self.halted.eq(halted), self.error.eq(Cat(*errors).any())]
 

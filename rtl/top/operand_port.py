@@ -3,8 +3,8 @@ requests on the vault's HMC PE port.
 
 The vault compute (:mod:`pimforge.rtl.capsnet.vault`) reads two operands for
 ``lanes`` lanes per cycle (lane ``l`` at vault-local word ``addr + l*stride``),
-posts result bundles (``wr_*``) and inter-vault copies (``send_*``), and holds
-while ``rd_valid & ~rd_ready``. This adapter turns each bundle into block
+posts result bundles (``wr``) and inter-vault copies (``send``), and holds
+while ``rd.valid & ~rd.ready``. This adapter turns each bundle into block
 requests on the PE port of :class:`~pimforge.rtl.mem.hmc_mem.HMCMemory`
 (``we, addr, tag, data``; responses ``we, tag, data`` out of order), word
 addresses becoming cube byte addresses through the placement the compiler
@@ -19,7 +19,7 @@ Operation, one bundle at a time (simple and correct before fast):
 * Read bundle (``2*lanes`` word slots, ``a`` then ``b``): one request per
   distinct block (the slots of a block are struck off when its request is
   accepted), tag = slot index; each response is broadcast to every slot of its
-  block, which takes its 32-bit word. When every response is in, ``rd_ready``
+  block, which takes its 32-bit word. When every response is in, ``rd.ready``
   is high for one cycle with the lane data.
 * Read cache: each slot keeps the block it last fetched. A slot of a new
   bundle whose block is held by a slot of the same operand takes its word from
@@ -70,7 +70,7 @@ write_depth : int
 
 Attributes
 ----------
-rd_*, wr_*, send_* : the vault compute's memory interface (flipped)
+rd, wr, send : the vault compute's lane bundles, flipped (:mod:`pimforge.rtl.capsnet.lanes`)
 vault_id : this vault's index
 flush : empty the read cache (at barriers)
 mem, mem_resp : the PE port (request source, response sink)
@@ -90,13 +90,15 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..capsnet.isa import ADDR_BITS, STRIDE_BITS
+from ..capsnet.lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
 from ..mem.address_map import AddressMap
 from ..mem.crossbar import master_request_layout, master_response_layout
+from ..params import ParameterError, check_int
 
 __all__ = ["OperandPort", "compiler_placement", "from_config", "port_config"]
 
 WORD_BITS = 32
-STRIDE_BITS = 24
 BLOCK_WORDS = 4     # 16 B blocks of 32-bit words
 
 
@@ -125,33 +127,25 @@ class OperandPort(wiring.Component):
 
     def __init__(self, *, lanes: int, vault_bits: int, addr_bits: int,
                  word_address: Callable, tag_bits: int = 8, write_depth: int = 32):
-        if not isinstance(lanes, int) or not 1 <= lanes <= 64:
-            raise ValueError(f"lanes must be an integer between 1 and 64, not {lanes!r}")
-        if not isinstance(vault_bits, int) or not 0 <= vault_bits <= 8:
-            raise ValueError(f"vault_bits must be an integer between 0 and 8, not {vault_bits!r}")
+        check_int("lanes", lanes, 1, 64)
+        check_int("vault_bits", vault_bits, 0, 8)
         if not isinstance(tag_bits, int) or not (2 * lanes) <= (1 << tag_bits) <= (1 << 16):
-            raise ValueError(f"tag_bits must give at least 2*lanes = {2 * lanes} tags and at "
-                             f"most 16 bits, not {tag_bits!r}")
-        if not isinstance(write_depth, int) or not 2 <= write_depth <= 1024:
-            raise ValueError(f"write_depth must be an integer between 2 and 1024, "
-                             f"not {write_depth!r}")
+            raise ParameterError(f"tag_bits must give at least 2*lanes = {2 * lanes} tags and "
+                                 f"at most 16 bits, not {tag_bits!r}")
+        check_int("write_depth", write_depth, 2, 1024)
         self.lanes, self.vault_bits, self.addr_bits = lanes, vault_bits, addr_bits
         self.word_address, self.tag_bits = word_address, tag_bits
         self.write_depth = write_depth
         n = lanes
         vb = max(1, vault_bits)
+        # The lane bundles are the vault compute's own (its word addresses and strides).
+        lane_kw = {"lanes": lanes, "addr_bits": ADDR_BITS, "stride_bits": STRIDE_BITS}
         rq = master_request_layout(addr_bits, tag_bits, BLOCK_WORDS * WORD_BITS)
         rs = master_response_layout(tag_bits, BLOCK_WORDS * WORD_BITS)
         super().__init__({
-            "rd_valid": In(1), "rd_ready": Out(1), "rd_mask": In(n),
-            "rd_a_addr": In(WORD_BITS), "rd_a_stride": In(signed(STRIDE_BITS)),
-            "rd_b_addr": In(WORD_BITS), "rd_b_stride": In(signed(STRIDE_BITS)),
-            "rd_a_data": Out(WORD_BITS * n), "rd_b_data": Out(WORD_BITS * n),
-            "wr_en": In(1), "wr_mask": In(n), "wr_addr": In(WORD_BITS),
-            "wr_stride": In(signed(STRIDE_BITS)), "wr_data": In(WORD_BITS * n),
-            "send_valid": In(1), "send_peer": In(8), "send_mask": In(n),
-            "send_addr": In(WORD_BITS), "send_stride": In(signed(STRIDE_BITS)),
-            "send_data": In(WORD_BITS * n),
+            "rd": In(LaneReadSignature(**lane_kw)),
+            "wr": In(LaneWriteSignature(**lane_kw)),
+            "send": In(LaneSendSignature(**lane_kw)),
             "vault_id": In(vb), "flush": In(1),
             "mem": Out(stream.Signature(rq)), "mem_resp": In(stream.Signature(rs)),
             "lock_req": Out(1), "lock_vault": Out(vb), "lock_grant": In(1),
@@ -172,21 +166,21 @@ class OperandPort(wiring.Component):
         # the own vault and a later write of the same word must land in that order).
         m.submodules.wq = wq = SyncFIFO(width=self.entry.size, depth=self.write_depth)
         push = data.View(self.entry, Signal(self.entry.size, name="push"))
-        with m.If(self.send_valid):
-            m.d.comb += [push.vault.eq(self.send_peer & vmask), push.mask.eq(self.send_mask),
-                         push.addr.eq(self.send_addr), push.stride.eq(self.send_stride),
-                         push.data.eq(self.send_data)]
+        with m.If(self.send.valid):
+            m.d.comb += [push.vault.eq(self.send.peer & vmask), push.mask.eq(self.send.mask),
+                         push.addr.eq(self.send.addr), push.stride.eq(self.send.stride),
+                         push.data.eq(self.send.data)]
         with m.Else():
-            m.d.comb += [push.vault.eq(self.vault_id), push.mask.eq(self.wr_mask),
-                         push.addr.eq(self.wr_addr), push.stride.eq(self.wr_stride),
-                         push.data.eq(self.wr_data)]
+            m.d.comb += [push.vault.eq(self.vault_id), push.mask.eq(self.wr.mask),
+                         push.addr.eq(self.wr.addr), push.stride.eq(self.wr.stride),
+                         push.data.eq(self.wr.data)]
         posted = Signal()
-        m.d.comb += [posted.eq(self.wr_en | self.send_valid),
+        m.d.comb += [posted.eq(self.wr.en | self.send.valid),
                      wq.w_en.eq(posted), wq.w_data.eq(push.as_value())]
         # The controller never posts a write and a send in one cycle (they come from
         # different instructions, separated by the pipeline drain); if it did, one
         # would be lost, which is flagged like a full FIFO.
-        with m.If((posted & ~wq.w_rdy) | (self.wr_en & self.send_valid)):
+        with m.If((posted & ~wq.w_rdy) | (self.wr.en & self.send.valid)):
             m.d.sync += self.overflow.eq(1)
 
         # ---- per-slot registers ----------------------------------------------
@@ -215,7 +209,7 @@ class OperandPort(wiring.Component):
         m.d.comb += fire.eq(req.valid & req.ready)
         got = Signal()
         m.d.comb += got.eq(resp.valid)
-        m.d.comb += self.rd_a_data.eq(Cat(*wdat[:n])), self.rd_b_data.eq(Cat(*wdat[n:]))
+        m.d.comb += self.rd.a_data.eq(Cat(*wdat[:n])), self.rd.b_data.eq(Cat(*wdat[n:]))
 
         # Outstanding requests: +1 per accepted request, -1 per response.
         m.d.sync += outst.eq(outst + fire - got)
@@ -239,13 +233,13 @@ class OperandPort(wiring.Component):
                     capture_write(wq)
                     m.next = "WLOCK"
                 # A write posted in this very cycle is older than the read: serve it first.
-                with m.Elif(self.rd_valid & ~posted):
-                    mask2 = Cat(self.rd_mask, self.rd_mask)
+                with m.Elif(self.rd.valid & ~posted):
+                    mask2 = Cat(self.rd.mask, self.rd.mask)
                     m.d.sync += [used.eq(mask2), pend.eq(mask2)]
                     for i in range(n):
                         m.d.sync += [
-                            word[i].eq((self.rd_a_addr + self.rd_a_stride * i)[:WORD_BITS]),
-                            word[n + i].eq((self.rd_b_addr + self.rd_b_stride * i)
+                            word[i].eq((self.rd.a_addr + self.rd.a_stride * i)[:WORD_BITS]),
+                            word[n + i].eq((self.rd.b_addr + self.rd.b_stride * i)
                                            [:WORD_BITS])]
                     m.next = "LOOKUP"
 
@@ -288,7 +282,7 @@ class OperandPort(wiring.Component):
                 with m.If((pend == 0) & (outst == 0) & ~got):
                     m.next = "RDONE"
             with m.State("RDONE"):
-                m.d.comb += self.rd_ready.eq(1)
+                m.d.comb += self.rd.ready.eq(1)
                 m.next = "IDLE"
 
             # ---- write / send bundle ------------------------------------------
@@ -371,12 +365,10 @@ def port_config(cfg) -> dict:
     if cfg.hmc.block_bytes != 16:
         raise ValueError(f"the operand port moves 16 B blocks; hmc.block_bytes is "
                          f"{cfg.hmc.block_bytes}")
-    proto = pe_mod.from_config(cfg)
-    proto._MustUse__silence = True   # only its latency is read here
     amap, fn = compiler_placement(cfg.hmc)
     return dict(lanes=cfg.capsnet.pes_per_vault, vault_bits=amap.vault_bits,
                 addr_bits=amap.addr_bits, word_address=fn,
-                write_depth=max(8, proto.latency + 8))
+                write_depth=max(8, pe_mod.latency_from_config(cfg) + 8))
 
 
 def from_config(cfg) -> OperandPort:

@@ -65,7 +65,7 @@ class CubeEnv:
         self.req_f = _Fields([("we", 1), ("addr", ab), ("tag", 8), ("data", 128)])
         self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
         self.checkers = [TimingChecker(self.t, h.banks_per_vault, v) for v in range(h.vaults)]
-        self.pins = [VaultPins(dut, self.checkers[v], f"v{v}_") for v in range(h.vaults)]
+        self.pins = [VaultPins(dut, self.checkers[v], v) for v in range(h.vaults)]
         # Placed blocks: cube block address -> (vault, vault-local block).
         self.where = {}
         for v in range(h.vaults):

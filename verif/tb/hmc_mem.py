@@ -40,7 +40,7 @@ class SystemEnv:
                               ("data", 128)])
         self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
         self.checkers = [TimingChecker(self.t, h.banks_per_vault, v) for v in range(h.vaults)]
-        self.pins = [VaultPins(dut, self.checkers[v], f"v{v}_",
+        self.pins = [VaultPins(dut, self.checkers[v], v,
                                fill=lambda a, v=v: backdoor(v, a)) for v in range(h.vaults)]
         self.pending = {m: collections.deque() for m in self.masters}
         self.expect = {m: {} for m in self.masters}

@@ -118,13 +118,13 @@ class Env:
                 self.ref[vault, words[i]] = vals[i]
         packed = sum(v << (32 * i) for i, v in enumerate(vals))
         p = "wr" if kind == "wr" else "send"
-        getattr(d, f"{p}_mask").value = mask
-        getattr(d, f"{p}_addr").value = base
-        getattr(d, f"{p}_stride").value = stride & ((1 << 24) - 1)
-        getattr(d, f"{p}_data").value = packed
-        d.wr_en.value = int(kind == "wr")
-        d.send_valid.value = int(kind != "wr")
-        d.send_peer.value = vault
+        getattr(d, f"{p}__mask").value = mask
+        getattr(d, f"{p}__addr").value = base
+        getattr(d, f"{p}__stride").value = stride & ((1 << 24) - 1)
+        getattr(d, f"{p}__data").value = packed
+        d.wr__en.value = int(kind == "wr")
+        d.send__valid.value = int(kind != "wr")
+        d.send__peer.value = vault
         self.posted += 1
         return True
 
@@ -136,11 +136,11 @@ class Env:
         started = 0
         while True:
             await RisingEdge(d.clk)
-            d.wr_en.value = 0
-            d.send_valid.value = 0
+            d.wr__en.value = 0
+            d.send__valid.value = 0
             d.flush.value = 0
             if self.read is None:
-                d.rd_valid.value = 0
+                d.rd__valid.value = 0
             # Lock: granted after a random delay, held while requested.
             want = int(d.lock_req.value)
             if want and not self.lock_owned and not self.force_no_grant:
@@ -175,10 +175,10 @@ class Env:
                 ws = (self.lane_words(*words_a) + self.lane_words(*words_b))
                 self.read = (ws, mask)
                 self.read_reqs = []
-                d.rd_mask.value = mask
-                d.rd_a_addr.value, d.rd_a_stride.value = words_a[0], words_a[1] & 0xFFFFFF
-                d.rd_b_addr.value, d.rd_b_stride.value = words_b[0], words_b[1] & 0xFFFFFF
-                d.rd_valid.value = 1
+                d.rd__mask.value = mask
+                d.rd__a_addr.value, d.rd__a_stride.value = words_a[0], words_a[1] & 0xFFFFFF
+                d.rd__b_addr.value, d.rd__b_stride.value = words_b[0], words_b[1] & 0xFFFFFF
+                d.rd__valid.value = 1
                 started += 1
                 self.tokens += int(r.random() < 0.5)
             elif more and self.read is None and self.was_idle and r.random() < 0.1:
@@ -257,10 +257,10 @@ class Env:
                         self.errors.append(f"{c}: operand read from vault {v}")
                     self.read_reqs.append(b)
             self.inflight[q["tag"]] = (c + self.r.randrange(1, 24), q["we"], data)
-        if self.read is not None and int(d.rd_ready.value):
+        if self.read is not None and int(d.rd__ready.value):
             ws, mask = self.read
-            got = [int(d.rd_a_data.value) >> (32 * i) & MASK32 for i in range(self.n)]
-            got += [int(d.rd_b_data.value) >> (32 * i) & MASK32 for i in range(self.n)]
+            got = [int(d.rd__a_data.value) >> (32 * i) & MASK32 for i in range(self.n)]
+            got += [int(d.rd__b_data.value) >> (32 * i) & MASK32 for i in range(self.n)]
             blocks = set()
             for i in range(2 * self.n):
                 if mask >> (i % self.n) & 1:
@@ -291,7 +291,7 @@ class Env:
 
 async def _setup(dut, tag):
     r = rng(tag)
-    for name in ("rd_valid", "wr_en", "send_valid", "lock_grant", "mem__ready",
+    for name in ("rd__valid", "wr__en", "send__valid", "lock_grant", "mem__ready",
                  "mem_resp__valid", "flush"):
         getattr(dut, name).value = 0
     await start(dut)
@@ -322,7 +322,7 @@ async def writes_then_read(dut):
         await RisingEdge(d.clk)
         env.post("wr" if r.random() < 0.7 else "send")
     await RisingEdge(d.clk)
-    d.wr_en.value = 0
+    d.wr__en.value = 0
     await env.run(30, p_post=0.2)
     env.check_memory()
     env.check()
@@ -339,7 +339,7 @@ async def overflow_is_flagged(dut):
         await RisingEdge(d.clk)
         env.post("wr")
     await RisingEdge(d.clk)
-    d.wr_en.value = 0
+    d.wr__en.value = 0
     await RisingEdge(d.clk)
     await ReadOnly()
     assert int(d.overflow.value) == 1 and int(d.idle.value) == 0

@@ -51,19 +51,22 @@ class VaultPins:
 
     The array model is a dict of column words (one-cycle synchronous read;
     *fill(addr)* gives a word never written) and every issued command goes to
-    *checker*. Signals are ``<prefix>arr_*`` and ``<prefix>cmd_*`` of *dut*
-    (``prefix="v3_"`` for vault 3 of a cube, ``""`` for a lone controller).
+    *checker*. Signals are the members of the ``arr`` and ``cmd`` ports of
+    *dut* (:class:`~pimforge.rtl.mem.port.DRAMArraySignature`,
+    :class:`~pimforge.rtl.mem.port.CmdSignature`): ``arr__re``... of a lone
+    controller (``vault=None``), ``arr__3__re``... for vault 3 of a cube.
     Call :meth:`drive` right after the rising edge and :meth:`sample` in
     ``ReadOnly`` of every cycle.
     """
 
-    def __init__(self, dut, checker: TimingChecker, prefix: str = "", fill=None):
+    def __init__(self, dut, checker: TimingChecker, vault: int | None = None, fill=None):
         self.checker = checker
         self.fill = fill or (lambda addr: 0)
         self.array: dict[int, int] = {}
-        self._s = {n: getattr(dut, prefix + n) for n in (
-            "arr_rdata", "arr_addr", "arr_re", "arr_we", "arr_wdata",
-            "cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_col")}
+        at = "__" if vault is None else f"__{vault}__"
+        self._s = {f"{port}_{n}": getattr(dut, f"{port}{at}{n}") for port, names in (
+            ("arr", ("rdata", "addr", "re", "we", "wdata")),
+            ("cmd", ("valid", "kind", "bank", "row", "col"))) for n in names}
         self._rdata = None
 
     def drive(self) -> None:
