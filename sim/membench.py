@@ -128,9 +128,12 @@ def driver_pins(links: int, vaults: int) -> dict[str, list[str] | str]:
                         ("req_payload", "__payload"), ("resp_valid", "_resp__valid"),
                         ("resp_ready", "_resp__ready"), ("resp_payload", "_resp__payload")):
         pins[pin] = [m + suffix for m in masters]
-    for pin in ("cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_col", "conflict",
+    pins["conflict"] = [f"v{v}_conflict" for v in range(vaults)]
+    # The per-vault DRAM command and array ports are arrays: cmd__<v>__kind, arr__<v>__re...
+    for pin in ("cmd_valid", "cmd_kind", "cmd_bank", "cmd_row", "cmd_col",
                 "arr_re", "arr_we", "arr_addr", "arr_wdata", "arr_rdata"):
-        pins[pin] = [f"v{v}_{pin}" for v in range(vaults)]
+        bundle, member = pin.split("_", 1)
+        pins[pin] = [f"{bundle}__{v}__{member}" for v in range(vaults)]
     return pins
 
 

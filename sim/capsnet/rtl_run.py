@@ -57,12 +57,14 @@ TAB_BANK_BITS = 6
 
 
 #: Driver pin -> port of the vault compute: the only place the driver names its ports.
-PINS = {name: name for name in (
-    "go", "at_bar", "halted", "imem_we", "imem_addr", "imem_data",
-    "rd_valid", "rd_ready", "rd_mask", "rd_a_addr", "rd_a_stride", "rd_a_data",
-    "rd_b_addr", "rd_b_stride", "rd_b_data",
-    "wr_en", "wr_addr", "wr_mask", "wr_stride", "wr_data",
-    "send_valid", "send_peer", "send_addr", "send_mask", "send_stride", "send_data")}
+#: The lane bundles are the ``rd``, ``wr`` and ``send`` members of the vault compute
+#: (Verilog ``rd__valid``...; see :mod:`pimforge.rtl.capsnet.lanes`).
+PINS = {name: name for name in ("go", "at_bar", "halted", "imem_we", "imem_addr", "imem_data")}
+PINS.update({f"{bundle}_{member}": f"{bundle}__{member}" for bundle, members in (
+    ("rd", ("valid", "ready", "mask", "a_addr", "a_stride", "a_data", "b_addr", "b_stride",
+            "b_data")),
+    ("wr", ("en", "addr", "mask", "stride", "data")),
+    ("send", ("valid", "peer", "addr", "mask", "stride", "data"))) for member in members})
 
 
 def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:

@@ -58,6 +58,7 @@ import numpy as np
 
 from ...gen.config import Config, load_config
 from ...gen.errors import PimforgeError
+from ...rtl.capsnet.pe import latency_from_config
 from ..result import OMIT_IF_NONE, WorkloadResult
 from .networks import CapsNetSpec, network
 
@@ -291,12 +292,8 @@ class Routed:
 # ------------------------------------------------------------------------------ the steps
 
 def pe_latency(cfg: Config) -> int:
-    """The PE latency of *cfg* (cycles, every flow)."""
-    from ...rtl.capsnet import pe as pe_mod
-
-    p = pe_mod.from_config(cfg)
-    p._MustUse__silence = True      # only its latency is read
-    return p.latency
+    """The PE latency of *cfg* (cycles, every flow), without building the PE."""
+    return latency_from_config(cfg)
 
 
 def resolve_config(config: Config | str | None, freq: float | None = None) -> Config:
