@@ -20,7 +20,7 @@ def test_hmc_gen3_values():
     assert cfg.hmc.banks_per_vault == 16
     assert cfg.capsnet.pes_per_vault == 16
     assert cfg.freq_mhz == 312.5
-    assert cfg.hmc.tck_ns == pytest.approx(0.8)       # DRAM command clock (the logic clock is freq_mhz)
+    assert cfg.hmc.tck_ns == pytest.approx(0.8)   # DRAM command clock; the logic clock: freq_mhz
 
 
 @pytest.mark.parametrize("data, msg", [

@@ -92,7 +92,8 @@ def test_imports_point_down(path, module, is_pkg):
         elif layer(module) == "rtl" and top not in sys.stdlib_module_names | RTL_THIRD_PARTY:
             bad.append(f"line {line}: {target} (rtl imports only the standard library, "
                        f"{', '.join(sorted(RTL_THIRD_PARTY))})")
-    assert not bad, f"{path.relative_to(ROOT)} imports upwards or what does not exist:\n" + "\n".join(bad)
+    where = path.relative_to(ROOT)
+    assert not bad, f"{where} imports upwards or what does not exist:\n" + "\n".join(bad)
 
 
 def test_layer_checker_sees_function_level_and_relative_imports(tmp_path):
