@@ -29,6 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from ..gen.args import int_range, out_file
+from ..gen.errors import PimforgeError
+from ..verif.models.routing import route_f64
+from .capsnet import digits_net as dn
+from .capsnet.networks import CapsNetSpec
+from .capsnet.workload import CapsNetRunOptions, route
 
 __all__ = ["add_arguments", "run"]
 
@@ -44,11 +49,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..gen.errors import PimforgeError
-    from ..verif.models.routing import route_f64
-    from .capsnet import digits_net as dn
-    from .capsnet.networks import CapsNetSpec
-    from .capsnet.workload import CapsNetRunOptions, route
 
     t_start = time.monotonic()
     cfg = args.config

@@ -21,9 +21,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..gen.args import fraction, int_range, out_file, seed
+from ..gen.elaborate import elaborate
 from ..gen.errors import PimforgeError, SimulationError
 from ..gen.output import write_json
+from ..rtl.mem.address_map import AddressMap
+from ..rtl.mem.timing import resolve_timing
+from .build import build_verilated
+from .drivers import params_header, sources
 from .drivers.io import read_fields, write_fields, write_table
+from .drivers.pins import driver_top
 
 __all__ = ["PATTERNS", "POLICIES", "add_arguments", "build_driver", "driver_pins",
            "make_requests", "membench", "replay", "run"]
@@ -139,11 +145,6 @@ def driver_pins(links: int, vaults: int) -> dict[str, list[str] | str]:
 
 def build_driver(cfg) -> Path:
     """The (cached) native membench driver of *cfg*'s ``hmc_mem``."""
-    from ..gen.elaborate import elaborate
-    from ..rtl.mem.address_map import AddressMap
-    from .build import build_verilated
-    from .drivers import params_header, sources
-    from .drivers.pins import driver_top
 
     el = elaborate("hmc_mem", cfg)
     h = cfg.hmc
@@ -223,8 +224,6 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
              policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1, seed: int = 1,
              trace: Path | None = None) -> dict:
     """Build (cached) and run one membench; returns the JSON-able result."""
-    from ..rtl.mem.address_map import AddressMap
-    from ..rtl.mem.timing import resolve_timing
 
     if pattern not in PATTERNS:
         raise PimforgeError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")

@@ -12,8 +12,12 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..fp.add import FP32Add as _Add
+from ..fp.mul import FP32Mul as _Mul
 from ..fp.shift import FP32Shift, ShiftOp
+from ..hierarchy import Leaf, leaf_name, param_digest
 from ..params import check_int
+from .params import f32_bits, pe_constants
 
 __all__ = ["Flow", "CapsNetPE", "from_config", "TAG_WIDTH", "latency_from_config", "pe_key",
            "pe_latency"]
@@ -212,9 +216,6 @@ class CapsNetPE(wiring.Component):
     # -- elaboration -----------------------------------------------------------
 
     def elaborate(self, platform):
-        from ..fp.add import FP32Add as _Add
-        from ..fp.mul import FP32Mul as _Mul
-        from ..hierarchy import Leaf, leaf_name
 
         m = Module()
         c = self.constants
@@ -389,7 +390,6 @@ def pe_latency(*, add_latency: int, mul_latency: int, shift_latency: int = 1,
 
 def latency_from_config(cfg) -> int:
     """The PE latency of *cfg* (``cfg.fp`` unit latencies, ``cfg.pe`` Newton steps)."""
-    from .params import pe_constants
 
     c = pe_constants(cfg)
     return pe_latency(add_latency=c.add_latency, mul_latency=c.mul_latency,
@@ -398,8 +398,6 @@ def latency_from_config(cfg) -> int:
 
 def pe_key(cfg) -> str:
     """Short text naming every parameter of the PE of *cfg* (its shared module's name)."""
-    from ..hierarchy import param_digest
-    from .params import pe_constants
 
     c = pe_constants(cfg)
     consts = sorted(vars(c).items()) if hasattr(c, "__dict__") else repr(c)
@@ -408,13 +406,11 @@ def pe_key(cfg) -> str:
 
 
 def _f32(x: float) -> int:
-    from .params import f32_bits
     return f32_bits(x)
 
 
 def from_config(cfg) -> CapsNetPE:
     """The PE for *cfg* (``cfg.fp`` unit latencies, ``cfg.pe`` flow parameters)."""
-    from .params import pe_constants
 
     c = pe_constants(cfg)
     return CapsNetPE(add_latency=c.add_latency, mul_latency=c.mul_latency,

@@ -77,10 +77,12 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..hierarchy import Leaf, leaf_name
 from ..params import check_int
+from . import pe as pe_mod
 from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, STRIDE_BITS, Opcode
 from .lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
-from .pe import Flow
+from .pe import Flow, pe_key
 
 __all__ = ["VaultCompute", "from_config", "vault_leaf"]
 
@@ -111,7 +113,6 @@ class VaultCompute(wiring.Component):
         self.latencies = {"pe": pe_latency}
 
     def elaborate(self, platform):
-        from ..hierarchy import Leaf, leaf_name
 
         m = Module()
         L, N = self.pe_latency, self.pes
@@ -302,7 +303,6 @@ class VaultCompute(wiring.Component):
 
 def from_config(cfg) -> VaultCompute:
     """The vault compute of *cfg* (``capsnet.pes_per_vault`` PEs, its PE flows)."""
-    from . import pe as pe_mod
 
     return VaultCompute(pes=cfg.capsnet.pes_per_vault,
                         imem_depth=cfg.capsnet.imem_instructions,
@@ -312,8 +312,6 @@ def from_config(cfg) -> VaultCompute:
 
 def vault_leaf(cfg):
     """The vault compute of *cfg* as one Verilog module that every vault instantiates."""
-    from ..hierarchy import Leaf, leaf_name
-    from .pe import pe_key
 
     c = cfg.capsnet
     return Leaf(leaf_name("capsnet_vault", pe_key(cfg), c.pes_per_vault, c.imem_instructions),

@@ -10,6 +10,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..capsnet.params import pe_constants
 from ..params import check, check_int
 from .ieee import lzc, shift_left, shift_right_sticky, zext
 
@@ -220,7 +221,6 @@ class FP32Shift(wiring.Component):
 
 def from_config(cfg) -> FP32Shift:
     """The shifter with the PE's magic constants for *cfg* (``cfg.pe.newton_steps``)."""
-    from ..capsnet.params import pe_constants
 
     c = pe_constants(cfg)
     return FP32Shift(latency=c.shift_latency, isqrt_magic=c.isqrt_magic,

@@ -6,8 +6,9 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..hierarchy import Leaf, leaf_name
 from ..params import check_int
-from .timing import Timing
+from .timing import Timing, resolve_timing
 
 __all__ = ["BankMachine", "TimingCounter", "bank_leaf", "from_config"]
 
@@ -156,7 +157,6 @@ def bank_leaf(*, timing: Timing, row_bits: int):
     The module name carries the row width and a hash of the timing, so two
     different bank machines never share a name.
     """
-    from ..hierarchy import Leaf, leaf_name
 
     return Leaf(leaf_name("bank_machine", f"r{row_bits}", digest=(timing, row_bits), digits=8),
                 lambda: BankMachine(timing=timing, row_bits=row_bits))
@@ -164,6 +164,5 @@ def bank_leaf(*, timing: Timing, row_bits: int):
 
 def from_config(cfg) -> BankMachine:
     """The bank machine of ``cfg.hmc`` (timing resolved to controller cycles)."""
-    from .timing import resolve_timing
     h = cfg.hmc
     return BankMachine(timing=resolve_timing(h.timing, h.tck_ns), row_bits=h.row_bits)

@@ -18,6 +18,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..hierarchy import Leaf, leaf_name
 from ..params import check_choice, check_int, check_pow2
 from .bank import bank_leaf
 from .cmd_queue import CommandQueue
@@ -225,14 +226,12 @@ class VaultController(wiring.Component):
 def vault_leaf(**kwargs):
     """A :class:`VaultController` of these keyword arguments as one Verilog module
     that every vault of a cube instantiates (the name hashes every argument)."""
-    from ..hierarchy import Leaf
 
     return Leaf(vault_leaf_name(**kwargs), lambda: VaultController(**kwargs))
 
 
 def vault_leaf_name(**kwargs) -> str:
     """The module name of :func:`vault_leaf` of these keyword arguments."""
-    from ..hierarchy import leaf_name
 
     return leaf_name("vault_ctrl", digest=sorted(kwargs.items()))
 

@@ -90,6 +90,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..capsnet import pe as pe_mod
 from ..capsnet.isa import ADDR_BITS, STRIDE_BITS
 from ..capsnet.lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
 from ..mem.address_map import AddressMap
@@ -360,7 +361,6 @@ def compiler_placement(hmc, mapping: str | None = None) -> tuple[AddressMap, Cal
 
 def port_config(cfg) -> dict:
     """Keyword arguments of the operand port of *cfg*'s vaults."""
-    from ..capsnet import pe as pe_mod
 
     if cfg.hmc.block_bytes != 16:
         raise ValueError(f"the operand port moves 16 B blocks; hmc.block_bytes is "

@@ -46,7 +46,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ...gen.config import load_config
 from ...gen.errors import PimforgeError, UnknownNameError
+from ...rtl.mem.timing import resolve_timing
+from .contention import contention
+from .energy import P100_POWER, gpu_energy, pim_energy, routing_energy_estimate
+from .gpu_roofline import GPU, P100, roofline
+from .host import host_layers, host_times
 from .networks import CapsNetSpec, network
 
 if TYPE_CHECKING:
@@ -100,7 +106,6 @@ def _routing_energy_j(net: CapsNetSpec, cfg, routing: dict) -> tuple[float, str]
     e = routing.get("energy_j")
     if isinstance(e, dict) and "total" in e:
         return float(e["total"]), "routing run"
-    from .energy import routing_energy_estimate
     return float(routing_energy_estimate(net, cfg)["pim"]["total"]), "analytic estimate"
 
 
@@ -178,12 +183,6 @@ def whole_network(net_spec: CapsNetSpec | str, cfg, routing: dict, *,
         ``speedup_vs`` other scenarios), ``host`` (layers, roofline times),
         ``contention`` (the RTL replay), ``paper`` (the Sec. 6.3 figures) and notes.
     """
-    from ...gen.config import load_config
-    from ...rtl.mem.timing import resolve_timing
-    from .contention import contention
-    from .energy import P100_POWER, gpu_energy, pim_energy
-    from .gpu_roofline import GPU, P100, roofline
-    from .host import host_layers, host_times
 
     scenarios = tuple(scenarios)
     bad = [s for s in scenarios if s not in SCENARIOS]

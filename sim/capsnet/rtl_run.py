@@ -43,9 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ...gen.elaborate import elaborate
 from ...gen.errors import SimulationError
 from ...rtl.capsnet.isa import INSTR_BITS, encode
+from ..build import build_verilated
+from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields
+from ..drivers.pins import driver_top
 from .compiler import Compiled
 
 __all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "DRAM_MODES", "PINS"]
@@ -72,10 +76,6 @@ def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
 
     ``extra_args`` go to Verilator (e.g. ``("-MAKEFLAGS", "OPT_FAST=-O2")``).
     """
-    from ...gen.elaborate import elaborate
-    from ..build import build_verilated
-    from ..drivers import params_header, sources
-    from ..drivers.pins import driver_top
 
     el = elaborate("capsnet_vault", cfg)
     top = driver_top(el.verilog, el.top, el.manifest["ports"], PINS, name="capsnet_vault_driver")

@@ -59,8 +59,18 @@ import numpy as np
 from ...gen.config import Config, load_config
 from ...gen.errors import PimforgeError
 from ...rtl.capsnet.pe import latency_from_config
+from ...verif.models.capsnet_isa import execute
+from ...verif.models.capsnet_pe import PEModel
+from ...verif.models.routing import route_f64, route_pim, squash_f64
 from ..result import OMIT_IF_NONE, WorkloadResult
+from .compiler import compile_routing, program_ops
+from .distribution import choose_distribution
+from .energy import pim_energy
+from .gpu_roofline import roofline
 from .networks import CapsNetSpec, network
+from .pipeline import routing_from_run, whole_network, whole_network_table
+from .rtl_run import build_vault_driver, run_on_rtl
+from .timing import program_cycles
 
 if TYPE_CHECKING:
     from ...verif.models.capsnet_isa import ExecResult
@@ -260,7 +270,6 @@ class CapsNetRun(WorkloadResult):
         lines = [f"  speedup vs {a} ({self.speedup_scope[a]}): {x:.3f}x"
                  for a, x in (self.speedup_vs or {}).items()]
         if self.whole_network is not None:
-            from .pipeline import whole_network_table
             lines.append(whole_network_table(self.whole_network))
         s = self.shape
         lines.append(f"{self.network} B={s['B']} N_L={s['N_L']} N_H={s['N_H']} on "
@@ -313,7 +322,6 @@ def resolve_network(net: CapsNetSpec | str, scale: int = 1) -> CapsNetSpec:
 def choose_dimension(net: CapsNetSpec, cfg: Config, dim: str | None = None
                      ) -> tuple[Distribution, str]:
     """The Sec. 5.1 scores of *net* on *cfg* and the dimension to use (*dim* if given)."""
-    from .distribution import choose_distribution
 
     dist = choose_distribution(net, cfg, cfg.freq_mhz)
     return dist, dim or dist.best
@@ -330,7 +338,6 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
     RTL) while the data stays spread over all vaults, so the operands of the
     other ``N - 1`` vaults cross the crossbar (charged by :func:`measure`).
     """
-    from .compiler import compile_routing
 
     if ablation not in ROUTING_ABLATIONS:
         raise PimforgeError(f"routing ablation must be one of {', '.join(ROUTING_ABLATIONS)}, "
@@ -346,7 +353,6 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
 
 def random_inputs(net: CapsNetSpec, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded float32 ``u`` (squashed, as PrimaryCaps produces them) and ``W``."""
-    from ...verif.models.routing import squash_f64
 
     rng = np.random.default_rng(seed)
     u = squash_f64(rng.normal(0, 1, (net.batch, net.n_l, net.c_l))).astype(np.float32)
@@ -385,11 +391,6 @@ class ModelRun:
 def run_isa_model(comp: Compiled, mems: list[np.ndarray], cfg: Config, u: np.ndarray,
                   W: np.ndarray, iterations: int, check_route_pim: bool = True) -> ModelRun:
     """Run *comp* on the ISA-level model from *mems* (not modified)."""
-    from ...verif.models.capsnet_isa import execute
-    from ...verif.models.capsnet_pe import PEModel
-    from ...verif.models.routing import route_pim
-    from .compiler import program_ops
-    from .timing import program_cycles
 
     pe = PEModel(cfg)
     lat = pe_latency(cfg)
@@ -438,7 +439,6 @@ def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun
     ``rtl_matches_model`` holds when every vault's memory and ``v`` equal the
     model's bit for bit and the model did not differ from ``route_pim``.
     """
-    from .rtl_run import build_vault_driver, run_on_rtl
 
     t0 = time.monotonic()
     exe = build_vault_driver(cfg)
@@ -476,7 +476,6 @@ def measure(comp: Compiled, cfg: Config, model: ModelRun, run: Execution,
     the words read and written, at ``intervault_bw_gbs``, overlapped with the
     compute (time = the larger of the two).
     """
-    from .energy import pim_energy
 
     stats, lat = model.ex.stats, model.pe_latency
     per_eq: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -534,8 +533,6 @@ def assemble(net: CapsNetSpec, cfg: Config, opts: CapsNetRunOptions, dist: Distr
              u: np.ndarray, W: np.ndarray, t_start: float) -> CapsNetRun:
     """The :class:`CapsNetRun` of the steps' outputs (*t_start*: ``time.monotonic()``
     when the run began)."""
-    from ...verif.models.routing import route_f64
-    from .gpu_roofline import roofline
 
     v64 = route_f64(u, W, net.iterations).v
     err = float(np.abs(run.v - v64).max())
@@ -636,7 +633,6 @@ def network_ablations(res: CapsNetRun, cfg: Config,
     :func:`~pimforge.sim.capsnet.pipeline.whole_network` on the network *res*
     routed (the reduced one at its ``scale``), with *res*'s time and per-vault
     traffic as the routing of one batch."""
-    from .pipeline import routing_from_run, whole_network
 
     net = resolve_network(res.network, res.scale)
     return whole_network(net, cfg, routing_from_run(res), scenarios=scenarios, **kw)

@@ -36,8 +36,13 @@ import tempfile
 from pathlib import Path
 
 from ...gen.errors import SimulationError
+from ...rtl.spm.organization import DESCNetSPM
+from ..build import build_verilated
+from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
+from ..drivers.pins import driver_top
 from . import sram
+from .dse import split_usage
 from .profiles import Profile
 
 __all__ = ["WAKEUP_CYCLES", "build_replay_driver", "driver_pins", "replay", "replay_selected",
@@ -75,7 +80,6 @@ def _rtl_words(sc: int) -> int:
 
 def schedule(prof: Profile, sizes, sectors, cycle_scale: int = 1):
     """Per op: scaled cycles, ON sectors per memory, and each port's address range."""
-    from .dse import split_usage
 
     usage, _, _ = split_usage(prof, tuple(int(s) for s in sizes), 3)
     X = prof.usage.astype(float)
@@ -116,10 +120,6 @@ def build_replay_driver(org: str, sizes, sectors) -> Path:
     """
     from amaranth.back import verilog as amaranth_verilog
 
-    from ...rtl.spm.organization import DESCNetSPM
-    from ..build import build_verilated
-    from ..drivers import params_header, sources
-    from ..drivers.pins import driver_top
 
     if org not in _ORG_RTL:
         raise SimulationError(f"power-gating replay needs a -PG organization, not {org!r}")
