@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 
 from ..gen.args import int_range, out_file, seed
 from ..gen.errors import PimforgeError
+from ..gen.output import write_json
 from ..rtl.capsnet.params import pe_constants
 from ..verif.models.approx_error import characterize
 
@@ -39,8 +39,6 @@ def run(args) -> int:
         print(f"{r.flow:6s} {r.variant:22s} {r.range:28s} {r.max_rel:12.3e} {r.mean_rel:12.3e} "
               f"{r.mean_signed:+12.3e}")
     if args.json:
-        args.json.write_text(json.dumps({"config": cfg.name, "samples": args.samples,
-                                         "seed": args.seed,
-                                         "rows": [dataclasses.asdict(r) for r in rows]},
-                                        indent=2) + "\n")
+        write_json(args.json, {"config": cfg.name, "samples": args.samples, "seed": args.seed,
+                               "rows": [dataclasses.asdict(r) for r in rows]})
     return 0

@@ -22,14 +22,13 @@ Exit status 1 when the RTL differs from the golden model.
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from ..gen.args import int_range, out_file
 from ..gen.errors import PimforgeError
+from ..gen.output import write_json
 from ..verif.models.routing import route_f64
 from .capsnet import digits_net as dn
 from .capsnet.networks import CapsNetSpec
@@ -112,5 +111,5 @@ def run(args) -> int:
                        "float64_classes": cls_64.tolist(),
                        "rtl_accuracy": float(np.mean(cls_rtl == y)),
                        "float64_accuracy": float(np.mean(cls_64 == y))}
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        write_json(args.json, out)
     return 0 if ok else 1

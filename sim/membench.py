@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..gen.args import fraction, int_range, out_file, seed
 from ..gen.elaborate import elaborate
-from ..gen.errors import PimforgeError, SimulationError
+from ..gen.errors import CapacityError, PimforgeError, SimulationError
 from ..gen.output import write_json
 from ..rtl.mem.address_map import AddressMap
 from ..rtl.mem.timing import resolve_timing
@@ -65,6 +65,27 @@ def _arr_addr(hmc, d) -> int:
     return (d.bank << (hmc.row_bits + hmc.col_bits)) | (d.row << hmc.col_bits) | d.col
 
 
+def _check_fits(cfg, pattern: str, n: int, stride: int, burst: int) -> None:
+    """Refuse a traffic pattern whose addresses would pass the end of the memory (they
+    would wrap around onto data already touched, and the figures would be wrong)."""
+    h = cfg.hmc
+    cap = h.vaults * h.capacity_per_vault
+    if pattern == "mixed":
+        _check_fits(cfg, "seq", n // 2, stride, burst)
+        _check_fits(cfg, "pe-burst", n - n // 2, stride, burst)
+        return
+    span = {"seq": 16 * n, "strided": stride * (n - 1) + 16}.get(pattern)
+    what, room = "the cube", f"{cap} (hmc.vaults x hmc.capacity_per_vault)"
+    if pattern == "pe-burst":
+        blocks = max(1, burst // 16)
+        span, what = max(1, n // (h.vaults * blocks)) * burst, "one vault"
+        room = f"{h.capacity_per_vault} (hmc.capacity_per_vault)"
+    if span is not None and span > int(room.split()[0]):
+        raise CapacityError(f"--pattern {pattern} with {n} requests spans {span} bytes; "
+                            f"{what} holds {room}: use fewer --requests, a smaller --stride, "
+                            "or a larger memory")
+
+
 def make_requests(cfg, amap, pattern: str, n: int, *, write_fraction: float = 0.0,
                   stride: int = 4096, burst: int = 64, seed: int = 1) -> list[tuple]:
     """Requests as (master, we, byte address, vault, array address); masters
@@ -73,6 +94,7 @@ def make_requests(cfg, amap, pattern: str, n: int, *, write_fraction: float = 0.
     r = random.Random(seed)
     cap = h.vaults * h.capacity_per_vault
     host_s = (h.max_block_bytes // 16).bit_length() - 1
+    _check_fits(cfg, pattern, n, stride, burst)
     out = []
 
     def add(master, addr):

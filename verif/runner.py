@@ -55,7 +55,11 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
     if not isinstance(config, Config):
         config = load_config(config)
     if seed is None:
-        seed = int(os.environ.get("PIMFORGE_SEED", random.SystemRandom().randrange(2**31)))
+        text = os.environ.get("PIMFORGE_SEED", "").strip()
+        if text and not (text.isdigit() and int(text) < 2**31):
+            raise SimulationError(f"PIMFORGE_SEED must be an integer between 0 and "
+                                  f"{2**31 - 1}, not {text!r}")
+        seed = int(text) if text else random.SystemRandom().randrange(2**31)
     el = elaborate(block, config)
     if sim == "verilator":
         vl.install_env()

@@ -30,8 +30,10 @@ __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "preset_na
 
 
 def _post_init(self) -> None:
-    check(isinstance(self.name, str) and self.name.isidentifier(), "name", self.name,
-          "an identifier (letters, digits, underscores)")
+    # The name ends up in file and folder names (builds, manifests): keep it short.
+    check(isinstance(self.name, str) and self.name.isidentifier() and len(self.name) <= 64,
+          "name", self.name, "an identifier (letters, digits, underscores) of at most 64 "
+          "characters")
     check(self.top in blocks(), "top", self.top,
           "a registered block (`pimforge verilog --list`)")
     check_float("freq_mhz", self.freq_mhz, 1.0, 5000.0)

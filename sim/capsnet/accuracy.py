@@ -31,6 +31,7 @@ import numpy as np
 from pimforge.gen.args import int_range, out_file
 from pimforge.gen.config import Config, load_config
 from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import write_text
 from pimforge.verif.models.pe_ops import PEOps
 from pimforge.verif.models.routing import RoutingOps, route_f32, route_f64, route_pim
 
@@ -168,7 +169,7 @@ def run(args) -> int:
         out["rtl_sample"] = dataclasses.asdict(res)
         status = 0 if res.bit_exact else 1
     if args.json:
-        args.json.write_text(json.dumps(out, indent=2, default=float) + "\n")
+        write_text(args.json, json.dumps(out, indent=2, default=float) + "\n")
     return status
 
 

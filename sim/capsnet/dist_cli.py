@@ -10,11 +10,11 @@ then a row per network with its choice at every frequency; ``--json`` writes
 from __future__ import annotations
 
 import argparse
-import json
 
 from pimforge.gen.errors import PimforgeError
 
 from ...gen.args import AppendUnique, number_range, out_file
+from ...gen.output import write_json
 from .distribution import FIG18_FREQS_MHZ, frequency_study
 from .networks import network_names
 
@@ -65,5 +65,5 @@ def run(args) -> int:
     study = frequency_study(cfg, tuple(args.freq or FIG18_FREQS_MHZ), nets)
     print(study_text(study))
     if args.json:
-        args.json.write_text(json.dumps(study, indent=2) + "\n")
+        write_json(args.json, study)
     return 0
