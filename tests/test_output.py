@@ -60,8 +60,11 @@ def test_fileset_error_keeps_the_old_set(tmp_path):
 
 
 _SLOW_WRITER = """
-import sys, time
+import signal, sys, time
 from pimforge.gen.output import FileSet
+# Ctrl-C raises KeyboardInterrupt even when this test runs in a background job (which
+# starts its children with SIGINT ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with FileSet(sys.argv[1], marker="results.json") as fs:
     with open(fs.path("points.csv"), "w") as f:
         f.write("new row\\n"); f.flush()
@@ -79,7 +82,10 @@ def test_sigint_during_a_multi_file_write_keeps_the_finished_result(tmp_path):
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "writing"
     p.send_signal(signal.SIGINT)
-    p.wait(timeout=30)
+    try:
+        p.wait(timeout=30)
+    finally:
+        p.kill()
     assert p.returncode != 0
     assert (tmp_path / "points.csv").read_text() == "complete\n"
     assert json.loads((tmp_path / "results.json").read_text()) == {"done": True}
