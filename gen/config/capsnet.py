@@ -62,6 +62,14 @@ class CapsNetConfig:
     imem_instructions : int
         Depth of each vault's operation-controller instruction memory; a
         compiled routing program longer than this is rejected.
+    hold_words : int
+        Words per lane of the stationary-operand registers (``hold`` of the
+        ISA: W of Eq. 1 stays in the PEs while u streams over the batch);
+        0 removes them (every operand is read from memory every time).
+    prefetch_bundles : int
+        Read bundles the controller announces ahead of their use (prefetch
+        hints), i.e. the depth of the operand prefetch queue; 0: no hints,
+        every bundle is fetched when it is asked for.
     """
 
     pes_per_vault: int = 16
@@ -69,6 +77,8 @@ class CapsNetConfig:
     intervault_bw_gbs: float = 16.0
     packet_overhead_bytes: int = 16
     imem_instructions: int = 256
+    hold_words: int = 16
+    prefetch_bundles: int = 16
 
     def __post_init__(self):
         check_int("capsnet.pes_per_vault", self.pes_per_vault, 1, 64)
@@ -76,3 +86,5 @@ class CapsNetConfig:
         check_float("capsnet.intervault_bw_gbs", self.intervault_bw_gbs, 0.001, 10_000.0)
         check_int("capsnet.packet_overhead_bytes", self.packet_overhead_bytes, 0, 256)
         check_int("capsnet.imem_instructions", self.imem_instructions, 16, 65536)
+        check_int("capsnet.hold_words", self.hold_words, 0, 1024)
+        check_int("capsnet.prefetch_bundles", self.prefetch_bundles, 0, 1024)

@@ -34,6 +34,17 @@ SEND   copy the ``n1*n2*n3*g`` words at ``a`` to vault ``peer`` at ``d`` (crossb
 BAR    barrier: wait until every vault has reached its matching ``BAR`` and every
        ``SEND`` issued before it has landed.
 HALT   end of program.
+
+Stationary operand (``hold``, FLOW only): ``Hold.A`` (``Hold.B``) says operand
+``a`` (``b``) does not depend on ``o2`` (its ``s2`` stride is 0). The
+controller then walks ``o2`` inside the lane blocks of ``o3`` (loop order
+``o1, o3 / lanes, o2, e`` instead of ``o1, o2, o3 / lanes, e``) and each lane
+keeps its ``g`` elements of the held operand in a register file filled at
+``o2 = 0``, so the operand is read from memory once per ``o1``/lane block
+instead of ``n2`` times (W of Eq. 1 stays in the PEs while ``u`` streams over
+the batch, Sec. 5.2). The outputs of an instruction are independent, so the
+order does not change any result. A group longer than the register file
+(``g > capsnet.hold_words``) runs unheld: same results, more reads.
 """
 
 from __future__ import annotations
@@ -44,10 +55,10 @@ from amaranth.lib import data, enum
 
 from .pe import Flow
 
-__all__ = ["ISA_VERSION", "Opcode", "INSTRUCTION", "Instr", "encode", "decode",
+__all__ = ["ISA_VERSION", "Opcode", "Hold", "INSTRUCTION", "Instr", "encode", "decode",
            "disassemble", "STRIDE_BITS", "ADDR_BITS", "COUNT_BITS", "INSTR_BITS"]
 
-ISA_VERSION = 1
+ISA_VERSION = 2
 ADDR_BITS = 32
 STRIDE_BITS = 24
 COUNT_BITS = 24
@@ -63,7 +74,15 @@ class Opcode(enum.Enum, shape=3):
     HALT = 6
 
 
-_FIELDS = {"op": Opcode, "flow": Flow, "sign": 1, "peer": 8,
+class Hold(enum.Enum, shape=2):
+    """Which operand a FLOW instruction keeps in the lanes' registers across ``o2``."""
+
+    NONE = 0
+    A = 1
+    B = 2
+
+
+_FIELDS = {"op": Opcode, "flow": Flow, "hold": Hold, "sign": 1, "peer": 8,
            "n1": COUNT_BITS, "n2": COUNT_BITS, "n3": COUNT_BITS, "g": COUNT_BITS}
 for _x in ("a", "b", "d"):
     _FIELDS.update({_x: ADDR_BITS, **{f"{_x}_{s}": STRIDE_BITS for s in ("s1", "s2", "s3",
@@ -81,6 +100,7 @@ class Instr:
 
     op: Opcode
     flow: Flow = Flow.MAC
+    hold: Hold = Hold.NONE
     sign: int = 0
     peer: int = 0
     n1: int = 1
@@ -106,7 +126,7 @@ class Instr:
     def __post_init__(self):
         for n in _NAMES:
             v = getattr(self, n)
-            if n in ("op", "flow"):
+            if n in ("op", "flow", "hold"):
                 continue
             w = _width(n)
             lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if n in _SIGNED else (0, (1 << w) - 1)
@@ -114,6 +134,11 @@ class Instr:
                 raise ValueError(f"instruction field {n} must be between {lo} and {hi}, not {v}")
         if self.op is Opcode.FLOW and self.flow is not Flow.MAC and self.g != 1:
             raise ValueError(f"flow {self.flow.name} takes one element per output, not g={self.g}")
+        if self.hold is not Hold.NONE:
+            x = "a" if self.hold is Hold.A else "b"
+            if self.op is not Opcode.FLOW or getattr(self, f"{x}_s2") != 0:
+                raise ValueError(f"hold {self.hold.name} needs a FLOW instruction whose "
+                                 f"operand {x} has s2 stride 0")
 
     @property
     def outputs(self) -> int:
@@ -150,6 +175,7 @@ def decode(word: int) -> Instr:
         vals[n] = v
     vals["op"] = Opcode(vals["op"])
     vals["flow"] = Flow(vals["flow"])
+    vals["hold"] = Hold(vals["hold"])
     return Instr(**vals)
 
 
@@ -161,7 +187,9 @@ def disassemble(prog: list[Instr]) -> str:
         parts = [ins.op.name]
         if ins.op is Opcode.FLOW:
             parts.append(ins.flow.name)
-        for n in _NAMES[2:]:
+        if ins.hold is not Hold.NONE:
+            parts.append(f"hold={ins.hold.name}")
+        for n in _NAMES[3:]:
             v = getattr(ins, n)
             if v != getattr(default, n):
                 parts.append(f"{n}={v}")

@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..params import check_int
 
-__all__ = ["LaneReadSignature", "LaneSendSignature", "LaneWriteSignature"]
+__all__ = ["LaneHintSignature", "LaneReadSignature", "LaneSendSignature", "LaneWriteSignature"]
 
 
 class _LaneSignature(wiring.Signature):
@@ -91,6 +91,37 @@ class LaneReadSignature(_LaneSignature):
             "a_addr": Out(addr_bits), "a_stride": Out(signed(stride_bits)),
             "b_addr": Out(addr_bits), "b_stride": Out(signed(stride_bits)),
             "a_data": In(32 * n), "b_data": In(32 * n),
+        }, lanes=lanes, addr_bits=addr_bits, stride_bits=stride_bits)
+
+
+class LaneHintSignature(_LaneSignature):
+    """Prefetch hint (initiator side): a read bundle announced ahead of its use.
+
+    In a cycle with ``valid`` the initiator announces the next read bundle
+    (the same ``mask``/addresses/strides it will later present on ``rd``, in
+    the same order); at most a fixed number of announced bundles are unread
+    at any time (the vault's prefetch depth), so the memory can keep one
+    queue entry per hint. A memory may ignore hints; then ``rd`` alone
+    decides (it is always complete).
+
+    Parameters
+    ----------
+    lanes, addr_bits, stride_bits : int
+        As :class:`LaneReadSignature`.
+
+    Members
+    -------
+    valid : Out(1)
+    mask : Out(lanes)
+    a_addr, b_addr : Out(addr_bits)
+    a_stride, b_stride : Out(signed(stride_bits))
+    """
+
+    def __init__(self, *, lanes: int, addr_bits: int, stride_bits: int):
+        super().__init__({
+            "valid": Out(1), "mask": Out(lanes),
+            "a_addr": Out(addr_bits), "a_stride": Out(signed(stride_bits)),
+            "b_addr": Out(addr_bits), "b_stride": Out(signed(stride_bits)),
         }, lanes=lanes, addr_bits=addr_bits, stride_bits=stride_bits)
 
 

@@ -80,8 +80,9 @@ from amaranth.utils import ceil_log2
 from ..hierarchy import Leaf, leaf_name
 from ..params import check_int
 from . import pe as pe_mod
-from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, STRIDE_BITS, Opcode
-from .lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
+from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, STRIDE_BITS, Hold, Opcode
+from .lanes import (LaneHintSignature, LaneReadSignature, LaneSendSignature,
+                    LaneWriteSignature)
 from .pe import Flow, pe_key
 
 __all__ = ["VaultCompute", "from_config", "vault_leaf"]
@@ -90,14 +91,111 @@ _ONE = 0x3F800000
 _MINUS_ONE = 0xBF800000
 
 
+class _Walker:
+    """Loop counters and running operand addresses of one walk over an instruction.
+
+    Loop order ``o1, o2, o3 / lanes, e``, or ``o1, o3 / lanes, o2, e`` while the
+    instruction holds an operand (``hold_on``). ``cnt["o3"]`` is lane 0's
+    output; ``addr[x]`` are lane 0's addresses of operand ``x`` at the start
+    of the current outer (``r1``), middle (``r2``) and inner (``r3``) output
+    iteration and at the current element (``e``).
+    """
+
+    def __init__(self, m, ins, g_eff, hold_on, lanes: int, prefix: str):
+        self.m, self.ins, self.g_eff, self.hold_on, self.N = m, ins, g_eff, hold_on, lanes
+        self.cnt = {k: Signal(COUNT_BITS, name=f"{prefix}cnt_{k}") for k in ("o1", "o2", "o3", "e")}
+        self.addr = {x: {lv: Signal(ADDR_BITS, name=f"{prefix}{x}_{lv}")
+                         for lv in ("r1", "r2", "r3", "e")} for x in ("a", "b", "d")}
+        cnt, N = self.cnt, lanes
+        # Outputs of the current o3 row still to issue, from lane 0 on.
+        rem = Signal(COUNT_BITS + 1, name=f"{prefix}rem")
+        self.mask = Signal(N, name=f"{prefix}mask")
+        m.d.comb += [rem.eq(ins.n3 - cnt["o3"]),
+                     self.mask.eq(Cat(*(rem > lane for lane in range(N))))]
+        self.last_e = cnt["e"] == g_eff - 1
+        last_o3 = rem <= N
+        last_o2 = cnt["o2"] == ins.n2 - 1
+        self.last_o1 = cnt["o1"] == ins.n1 - 1
+        # Innermost and middle output loops.
+        self.last_in = Mux(hold_on, last_o2, last_o3)
+        self.last_mid = Mux(hold_on, last_o3, last_o2)
+        self.done = self.last_e & last_o3 & last_o2 & self.last_o1
+        self.add_b = (ins.op == Opcode.ADD) & (cnt["e"] != 0)   # ADD's 2nd record reads b only
+
+    def stride(self, x, s):
+        return self.ins[f"{x}_{s}"].as_signed()
+
+    def reset(self):
+        m, ins = self.m, self.ins
+        m.d.sync += [c.eq(0) for c in self.cnt.values()]
+        for x, lv in self.addr.items():
+            m.d.sync += [a.eq(ins[x]) for a in lv.values()]
+
+    def advance(self):
+        """Step to the next bundle (one element of every live lane)."""
+        m, cnt, addr, N, hold_on = self.m, self.cnt, self.addr, self.N, self.hold_on
+        with m.If(~self.last_e):
+            m.d.sync += cnt["e"].eq(cnt["e"] + 1)
+            for x in addr:
+                m.d.sync += addr[x]["e"].eq(addr[x]["e"] + self.stride(x, "se"))
+        with m.Elif(~self.last_in):
+            m.d.sync += cnt["e"].eq(0)
+            with m.If(hold_on):
+                m.d.sync += cnt["o2"].eq(cnt["o2"] + 1)
+            with m.Else():
+                m.d.sync += cnt["o3"].eq(cnt["o3"] + N)
+            for x in addr:
+                nxt = addr[x]["r3"] + Mux(hold_on, self.stride(x, "s2"),
+                                          self.stride(x, "s3") * N)
+                m.d.sync += [addr[x]["r3"].eq(nxt), addr[x]["e"].eq(nxt)]
+        with m.Elif(~self.last_mid):
+            m.d.sync += cnt["e"].eq(0)
+            with m.If(hold_on):
+                m.d.sync += [cnt["o2"].eq(0), cnt["o3"].eq(cnt["o3"] + N)]
+            with m.Else():
+                m.d.sync += [cnt["o3"].eq(0), cnt["o2"].eq(cnt["o2"] + 1)]
+            for x in addr:
+                nxt = addr[x]["r2"] + Mux(hold_on, self.stride(x, "s3") * N,
+                                          self.stride(x, "s2"))
+                m.d.sync += [addr[x][k].eq(nxt) for k in ("r2", "r3", "e")]
+        with m.Else():
+            m.d.sync += [cnt["e"].eq(0), cnt["o3"].eq(0), cnt["o2"].eq(0),
+                         cnt["o1"].eq(cnt["o1"] + 1)]
+            for x in addr:
+                nxt = addr[x]["r1"] + self.stride(x, "s1")
+                m.d.sync += [addr[x][k].eq(nxt) for k in ("r1", "r2", "r3", "e")]
+
+    def bundle(self):
+        """``(a_addr, a_stride, b_addr, b_stride)`` of the current read bundle.
+
+        An operand not read this cycle repeats the other's address and stride
+        (so a memory that merges equal blocks moves nothing for it): ``b`` of
+        the one-input ops, ``a`` of ADD's second record, and a held operand
+        past ``o2 = 0``."""
+        ins, cnt, addr = self.ins, self.cnt, self.addr
+        uses_b = (((ins.op == Opcode.FLOW) & ((ins.flow == Flow.MAC) | (ins.flow == Flow.DIV)))
+                  | (ins.op == Opcode.SELPOS) | self.add_b)
+        held = self.hold_on & (cnt["o2"] != 0)
+        a_addr = Mux(self.add_b, addr["b"]["e"], addr["a"]["e"])
+        a_str = Mux(self.add_b, self.stride("b", "s3"), self.stride("a", "s3"))
+        b_live = uses_b & ~(held & (ins.hold == Hold.B))
+        b_addr = Mux(b_live, addr["b"]["e"], a_addr)
+        b_str = Mux(b_live, self.stride("b", "s3"), a_str)
+        a_held = held & (ins.hold == Hold.A)
+        return (Mux(a_held, b_addr, a_addr), Mux(a_held, b_str, a_str), b_addr, b_str)
+
+
 class VaultCompute(wiring.Component):
     """Operation controller + PEs of one vault (see the module docstring)."""
 
     def __init__(self, *, pes: int, imem_depth: int, pe_factory, pe_latency: int,
-                 pe_key: str = "pe"):
+                 pe_key: str = "pe", hold_words: int = 16, prefetch: int = 16):
         check_int("pes", pes, 1, 64)
         check_int("imem_depth", imem_depth, 16, 65536)
+        check_int("hold_words", hold_words, 0, 1024)
+        check_int("prefetch", prefetch, 0, 1024)
         self.pes, self.imem_depth = pes, imem_depth
+        self.hold_words, self.prefetch = hold_words, prefetch
         self.lanes = pes
         self.pe_factory, self.pe_latency, self.pe_key = pe_factory, pe_latency, pe_key
         ib = ceil_log2(imem_depth)
@@ -106,6 +204,7 @@ class VaultCompute(wiring.Component):
             "imem_we": In(1), "imem_addr": In(ib), "imem_data": In(INSTR_BITS),
             "go": In(1), "at_bar": Out(1), "halted": Out(1),
             "rd": Out(LaneReadSignature(**lane_kw)),
+            "pf": Out(LaneHintSignature(**lane_kw)),
             "wr": Out(LaneWriteSignature(**lane_kw)),
             "send": Out(LaneSendSignature(**lane_kw)),
             "pe_busy": Out(1),
@@ -115,7 +214,7 @@ class VaultCompute(wiring.Component):
     def elaborate(self, platform):
 
         m = Module()
-        L, N = self.pe_latency, self.pes
+        L, N, H = self.pe_latency, self.pes, self.hold_words
         m.submodules.imem = imem = Memory(shape=INSTR_BITS, depth=self.imem_depth, init=[])
         wp = imem.write_port()
         rp = imem.read_port(transparent_for=())
@@ -125,70 +224,66 @@ class VaultCompute(wiring.Component):
         pc = Signal(range(self.imem_depth))
         ins = Signal(INSTRUCTION)
         m.d.comb += rp.addr.eq(pc)
-
-        # Loop counters (o3 is lane 0's output) and per-operand running
-        # addresses of lane 0 (o1 row, o2 row, o3 row, element).
-        cnt = {k: Signal(COUNT_BITS, name=f"cnt_{k}") for k in ("o1", "o2", "o3", "e")}
-        addr = {x: {lv: Signal(ADDR_BITS, name=f"{x}_{lv}") for lv in ("r1", "r2", "r3", "e")}
-                for x in ("a", "b", "d")}
         g_eff = Signal(COUNT_BITS)
         m.d.comb += g_eff.eq(Mux(ins.op == Opcode.ADD, 2, ins.g))
+        # The stationary operand is kept only if its group fits the registers.
+        hold_on = Signal()
+        if H:
+            m.d.comb += hold_on.eq((ins.op == Opcode.FLOW) & (ins.hold != Hold.NONE)
+                                   & (ins.g <= H))
 
-        def stride(x, s):
-            return ins[f"{x}_{s}"].as_signed()
-
-        # Outputs of the current o3 row still to issue, from lane 0 on.
-        rem = Signal(COUNT_BITS + 1)
-        m.d.comb += rem.eq(ins.n3 - cnt["o3"])
-        mask = Signal(N)
-        m.d.comb += mask.eq(Cat(*(rem > lane for lane in range(N))))
-        last_e = cnt["e"] == g_eff - 1
-        last_o3 = rem <= N
-        last_o2 = cnt["o2"] == ins.n2 - 1
-        last_o1 = cnt["o1"] == ins.n1 - 1
-        done_elem = last_e & last_o3 & last_o2 & last_o1
-
-        def advance():
-            """Step the element counter and every operand address by one element."""
-            with m.If(~last_e):
-                m.d.sync += cnt["e"].eq(cnt["e"] + 1)
-                for x in addr:
-                    m.d.sync += addr[x]["e"].eq(addr[x]["e"] + stride(x, "se"))
-            with m.Elif(~last_o3):
-                m.d.sync += [cnt["e"].eq(0), cnt["o3"].eq(cnt["o3"] + N)]
-                for x in addr:
-                    nxt = addr[x]["r3"] + stride(x, "s3") * N
-                    m.d.sync += [addr[x]["r3"].eq(nxt), addr[x]["e"].eq(nxt)]
-            with m.Elif(~last_o2):
-                m.d.sync += [cnt["e"].eq(0), cnt["o3"].eq(0), cnt["o2"].eq(cnt["o2"] + 1)]
-                for x in addr:
-                    nxt = addr[x]["r2"] + stride(x, "s2")
-                    m.d.sync += [addr[x][k].eq(nxt) for k in ("r2", "r3", "e")]
-            with m.Else():
-                m.d.sync += [cnt["e"].eq(0), cnt["o3"].eq(0), cnt["o2"].eq(0),
-                             cnt["o1"].eq(cnt["o1"] + 1)]
-                for x in addr:
-                    nxt = addr[x]["r1"] + stride(x, "s1")
-                    m.d.sync += [addr[x][k].eq(nxt) for k in ("r1", "r2", "r3", "e")]
+        # Two walkers over the same loop nest: ``use`` issues to the PEs,
+        # ``ahead`` announces the same bundles up to ``prefetch`` ahead (hints).
+        use = _Walker(m, ins, g_eff, hold_on, N, "")
+        ahead = _Walker(m, ins, g_eff, hold_on, N, "pf_")
 
         # ---- read ports ------------------------------------------------------
         run = Signal()
         issue = Signal()
         m.d.comb += issue.eq(run & self.rd.ready)
-        is_add = ins.op == Opcode.ADD
-        add_b = is_add & (cnt["e"] != 0)      # ADD's second record reads only b
-        uses_b = (((ins.op == Opcode.FLOW) & ((ins.flow == Flow.MAC) | (ins.flow == Flow.DIV)))
-                  | (ins.op == Opcode.SELPOS) | add_b)
-        a_addr = Mux(add_b, addr["b"]["e"], addr["a"]["e"])
-        a_str = Mux(add_b, stride("b", "s3"), stride("a", "s3"))
-        m.d.comb += [
-            self.rd.valid.eq(run), self.rd.mask.eq(mask),
-            self.rd.a_addr.eq(a_addr), self.rd.a_stride.eq(a_str),
-            self.rd.b_addr.eq(Mux(uses_b, addr["b"]["e"], a_addr)),
-            self.rd.b_stride.eq(Mux(uses_b, stride("b", "s3"), a_str)),
-        ]
+        rb = use.bundle()
+        m.d.comb += [self.rd.valid.eq(run), self.rd.mask.eq(use.mask),
+                     self.rd.a_addr.eq(rb[0]), self.rd.a_stride.eq(rb[1]),
+                     self.rd.b_addr.eq(rb[2]), self.rd.b_stride.eq(rb[3])]
         xa = [self.rd.a_data[32 * i:32 * i + 32] for i in range(N)]
         xb = [self.rd.b_data[32 * i:32 * i + 32] for i in range(N)]
+        cnt = use.cnt
+        last_e = use.last_e
+        add_b = use.add_b
+        is_add = ins.op == Opcode.ADD
+
+        # ---- prefetch hints ----------------------------------------------------
+        ahead_done = Signal()
+        outstanding = Signal(range(self.prefetch + 2))
+        hint = Signal()
+        if self.prefetch:
+            hb = ahead.bundle()
+            m.d.comb += [hint.eq(run & ~ahead_done & (outstanding < self.prefetch)),
+                         self.pf.valid.eq(hint), self.pf.mask.eq(ahead.mask),
+                         self.pf.a_addr.eq(hb[0]), self.pf.a_stride.eq(hb[1]),
+                         self.pf.b_addr.eq(hb[2]), self.pf.b_stride.eq(hb[3])]
+            m.d.sync += outstanding.eq(outstanding + hint - issue)
+            with m.If(hint):
+                ahead.advance()
+                with m.If(ahead.done):
+                    m.d.sync += ahead_done.eq(1)
+
+        # ---- stationary operand registers ----------------------------------------
+        # One word per lane per element of the group, filled at o2 = 0.
+        held = Signal()
+        m.d.comb += held.eq(hold_on & (cnt["o2"] != 0))
+        if H:
+            m.submodules.hold = hmem = Memory(shape=32 * N, depth=H, init=[])
+            hw = hmem.write_port()
+            hr = hmem.read_port(domain="comb")
+            m.d.comb += [hr.addr.eq(cnt["e"]), hw.addr.eq(cnt["e"]),
+                         hw.en.eq(issue & hold_on & (cnt["o2"] == 0)),
+                         hw.data.eq(Mux(ins.hold == Hold.A, self.rd.a_data, self.rd.b_data))]
+            ha = [Mux(held & (ins.hold == Hold.A), hr.data[32 * i:32 * i + 32], xa[i])
+                  for i in range(N)]
+            hbv = [Mux(held & (ins.hold == Hold.B), hr.data[32 * i:32 * i + 32], xb[i])
+                   for i in range(N)]
+            xa, xb = ha, hbv
 
         # ---- PEs, one Verilog module instantiated pes times -----------------
         key = leaf_name("capsnet_pe", self.pe_key)
@@ -205,13 +300,13 @@ class VaultCompute(wiring.Component):
                          p.a.eq(Mux(add_b, xb[i], xa[i])),
                          p.b.eq(Mux(is_add, pe_b_add, xb[i])),
                          p.first.eq(cnt["e"] == 0), p.last.eq(last_e), p.tag.eq(0),
-                         p.in_valid.eq(issue & is_pe & mask[i])]
+                         p.in_valid.eq(issue & is_pe & use.mask[i])]
         # Destination (lane 0) and lane mask, delayed to meet the PE outputs.
         dl_v = [Signal(name=f"dl_v{i}") for i in range(L)]
         dl_m = [Signal(N, name=f"dl_m{i}") for i in range(L)]
         dl_a = [Signal(ADDR_BITS, name=f"dl_a{i}") for i in range(L)]
-        m.d.sync += [dl_v[0].eq(issue & is_pe & last_e), dl_m[0].eq(mask),
-                     dl_a[0].eq(addr["d"]["e"])]
+        m.d.sync += [dl_v[0].eq(issue & is_pe & last_e), dl_m[0].eq(use.mask),
+                     dl_a[0].eq(use.addr["d"]["e"])]
         for i in range(1, L):
             m.d.sync += [dl_v[i].eq(dl_v[i - 1]), dl_m[i].eq(dl_m[i - 1]),
                          dl_a[i].eq(dl_a[i - 1])]
@@ -236,24 +331,24 @@ class VaultCompute(wiring.Component):
                 with m.Case(Opcode.MAXR):
                     m.d.sync += [mx[i].eq(cand[i]) for i in range(N)]
                     with m.If(last_e):
-                        m.d.sync += [dw_en.eq(1), dw_mask.eq(mask),
-                                     dw_addr.eq(addr["d"]["e"]), dw_data.eq(Cat(*cand))]
+                        m.d.sync += [dw_en.eq(1), dw_mask.eq(use.mask),
+                                     dw_addr.eq(use.addr["d"]["e"]), dw_data.eq(Cat(*cand))]
                 with m.Case(Opcode.SELPOS):
-                    m.d.sync += [dw_en.eq(1), dw_mask.eq(mask), dw_addr.eq(addr["d"]["e"]),
-                                 dw_data.eq(Cat(*selp))]
+                    m.d.sync += [dw_en.eq(1), dw_mask.eq(use.mask),
+                                 dw_addr.eq(use.addr["d"]["e"]), dw_data.eq(Cat(*selp))]
                 with m.Case(Opcode.SEND):
-                    m.d.sync += [sv.eq(1), sp.eq(ins.peer), sm.eq(mask),
-                                 sa.eq(addr["d"]["e"]), sd.eq(self.rd.a_data)]
+                    m.d.sync += [sv.eq(1), sp.eq(ins.peer), sm.eq(use.mask),
+                                 sa.eq(use.addr["d"]["e"]), sd.eq(self.rd.a_data)]
         # The instruction register holds until the next DECODE, which follows
         # the drain, so ins.d_s3 is still this instruction's at write time.
         m.d.comb += [
             self.wr.en.eq(dl_v[-1] | dw_en),
             self.wr.mask.eq(Mux(dl_v[-1], dl_m[-1], dw_mask)),
             self.wr.addr.eq(Mux(dl_v[-1], dl_a[-1], dw_addr)),
-            self.wr.stride.eq(stride("d", "s3")),
+            self.wr.stride.eq(use.stride("d", "s3")),
             self.wr.data.eq(Mux(dl_v[-1], res, dw_data)),
             self.send.valid.eq(sv), self.send.peer.eq(sp), self.send.mask.eq(sm),
-            self.send.addr.eq(sa), self.send.stride.eq(stride("d", "s3")), self.send.data.eq(sd),
+            self.send.addr.eq(sa), self.send.stride.eq(use.stride("d", "s3")), self.send.data.eq(sd),
         ]
 
         # ---- sequencer -------------------------------------------------------
@@ -265,10 +360,9 @@ class VaultCompute(wiring.Component):
                 m.d.sync += ins.eq(rp.data)
                 m.next = "SETUP"
             with m.State("SETUP"):
-                for k in cnt:
-                    m.d.sync += cnt[k].eq(0)
-                for xn in addr:
-                    m.d.sync += [addr[xn][k].eq(ins[xn]) for k in addr[xn]]
+                use.reset()
+                ahead.reset()
+                m.d.sync += [ahead_done.eq(0), outstanding.eq(0)]
                 with m.Switch(ins.op):
                     with m.Case(Opcode.BAR):
                         m.next = "BAR"
@@ -279,8 +373,8 @@ class VaultCompute(wiring.Component):
             with m.State("RUN"):
                 m.d.comb += run.eq(1)
                 with m.If(issue):
-                    advance()
-                    with m.If(done_elem):
+                    use.advance()
+                    with m.If(use.done):
                         m.d.sync += drain.eq(L + 2)
                         m.next = "DRAIN"
             with m.State("DRAIN"):
@@ -306,6 +400,8 @@ def from_config(cfg) -> VaultCompute:
 
     return VaultCompute(pes=cfg.capsnet.pes_per_vault,
                         imem_depth=cfg.capsnet.imem_instructions,
+                        hold_words=cfg.capsnet.hold_words,
+                        prefetch=cfg.capsnet.prefetch_bundles,
                         pe_factory=lambda: pe_mod.from_config(cfg),
                         pe_latency=pe_mod.latency_from_config(cfg), pe_key=pe_mod.pe_key(cfg))
 
@@ -314,5 +410,6 @@ def vault_leaf(cfg):
     """The vault compute of *cfg* as one Verilog module that every vault instantiates."""
 
     c = cfg.capsnet
-    return Leaf(leaf_name("capsnet_vault", pe_key(cfg), c.pes_per_vault, c.imem_instructions),
+    return Leaf(leaf_name("capsnet_vault", pe_key(cfg), c.pes_per_vault, c.imem_instructions,
+                          c.hold_words, c.prefetch_bundles),
                 lambda: from_config(cfg))

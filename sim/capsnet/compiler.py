@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...gen.errors import CapacityError
-from ...rtl.capsnet.isa import COUNT_BITS, Instr, Opcode
+from ...rtl.capsnet.isa import COUNT_BITS, Hold, Instr, Opcode
 from ...rtl.capsnet.pe import Flow
 from ...rtl.mem.address_map import NUMPY_OPS, AddressMap
 from ...verif.models.capsnet_isa import ONE_BITS, lane_sum
@@ -155,13 +155,22 @@ _OPS = ("a", "b", "d")
 _LEVELS = ("s1", "s2", "s3")
 
 
-def normalize(ins: Instr, lanes: int) -> Instr:
+def normalize(ins: Instr, lanes: int, hold_words: int = 0) -> Instr:
     """*ins* with its output loops merged and permuted for a *lanes*-wide controller.
 
     Legal because the outputs of one instruction are independent (see the
     module doc); the element loop ``e`` of a reduction is never touched. The
     loop put innermost (``o3``) is the one with the fewest issue cycles
     ``prod(other counts) * ceil(n / lanes)``, the longest on a tie.
+
+    With ``hold_words`` (the lanes' stationary-operand registers), a FLOW
+    whose group fits (``g <= hold_words``) and one of whose operands does
+    not depend on one of the two other output loops gets that loop as ``o2``
+    and the operand held (:class:`~pimforge.rtl.capsnet.isa.Hold`): it is
+    then read once per lane block instead of once per ``o2`` iteration. An
+    operand that differs between lanes is preferred (it costs a word per
+    lane per cycle; a lane-broadcast one costs one word), then the longest
+    loop.
     """
     if ins.op in (Opcode.BAR, Opcode.HALT):
         return ins
@@ -196,7 +205,22 @@ def normalize(ins: Instr, lanes: int) -> Instr:
         best = min(range(len(dims)), key=cost)
         dims = [d for k, d in enumerate(dims) if k != best] + [dims[best]]
     dims = [(1, {x: 0 for x in _OPS})] * (3 - len(dims)) + dims
+    hold = Hold.NONE
+    if hold_words and ins.op is Opcode.FLOW and ins.hold is Hold.NONE and g <= hold_words:
+        best_key = None
+        for x, h in (("a", Hold.A), ("b", Hold.B)):
+            if ins.op is Opcode.FLOW and x == "b" and ins.flow not in (Flow.MAC, Flow.DIV):
+                continue
+            for k in (0, 1):
+                n, st = dims[k]
+                if n > 1 and st[x] == 0:
+                    key = (dims[2][1][x] != 0, n)
+                    if best_key is None or key > best_key:
+                        best_key, hold, at = key, h, k
+        if hold is not Hold.NONE and at == 0:
+            dims = [dims[1], dims[0], dims[2]]
     kw = {f.name: getattr(ins, f.name) for f in ins.__dataclass_fields__.values()}
+    kw["hold"] = hold
     kw["g"] = g
     for x in _OPS:
         kw[f"{x}_se"] = se[x]
@@ -210,15 +234,16 @@ def normalize(ins: Instr, lanes: int) -> Instr:
 class _Emit:
     """Instruction builders for the equations on one vault's slice."""
 
-    def __init__(self, lanes: int = 0):
+    def __init__(self, lanes: int = 0, hold_words: int = 0):
         self.p: list[Instr] = []
+        self.hold_words = hold_words
         self.labels: list[str] = []
         self.cur = "eq1"
         self.lanes = lanes       # 0: emit as written
 
     def __call__(self, **kw) -> None:
         ins = Instr(**kw)
-        self.p.append(normalize(ins, self.lanes) if self.lanes else ins)
+        self.p.append(normalize(ins, self.lanes, self.hold_words) if self.lanes else ins)
         op = kw["op"]
         self.labels.append("sync" if op in (Opcode.BAR, Opcode.HALT)
                            else "xfer" if op is Opcode.SEND else self.cur)
@@ -312,7 +337,8 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     na = len(active)
     master = active[0]
     allocs = [_Alloc() for _ in range(nv)]
-    progs = [_Emit(cfg.capsnet.pes_per_vault if normalize else 0) for _ in range(nv)]
+    progs = [_Emit(cfg.capsnet.pes_per_vault if normalize else 0, cfg.capsnet.hold_words)
+             for _ in range(nv)]
     v_at: list[tuple[int, str, tuple]] = []
     ar: list[dict] = [{} for _ in range(nv)]
     for v in active:

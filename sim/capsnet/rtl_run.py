@@ -67,6 +67,7 @@ PINS = {name: name for name in ("go", "at_bar", "halted", "imem_we", "imem_addr"
 PINS.update({f"{bundle}_{member}": f"{bundle}__{member}" for bundle, members in (
     ("rd", ("valid", "ready", "mask", "a_addr", "a_stride", "a_data", "b_addr", "b_stride",
             "b_data")),
+    ("pf", ("valid", "mask", "a_addr", "a_stride", "b_addr", "b_stride")),
     ("wr", ("en", "addr", "mask", "stride", "data")),
     ("send", ("valid", "peer", "addr", "mask", "stride", "data"))) for member in members})
 
@@ -148,7 +149,8 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
         "vaults": comp.vaults, "max_cycles": max_cycles, "xbar_bytes_per_cycle": bw,
         "dram": int(dram == "banked"), "hit_cycles": p["hit"], "miss_cycles": p["miss"],
         "closed_cycles": p["closed"], "tsv_bytes_per_cycle": p["tsv"],
-        "close_page": p["close_page"], "hold": int(hold_blocks), "native_cycles": native_cycles})
+        "close_page": p["close_page"], "hold": int(hold_blocks),
+        "prefetch": cfg.capsnet.prefetch_bundles, "native_cycles": native_cycles})
     for v in range(comp.vaults):
         mem = np.asarray(mems[v], dtype=np.uint32)
         mem.tofile(d / f"mem{v}.bin")

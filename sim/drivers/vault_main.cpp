@@ -21,10 +21,17 @@
 // always accepted and only add to the backlogs. Refresh is not modelled.
 // hold = 1: the read ports keep the blocks of the last accepted bundle, so a
 // bundle fetches only blocks it did not already have (an operand line buffer).
+// prefetch = Q > 0: the controller announces every read bundle ahead of its
+// use (pf_*, at most Q unread); each announced bundle's blocks are queued on
+// their banks and the TSV when it is announced, and the bundle is ready on
+// rd when its last block has arrived. The rd bundle must be the oldest
+// announced one (a protocol error otherwise). With hold, the blocks of the
+// previously announced bundle are not fetched again.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,9 +56,12 @@ struct Dram {
     uint32_t held[2 * LANES];        // blocks of the last accepted read bundle (hold mode)
     int nheld = 0;
     long vrs = 0, bw_stall = 0, blk_rd = 0, blk_wr = 0, hits = 0, misses = 0;
+    // Announced, not yet read bundles (prefetch): addresses and arrival times.
+    struct Hint { uint32_t aa, ba, mask; int32_t as, bs; double bank_done, tsv_done; };
+    std::deque<Hint> queue;
 };
 
-struct Params { int dram; double hit, miss, tsv, closed; int close_page, hold; };
+struct Params { int dram; double hit, miss, tsv, closed; int close_page, hold, prefetch; };
 
 // Distinct blocks of a lane bundle (live lanes of base + l * stride), appended to out.
 static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, uint32_t* out,
@@ -69,7 +79,8 @@ static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, ui
     return n;
 }
 
-static inline void serve_block(Dram& d, const Params& P, uint32_t blk, double now) {
+// Returns the cycle at which the block's bank has delivered it.
+static inline double serve_block(Dram& d, const Params& P, uint32_t blk, double now) {
     uint32_t t = d.tab[blk];
     int bank = t & TAB_BANK_MASK;
     int64_t row = t >> TAB_BANK_BITS;
@@ -79,11 +90,34 @@ static inline void serve_block(Dram& d, const Params& P, uint32_t blk, double no
     d.open_row[bank] = row;
     double s = d.bank_free[bank] > now ? d.bank_free[bank] : now;
     d.bank_free[bank] = s + cost;
+    return d.bank_free[bank];
 }
 
-static inline void charge_tsv(Dram& d, const Params& P, int nblk, double now) {
+static inline double charge_tsv(Dram& d, const Params& P, int nblk, double now) {
     double s = d.tsv_free > now ? d.tsv_free : now;
     d.tsv_free = s + 16.0 * nblk / P.tsv;
+    return d.tsv_free;
+}
+
+// The distinct blocks of a read bundle (a, then b unless it repeats a), minus
+// those of the previous bundle when the ports hold them (P.hold); the
+// previous bundle's list is updated. Returns the count of blocks to fetch.
+static inline int read_blocks(Dram& d, const Params& P, uint32_t aa, int32_t as, uint32_t ba,
+                              int32_t bs, uint32_t mask, uint32_t* blk) {
+    int nb = bundle_blocks(aa, as, mask, blk, 0);
+    if (ba != aa || bs != as) nb = bundle_blocks(ba, bs, mask, blk, nb);
+    if (!P.hold) return nb;
+    uint32_t all[2 * LANES];
+    for (int k = 0; k < nb; k++) all[k] = blk[k];
+    int n2 = 0;
+    for (int k = 0; k < nb; k++) {
+        bool h = false;
+        for (int q = 0; q < d.nheld; q++) if (d.held[q] == blk[k]) { h = true; break; }
+        if (!h) blk[n2++] = blk[k];
+    }
+    for (int k = 0; k < nb; k++) d.held[k] = all[k];
+    d.nheld = nb;
+    return n2;
 }
 
 int main(int argc, char** argv) {
@@ -103,6 +137,7 @@ int main(int argc, char** argv) {
     P.tsv = run.real("tsv_bytes_per_cycle");
     P.close_page = (int)run.integer("close_page");
     P.hold = (int)run.integer("hold");
+    P.prefetch = (int)run.integer("prefetch", 0);
     std::vector<std::unique_ptr<Top>> v;
     std::vector<std::vector<uint32_t>> mem(nv), prog(nv);
     std::vector<Dram> dram(nv);
@@ -171,30 +206,48 @@ int main(int argc, char** argv) {
                 d.blk_wr += nb;
             }
         }
+        if (P.dram && P.prefetch && t->pf_valid) {
+            Dram& d = dram[i];
+            if ((int)d.queue.size() >= P.prefetch) {
+                fprintf(stderr, "vault %d: more than %d prefetch hints outstanding\n", i, P.prefetch);
+                err[i] = 5; return;
+            }
+            uint32_t blk[2 * LANES];
+            int32_t as = sx24(t->pf_a_stride), bs = sx24(t->pf_b_stride);
+            int nb = read_blocks(d, P, t->pf_a_addr, as, t->pf_b_addr, bs, t->pf_mask, blk);
+            double bank_done = now, tsv_done = now;
+            for (int k = 0; k < nb; k++) {
+                if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: prefetch outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
+                double f = serve_block(d, P, blk[k], now);
+                if (f > bank_done) bank_done = f;
+            }
+            if (nb) tsv_done = charge_tsv(d, P, nb, now);
+            d.blk_rd += nb;
+            d.queue.push_back({t->pf_a_addr, t->pf_b_addr, t->pf_mask, as, bs, bank_done, tsv_done});
+        }
         if (t->rd_valid) {
             uint32_t mask = t->rd_mask;
             uint32_t aa = t->rd_a_addr, ba = t->rd_b_addr;
             int32_t as = sx24(t->rd_a_stride), bs = sx24(t->rd_b_stride);
             bool ready = true;
-            if (P.dram) {
+            if (P.dram && P.prefetch) {
+                Dram& d = dram[i];
+                if (d.queue.empty()) { fprintf(stderr, "vault %d: read bundle at cycle %ld was not announced\n", i, cycle); err[i] = 5; return; }
+                const Dram::Hint& h = d.queue.front();
+                if (h.aa != aa || h.ba != ba || h.as != as || h.bs != bs || h.mask != mask) {
+                    fprintf(stderr, "vault %d: read bundle at cycle %ld differs from the announced one\n", i, cycle);
+                    err[i] = 5; return;
+                }
+                if (h.bank_done >= now + 1.0) { ready = false; d.vrs++; }
+                else if (h.tsv_done >= now + 1.0) { ready = false; d.bw_stall++; }
+                else d.queue.pop_front();
+            } else if (P.dram) {
                 Dram& d = dram[i];
                 uint32_t blk[2 * LANES];
-                int nb = bundle_blocks(aa, as, mask, blk, 0);
-                if (ba != aa || bs != as) nb = bundle_blocks(ba, bs, mask, blk, nb);
-                uint32_t all[2 * LANES];
-                int nall = nb;
-                if (P.hold) {
-                    // The port buffers still hold the previous bundle's blocks:
-                    // only the others are fetched.
-                    for (int k = 0; k < nb; k++) all[k] = blk[k];
-                    int n2 = 0;
-                    for (int k = 0; k < nb; k++) {
-                        bool h = false;
-                        for (int q = 0; q < d.nheld; q++) if (d.held[q] == blk[k]) { h = true; break; }
-                        if (!h) blk[n2++] = blk[k];
-                    }
-                    nb = n2;
-                }
+                uint32_t prev[2 * LANES];
+                int nprev = d.nheld;
+                for (int k = 0; k < nprev; k++) prev[k] = d.held[k];
+                int nb = read_blocks(d, P, aa, as, ba, bs, mask, blk);
                 bool banks_ok = true;
                 for (int k = 0; k < nb; k++) {
                     if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: read outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
@@ -206,7 +259,10 @@ int main(int argc, char** argv) {
                     for (int k = 0; k < nb; k++) serve_block(d, P, blk[k], now);
                     charge_tsv(d, P, nb, now);
                     d.blk_rd += nb;
-                    if (P.hold) { for (int k = 0; k < nall; k++) d.held[k] = all[k]; d.nheld = nall; }
+                }
+                if (!ready) {   // not accepted: the ports still hold the previous bundle
+                    for (int k = 0; k < nprev; k++) d.held[k] = prev[k];
+                    d.nheld = nprev;
                 }
             }
             t->rd_ready = ready;
