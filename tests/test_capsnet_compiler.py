@@ -7,7 +7,7 @@ import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
-from pimforge.rtl.capsnet.isa import Instr, Opcode, decode, disassemble, encode
+from pimforge.rtl.capsnet.isa import Hold, Instr, Opcode, decode, disassemble, encode
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.mem.address_map import NUMPY_OPS
 from pimforge.sim.capsnet.compiler import compile_routing, normalize, program_ops, split
@@ -151,6 +151,32 @@ def test_normalize_merges_and_permutes():
     # a SEND's element loop becomes an output loop
     n = normalize(Instr(Opcode.SEND, peer=1, n1=1, g=40, a=8, a_se=1, d=16, d_se=1), 16)
     assert (n.n3, n.g, n.a_s3, n.d_s3) == (40, 1, 1, 1)
+
+
+def test_normalize_holds_the_stationary_operand():
+    # Eq. 1's shape: W (a) does not depend on the batch loop; it becomes o2 and a is held
+    ins = Instr(Opcode.FLOW, flow=Flow.MAC, n1=100, n2=36, n3=160, g=8, a=5000, a_s2=1280,
+                a_s3=8, a_se=1, b=4, b_s1=288, b_s2=8, b_se=1, d=9000, d_s1=5760, d_s2=160,
+                d_s3=1)
+    n = normalize(ins, 16, hold_words=16)
+    assert (n.hold, n.n1, n.n2, n.n3, n.a_s2, n.b_s2) == (Hold.A, 36, 100, 160, 0, 288)
+    assert normalize(ins, 16).hold is Hold.NONE                  # no register file
+    assert normalize(ins, 16, hold_words=4).hold is Hold.NONE    # group does not fit
+    # a lane-distinct operand is preferred to a lane-broadcast one
+    ins = Instr(Opcode.FLOW, flow=Flow.MAC, n1=6, n2=5, n3=32, g=4, a=0, a_s2=4, a_s3=20,
+                a_se=1, b=500, b_s1=4, b_se=1, d=900, d_s1=5, d_s2=1, d_s3=30)
+    n = normalize(ins, 16, hold_words=16)
+    assert (n.hold, n.n2, n.a_s2) == (Hold.A, 6, 0)
+    # only FLOW instructions hold, and the ISA checks the held operand's s2 stride
+    add = Instr(Opcode.ADD, n1=4, n3=20, a=0, a_s3=1, b=100, b_s1=1, b_s3=0, d=200, d_s1=20,
+                d_s3=1)
+    assert normalize(add, 16, hold_words=16).hold is Hold.NONE
+    with pytest.raises(ValueError, match="s2 stride 0"):
+        Instr(Opcode.FLOW, flow=Flow.MAC, hold=Hold.B, n2=3, b_s2=1)
+    held = normalize(Instr(Opcode.FLOW, flow=Flow.MAC, n1=100, n2=36, n3=160, g=8, a=5000,
+                           a_s2=1280, a_s3=8, a_se=1, b=4, b_s1=288, b_s2=8, b_se=1, d=9000,
+                           d_s1=5760, d_s2=160, d_s3=1), 16, hold_words=16)
+    assert decode(encode(held)) == held
 
 
 def test_capacity_errors(cfg):

@@ -7,6 +7,9 @@ bit (sends go to a second memory image). Instructions have ``n3`` below, at and
 above the lane count, so masked lanes and several lane steps are covered; one
 run holds ``rd.ready`` low at random (the controller must hold everything),
 the other never does and must take exactly the timing model's cycle count.
+Held operands (``hold``) are covered with their group in and over the register
+file; every read bundle must be the oldest announced prefetch hint, with never
+more hints outstanding than the prefetch depth.
 """
 
 import random
@@ -17,7 +20,7 @@ from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.rtl.capsnet import pe as pe_mod
-from pimforge.rtl.capsnet.isa import Instr, Opcode, encode
+from pimforge.rtl.capsnet.isa import Hold, Instr, Opcode, encode
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.capsnet.vault import VaultCompute
 from pimforge.verif.models.capsnet_isa import ONE_BITS, execute, issue_cycles
@@ -51,6 +54,15 @@ def _program(rng: random.Random) -> list[Instr]:
         Instr(Opcode.FLOW, flow=Flow.MAC, n3=7, g=3, a=1, a_s3=3, a_se=2, b=2, b_s3=1,
               b_se=1, d=186, d_s3=-1),
         Instr(Opcode.SEND, peer=1, n2=3, n3=2, a=100, a_s2=2, a_s3=1, d=5, d_s2=3, d_s3=1),
+        # stationary operands: a over o2 (group of 3), b over o2 (group of 5: longer
+        # than a 4-word register file, which must then run unheld), DIV's b
+        Instr(Opcode.FLOW, flow=Flow.MAC, hold=Hold.A, n1=2, n2=3, n3=3, g=3, a=0, a_s1=9,
+              a_s3=3, a_se=1, b=20, b_s1=1, b_s2=5, b_s3=2, b_se=1, d=192, d_s1=9, d_s2=3,
+              d_s3=1),
+        Instr(Opcode.FLOW, flow=Flow.MAC, hold=Hold.B, n2=4, n3=2, g=5, a=1, a_s2=5, a_s3=7,
+              a_se=1, b=30, b_s3=5, b_se=1, d=210, d_s2=2, d_s3=1),
+        Instr(Opcode.FLOW, flow=Flow.DIV, hold=Hold.B, n2=3, n3=2, a=0, a_s2=2, a_s3=1,
+              b=41, b_s3=1, d=220, d_s2=2, d_s3=1),
         Instr(Opcode.HALT),
     ]
 
@@ -68,17 +80,19 @@ def _signed(v, bits=24):
     return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
-@pytest.mark.parametrize("pes,stall", [(2, 0.0), (3, 0.4)])
-def test_vault_compute_matches_executor(pes, stall):
+@pytest.mark.parametrize("pes,stall,hold_words,prefetch",
+                         [(2, 0.0, 16, 4), (3, 0.4, 4, 2), (3, 0.2, 0, 0)])
+def test_vault_compute_matches_executor(pes, stall, hold_words, prefetch):
     rng = random.Random(SEED + pes)
     print("seed", SEED + pes)
     cfg = load_config()
     pe_model = PEModel(cfg)
-    dut = VaultCompute(pes=pes, imem_depth=16, pe_factory=lambda: pe_mod.from_config(cfg),
-                       pe_latency=pe_mod.latency_from_config(cfg))
+    dut = VaultCompute(pes=pes, imem_depth=32, pe_factory=lambda: pe_mod.from_config(cfg),
+                       pe_latency=pe_mod.latency_from_config(cfg), hold_words=hold_words,
+                       prefetch=prefetch)
     prog = _program(rng)
     nrng = np.random.default_rng(SEED)
-    mem = np.zeros(192, np.uint32)
+    mem = np.zeros(232, np.uint32)
     vals = nrng.normal(0, 1.5, 64).astype(np.float32)
     vals[[3, 17, 22]] = [0.0, -0.0, 0.0]      # SELPOS and MAXR corners
     vals[41:44] = np.abs(vals[41:44]) + 0.1   # ISQRT of positives
@@ -89,6 +103,7 @@ def test_vault_compute_matches_executor(pes, stall):
     execute([prog, [Instr(Opcode.HALT)]], want, pe_model)
     got = [mem.copy(), peer.copy()]
     counted = {}
+    hints = []
 
     async def tb(ctx):
         for k, ins in enumerate(prog):
@@ -120,6 +135,15 @@ def test_vault_compute_matches_executor(pes, stall):
                         got[p][base + i * st] = (data >> (32 * i)) & 0xFFFFFFFF
             ready = int(rng.random() >= stall)
             ctx.set(dut.rd.ready, ready)
+            if ctx.get(dut.pf.valid):
+                assert prefetch, "a hint from a vault without prefetch"
+                hints.append(tuple(ctx.get(getattr(dut.pf, f)) for f in
+                                   ("mask", "a_addr", "a_stride", "b_addr", "b_stride")))
+            assert len(hints) <= prefetch, "more hints outstanding than the prefetch depth"
+            if prefetch and ctx.get(dut.rd.valid) and ready:
+                got_rd = tuple(ctx.get(getattr(dut.rd, f)) for f in
+                               ("mask", "a_addr", "a_stride", "b_addr", "b_stride"))
+                assert hints and hints.pop(0) == got_rd, "read bundle is not the oldest hint"
             if ctx.get(dut.rd.valid):
                 mask = ctx.get(dut.rd.mask)
                 assert mask and mask < (1 << pes)
@@ -146,6 +170,7 @@ def test_vault_compute_matches_executor(pes, stall):
         diff = np.nonzero(got[k] != want[k])[0]
         assert diff.size == 0, f"memory {k} differs at words {diff[:10]}"
     assert np.any(want[0][100:190] != 0) and np.any(want[1] != 0)
+    assert np.all(want[0][192:218] != 0) and np.count_nonzero(want[0][220:226]) >= 5
     # The timing model: issue cycles + PE latency + 6 per instruction, 3 for HALT,
     # plus every cycle the memory held the bundle back.
     expect = sum(issue_cycles(i, pes) + dut.pe_latency + 6 for i in prog[:-1]) + 3

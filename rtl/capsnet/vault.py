@@ -81,8 +81,7 @@ from ..hierarchy import Leaf, leaf_name
 from ..params import check_int
 from . import pe as pe_mod
 from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, STRIDE_BITS, Hold, Opcode
-from .lanes import (LaneHintSignature, LaneReadSignature, LaneSendSignature,
-                    LaneWriteSignature)
+from .lanes import LaneHintSignature, LaneReadSignature, LaneSendSignature, LaneWriteSignature
 from .pe import Flow, pe_key
 
 __all__ = ["VaultCompute", "from_config", "vault_leaf"]
@@ -348,7 +347,8 @@ class VaultCompute(wiring.Component):
             self.wr.stride.eq(use.stride("d", "s3")),
             self.wr.data.eq(Mux(dl_v[-1], res, dw_data)),
             self.send.valid.eq(sv), self.send.peer.eq(sp), self.send.mask.eq(sm),
-            self.send.addr.eq(sa), self.send.stride.eq(use.stride("d", "s3")), self.send.data.eq(sd),
+            self.send.addr.eq(sa), self.send.stride.eq(use.stride("d", "s3")),
+            self.send.data.eq(sd),
         ]
 
         # ---- sequencer -------------------------------------------------------
