@@ -35,6 +35,7 @@ Operand memory (``dram``):
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -52,7 +53,8 @@ from ..drivers.io import read_fields, write_fields
 from ..drivers.pins import driver_top
 from .compiler import Compiled
 
-__all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "DRAM_MODES", "PINS"]
+__all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "default_threads",
+           "DRAM_MODES", "PINS"]
 
 IWORDS = -(-INSTR_BITS // 32)
 DRAM_MODES = ("banked", "ideal")
@@ -138,7 +140,7 @@ def dram_params(cfg) -> dict:
 
 
 def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str,
-                  hold_blocks: bool = False, native_cycles: int = 0) -> None:
+                  hold_blocks: bool = False, native_cycles: int = 0, threads: int = 1) -> None:
     if dram not in DRAM_MODES:
         raise ValueError(f"dram must be one of {', '.join(DRAM_MODES)}, not {dram!r}")
     if cfg.hmc.banks_per_vault > 1 << TAB_BANK_BITS:
@@ -150,7 +152,8 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
         "dram": int(dram == "banked"), "hit_cycles": p["hit"], "miss_cycles": p["miss"],
         "closed_cycles": p["closed"], "tsv_bytes_per_cycle": p["tsv"],
         "close_page": p["close_page"], "hold": int(hold_blocks),
-        "prefetch": cfg.capsnet.prefetch_bundles, "native_cycles": native_cycles})
+        "prefetch": cfg.capsnet.prefetch_bundles, "native_cycles": native_cycles,
+        "threads": threads})
     for v in range(comp.vaults):
         mem = np.asarray(mems[v], dtype=np.uint32)
         mem.tofile(d / f"mem{v}.bin")
@@ -163,7 +166,7 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
 
 def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None = None,
                max_cycles: int = 10**11, dram: str = "banked", hold_blocks: bool = True,
-               progress_dir: str | None = None) -> RTLRun:
+               progress_dir: str | None = None, threads: int | None = None) -> RTLRun:
     """Run *comp*'s programs on the RTL from memories *mems* (not modified).
 
     ``dram`` is ``"banked"`` or ``"ideal"`` (see the module doc); the DRAM
@@ -173,6 +176,8 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     blocks it did not already have (an operand line buffer holding the last
     accepted bundle's blocks, on by default; the ``hmc_capsnet`` operand ports
     cache more, every block read since the last barrier).
+    ``threads``: driver threads clocking the vaults (default: the cores this
+    process may use, at most one per vault); the result does not depend on it.
     ``progress_dir``: run in this folder (kept), where the driver rewrites
     ``progress.txt`` (named fields ``cycle``, ``phase``, ``seconds``; see
     :func:`~pimforge.sim.drivers.io.read_fields`) every 10 s of a long run.
@@ -182,7 +187,8 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     with tempfile.TemporaryDirectory(prefix="capsnet-run-") as td:
         d = Path(progress_dir or td)
         d.mkdir(parents=True, exist_ok=True)
-        _write_inputs(d, comp, mems, cfg, max_cycles, dram, hold_blocks)
+        _write_inputs(d, comp, mems, cfg, max_cycles, dram, hold_blocks,
+                      threads=default_threads() if threads is None else threads)
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True)
         if res.returncode != 0:
             raise SimulationError(f"vault driver failed (exit {res.returncode}): "
@@ -198,6 +204,14 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     return RTLRun(out, st.int("cycles"), st.float("seconds"), st.ints("phase_cycles"),
                   xbar_wait=st.int("xbar_wait"), sends=st.int("sends"),
                   wall_s=time.monotonic() - t0, dram=dram, **per_vault)
+
+
+def default_threads() -> int:
+    """Cores this process may run on (the driver's default thread count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def native_loop(comp: Compiled, mems, cfg, cycles: int, *, exe: Path | None = None

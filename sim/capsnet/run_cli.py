@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--operand-buffer", choices=["bundle", "none"], default="bundle",
                    help="banked DRAM: the read ports keep the last bundle's blocks "
                         "(bundle, default) or refetch every block (none)")
+    p.add_argument("--threads", type=int_range(1, 1024), default=None,
+                   help="driver threads clocking the vaults (default: the usable cores); "
+                        "the result does not depend on it")
     p.add_argument("--model-only", action="store_true",
                    help="skip the RTL: run the ISA-level model and its exact cycle count "
                         "(for sizes the RTL cannot finish here)")
@@ -59,7 +62,8 @@ def options(args: argparse.Namespace) -> CapsNetRunOptions:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
     return CapsNetRunOptions(scale=args.scale, freq=args.freq, dim=args.dim, seed=args.seed,
                              model_only=args.model_only, ablation=args.ablation,
-                             dram=args.dram, operand_buffer=args.operand_buffer == "bundle")
+                             dram=args.dram, operand_buffer=args.operand_buffer == "bundle",
+                             threads=args.threads)
 
 
 def run(args: argparse.Namespace, config: Config) -> CapsNetRun:

@@ -147,6 +147,8 @@ class CapsNetRunOptions:
         Address mapping (None: the variant's, else the config's).
     operand_buffer : bool
         Banked DRAM: the read ports keep the last bundle's blocks.
+    threads : int or None
+        Native driver threads (None: the usable cores); no effect on results.
     """
 
     scale: int = 1
@@ -159,6 +161,7 @@ class CapsNetRunOptions:
     dram: str = "banked"
     mapping: str | None = None
     operand_buffer: bool = True
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
@@ -433,7 +436,8 @@ def model_execution(model: ModelRun) -> Execution:
 
 
 def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun,
-            dram: str = "banked", operand_buffer: bool = True) -> Execution:
+            dram: str = "banked", operand_buffer: bool = True,
+            threads: int | None = None) -> Execution:
     """Run *comp* on the Verilated vault compute and compare it with *model*.
 
     ``rtl_matches_model`` holds when every vault's memory and ``v`` equal the
@@ -443,7 +447,8 @@ def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun
     t0 = time.monotonic()
     exe = build_vault_driver(cfg)
     build_s = time.monotonic() - t0
-    rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram, hold_blocks=operand_buffer)
+    rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram, hold_blocks=operand_buffer,
+                     threads=threads)
     v = comp.gather_v(rtl.memories)
     same_mem = all(np.array_equal(a, b) for a, b in zip(rtl.memories, model.ex.memories))
     matches = bool(same_mem and np.array_equal(v.view(np.uint32), model.v.view(np.uint32))
@@ -610,7 +615,7 @@ def route(net: CapsNetSpec | str, config: Config | str | None = None,
     mems = comp.memories(u, W)
     model = run_isa_model(comp, mems, cfg, u, W, spec.iterations, opts.check_route_pim)
     run = (model_execution(model) if opts.model_only else
-           run_rtl(comp, mems, cfg, model, opts.dram, opts.operand_buffer))
+           run_rtl(comp, mems, cfg, model, opts.dram, opts.operand_buffer, opts.threads))
     m = measure(comp, cfg, model, run, intra=opts.ablation == "pim-intra")
     res = assemble(spec, cfg, opts, dist, dim, comp, model, run, m, u, W, t_start)
     return Routed(res, u, W, run.v)

@@ -27,6 +27,7 @@
 // rd when its last block has arrived. The rd bundle must be the oldest
 // announced one (a protocol error otherwise). With hold, the blocks of the
 // previously announced bundle are not fetched again.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +35,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "driver.h"
@@ -120,6 +122,29 @@ static inline int read_blocks(Dram& d, const Params& P, uint32_t aa, int32_t as,
     return n2;
 }
 
+// A reusable barrier for the worker threads: spins briefly, then yields (the
+// machine may have fewer free cores than workers).
+class SpinBarrier {
+  public:
+    explicit SpinBarrier(int n) : n_(n) {}
+    void wait() {
+        if (n_ == 1) return;
+        const unsigned gen = gen_.load(std::memory_order_acquire);
+        if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+            count_.store(0, std::memory_order_relaxed);
+            gen_.fetch_add(1, std::memory_order_acq_rel);
+            return;
+        }
+        for (int k = 0; gen_.load(std::memory_order_acquire) == gen; k++)
+            if (k > 256) std::this_thread::yield();
+    }
+
+  private:
+    const int n_;
+    std::atomic<int> count_{0};
+    std::atomic<unsigned> gen_{0};
+};
+
 int main(int argc, char** argv) {
     Verilated::commandArgs(argc, argv);
     if (argc < 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
@@ -138,6 +163,8 @@ int main(int argc, char** argv) {
     P.close_page = (int)run.integer("close_page");
     P.hold = (int)run.integer("hold");
     P.prefetch = (int)run.integer("prefetch", 0);
+    const int threads = (int)run.integer("threads", 1);
+    if (threads < 1) { fprintf(stderr, "threads must be at least 1\n"); return 2; }
     std::vector<std::unique_ptr<Top>> v;
     std::vector<std::vector<uint32_t>> mem(nv), prog(nv);
     std::vector<Dram> dram(nv);
@@ -282,80 +309,123 @@ int main(int argc, char** argv) {
         }
     };
 
+    // The vaults are independent within a cycle (a send writes words of the
+    // peer that the peer reads only after the next barrier), so `threads`
+    // workers each clock a contiguous range of vaults; the barrier and
+    // crossbar bookkeeping run on worker 0 between two thread barriers. The
+    // result does not depend on the thread count.
+    const int T = threads < nv ? threads : nv;
+    std::vector<std::vector<long>> recv_t(T, std::vector<long>(nv, 0));
+    std::vector<long> sends_t(T, 0);
+    SpinBarrier sync(T);
     auto t0 = std::chrono::steady_clock::now();
-    bool done = false;
+    bool done = false, release = false;
+    int rc = 0;
     std::vector<char> active(nv, 0);
     FILE* prog_f = nullptr;
     long phase_no = 0;
     auto last_report = std::chrono::steady_clock::now();
-    while (!done) {
-        if ((cycle & 4095) == 0) {
-            // progress.txt for long runs (named fields): cycle, phases done, seconds so far
-            auto nowt = std::chrono::steady_clock::now();
-            if (std::chrono::duration<double>(nowt - last_report).count() > 10.0) {
-                last_report = nowt;
-                prog_f = fopen((dir + "/progress.txt").c_str(), "w");
-                if (prog_f) {
-                    fprintf(prog_f, "cycle = %ld\nphase = %ld\nseconds = %.1f\n", cycle, phase_no,
-                            std::chrono::duration<double>(nowt - t0).count());
-                    fclose(prog_f);
+    auto worker = [&](int tid) {
+        const int lo = (int)((long)nv * tid / T), hi = (int)((long)nv * (tid + 1) / T);
+        std::vector<long>& my_recv = recv_t[tid];
+        while (true) {
+            for (int i = lo; i < hi; i++) { Top* t = v[i].get(); t->clk = 0; t->eval(); }
+            sync.wait();
+            if (tid == 0) {
+                if ((cycle & 4095) == 0) {
+                    // progress.txt for long runs (named fields): cycle, phases done, seconds so far
+                    auto nowt = std::chrono::steady_clock::now();
+                    if (std::chrono::duration<double>(nowt - last_report).count() > 10.0) {
+                        last_report = nowt;
+                        prog_f = fopen((dir + "/progress.txt").c_str(), "w");
+                        if (prog_f) {
+                            fprintf(prog_f, "cycle = %ld\nphase = %ld\nseconds = %.1f\n", cycle,
+                                    phase_no, std::chrono::duration<double>(nowt - t0).count());
+                            fclose(prog_f);
+                        }
+                    }
+                }
+                int nbar = 0, nhalt = 0;
+                for (int i = 0; i < nv; i++) { nbar += v[i]->at_bar; nhalt += v[i]->halted; }
+                release = false;
+                if (cycle >= max_cycles) {
+                    fprintf(stderr, "cycle limit %ld reached\n", max_cycles);
+                    rc = 3; done = true;
+                } else if (nhalt == nv) {
+                    done = true;   // the cycle that sees every vault halted counts
+                    cycle++;
+                } else if (nbar + nhalt == nv) {
+                    // Crossbar model: every vault port moves bw bytes a cycle; a phase
+                    // ends when the busiest port has moved its sent and received bytes.
+                    long worst = 0;
+                    for (int i = 0; i < nv; i++) {
+                        long r = 0;
+                        for (int k = 0; k < T; k++) r += recv_t[k][i];
+                        long b = sent[i] > r ? sent[i] : r;
+                        if (b > worst) worst = b;
+                    }
+                    long need = phase_start + (long)((double)worst / bw + 0.999999);
+                    if (cycle >= need) release = true; else xbar_wait++;
                 }
             }
-        }
-        if (cycle >= max_cycles) { fprintf(stderr, "cycle limit %ld reached\n", max_cycles); return 3; }
-        int nbar = 0, nhalt = 0;
-        for (int i = 0; i < nv; i++) {
-            Top* t = v[i].get();
-            t->clk = 0; t->eval();
-            nbar += t->at_bar; nhalt += t->halted;
-        }
-        bool release = false;
-        if (nhalt == nv) { done = true; }
-        else if (nbar + nhalt == nv) {
-            // Crossbar model: every vault port moves bw bytes a cycle; a phase
-            // ends when the busiest port has moved its sent and received bytes.
-            long worst = 0;
-            for (int i = 0; i < nv; i++) {
-                long b = sent[i] > recv[i] ? sent[i] : recv[i];
-                if (b > worst) worst = b;
-            }
-            long need = phase_start + (long)((double)worst / bw + 0.999999);
-            if (cycle >= need) release = true; else xbar_wait++;
-        }
-        const double now = (double)cycle;
-        for (int i = 0; i < nv; i++) {
-            Top* t = v[i].get();
-            // A vault waiting at a barrier (or halted) has drained its PEs and
-            // holds its state until go: its clock is gated off.
-            active[i] = !((t->at_bar || t->halted) && !release);
-            if (!active[i]) continue;
-            serve(i, now);
-            if (err[i]) return err[i];
-            if (t->send_valid) {
-                int p = t->send_peer;
-                uint32_t base = t->send_addr, mask = t->send_mask;
-                int32_t st = sx24(t->send_stride);
-                for (int l = 0; l < LANES; l++) {
-                    if (!((mask >> l) & 1)) continue;
-                    uint32_t a = base + (uint32_t)(l * st);
-                    if (p >= nv || a >= mem[p].size()) { fprintf(stderr, "vault %d: send outside vault %d memory (%u)\n", i, p, a); return 4; }
-                    mem[p][a] = lget(t->send_data, l);
-                    if (p != i) { sent[i] += 4; recv[p] += 4; sends++; }
+            sync.wait();
+            if (done) return;
+            const double now = (double)cycle;
+            for (int i = lo; i < hi; i++) {
+                Top* t = v[i].get();
+                // A vault waiting at a barrier (or halted) has drained its PEs and
+                // holds its state until go: its clock is gated off.
+                active[i] = !((t->at_bar || t->halted) && !release);
+                if (!active[i]) continue;
+                serve(i, now);
+                if (err[i]) break;
+                if (t->send_valid) {
+                    int p = t->send_peer;
+                    uint32_t base = t->send_addr, mask = t->send_mask;
+                    int32_t st = sx24(t->send_stride);
+                    for (int l = 0; l < LANES; l++) {
+                        if (!((mask >> l) & 1)) continue;
+                        uint32_t a = base + (uint32_t)(l * st);
+                        if (p >= nv || a >= mem[p].size()) {
+                            fprintf(stderr, "vault %d: send outside vault %d memory (%u)\n", i, p, a);
+                            err[i] = 4; break;
+                        }
+                        mem[p][a] = lget(t->send_data, l);
+                        if (p != i) { sent[i] += 4; my_recv[p] += 4; sends_t[tid]++; }
+                    }
+                    if (err[i]) break;
                 }
+                if (!t->at_bar && !t->halted) busy[i]++;
+                t->go = release ? 1 : 0;
+                t->clk = 1; t->eval();
+                t->go = 0;
             }
-            if (!t->at_bar && !t->halted) busy[i]++;
-            t->go = release ? 1 : 0;
-            t->clk = 1; t->eval();
-            t->go = 0;
+            sync.wait();
+            if (tid == 0) {
+                for (int i = 0; i < nv; i++) if (err[i]) { rc = err[i]; done = true; }
+                if (release) {
+                    phase_cycles.push_back(cycle - phase_start);
+                    phase_start = cycle + 1;
+                    phase_no++;
+                    for (int i = 0; i < nv; i++) {
+                        sent[i] = 0;
+                        for (int k = 0; k < T; k++) recv_t[k][i] = 0;
+                    }
+                }
+                if (!done) cycle++;
+            }
+            sync.wait();
+            if (done) return;
         }
-        if (release) {
-            phase_cycles.push_back(cycle - phase_start);
-            phase_start = cycle + 1;
-            phase_no++;
-            for (int i = 0; i < nv; i++) { sent[i] = 0; recv[i] = 0; }
-        }
-        cycle++;
+    };
+    {
+        std::vector<std::thread> pool;
+        for (int k = 1; k < T; k++) pool.emplace_back(worker, k);
+        worker(0);
+        for (auto& th : pool) th.join();
     }
+    if (rc) return rc;
+    for (int k = 0; k < T; k++) sends += sends_t[k];
     phase_cycles.push_back(cycle - phase_start);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (int i = 0; i < nv; i++) pf::write_words(dir + "/out" + std::to_string(i) + ".bin", mem[i]);
