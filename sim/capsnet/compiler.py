@@ -317,14 +317,15 @@ class _Emit:
 
 def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = None,
                     capacity_bytes: int | None = None, mapping: str | None = None,
-                    normalize: bool = True) -> Compiled:
+                    normalize: bool = True, hold: bool = True) -> Compiled:
     """Programs and placement of *net*'s routing distributed along *dim* on *cfg*'s vaults.
 
     ``vaults`` overrides the number of vaults that compute; ``capacity_bytes`` the
     data capacity of each (default ``hmc.capacity_per_vault``); ``mapping``
     (``"default"`` or ``"capsnet"``) the address mapping of the placement
     (default ``hmc.mapping``), which decides the DRAM bank and row of every
-    block; ``normalize=False`` skips the loop normalisation (for checks).
+    block; ``normalize=False`` skips the loop normalisation (for checks);
+    ``hold=False`` keeps every operand in memory (no stationary operands).
     """
     dim = str(dim).upper()
     if dim not in ("B", "L", "H"):
@@ -337,7 +338,8 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     na = len(active)
     master = active[0]
     allocs = [_Alloc() for _ in range(nv)]
-    progs = [_Emit(cfg.capsnet.pes_per_vault if normalize else 0, cfg.capsnet.hold_words)
+    progs = [_Emit(cfg.capsnet.pes_per_vault if normalize else 0,
+                   cfg.capsnet.hold_words if hold else 0)
              for _ in range(nv)]
     v_at: list[tuple[int, str, tuple]] = []
     ar: list[dict] = [{} for _ in range(nv)]

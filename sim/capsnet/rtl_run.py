@@ -140,7 +140,8 @@ def dram_params(cfg) -> dict:
 
 
 def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str,
-                  hold_blocks: bool = False, native_cycles: int = 0, threads: int = 1) -> None:
+                  hold_blocks: bool = False, native_cycles: int = 0, threads: int = 1,
+                  prefetch: bool = True) -> None:
     if dram not in DRAM_MODES:
         raise ValueError(f"dram must be one of {', '.join(DRAM_MODES)}, not {dram!r}")
     if cfg.hmc.banks_per_vault > 1 << TAB_BANK_BITS:
@@ -152,7 +153,8 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
         "dram": int(dram == "banked"), "hit_cycles": p["hit"], "miss_cycles": p["miss"],
         "closed_cycles": p["closed"], "tsv_bytes_per_cycle": p["tsv"],
         "close_page": p["close_page"], "hold": int(hold_blocks),
-        "prefetch": cfg.capsnet.prefetch_bundles, "native_cycles": native_cycles,
+        "prefetch": cfg.capsnet.prefetch_bundles if prefetch else 0,
+        "native_cycles": native_cycles,
         "threads": threads})
     for v in range(comp.vaults):
         mem = np.asarray(mems[v], dtype=np.uint32)
@@ -166,7 +168,8 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
 
 def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None = None,
                max_cycles: int = 10**11, dram: str = "banked", hold_blocks: bool = True,
-               progress_dir: str | None = None, threads: int | None = None) -> RTLRun:
+               progress_dir: str | None = None, threads: int | None = None,
+               prefetch: bool = True) -> RTLRun:
     """Run *comp*'s programs on the RTL from memories *mems* (not modified).
 
     ``dram`` is ``"banked"`` or ``"ideal"`` (see the module doc); the DRAM
@@ -176,6 +179,8 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     blocks it did not already have (an operand line buffer holding the last
     accepted bundle's blocks, on by default; the ``hmc_capsnet`` operand ports
     cache more, every block read since the last barrier).
+    ``prefetch=False``: the banked DRAM ignores the controller's prefetch
+    hints and fetches each bundle when it is asked for.
     ``threads``: driver threads clocking the vaults (default: the cores this
     process may use, at most one per vault); the result does not depend on it.
     ``progress_dir``: run in this folder (kept), where the driver rewrites
@@ -188,7 +193,8 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
         d = Path(progress_dir or td)
         d.mkdir(parents=True, exist_ok=True)
         _write_inputs(d, comp, mems, cfg, max_cycles, dram, hold_blocks,
-                      threads=default_threads() if threads is None else threads)
+                      threads=default_threads() if threads is None else threads,
+                      prefetch=prefetch)
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True)
         if res.returncode != 0:
             raise SimulationError(f"vault driver failed (exit {res.returncode}): "

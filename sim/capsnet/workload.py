@@ -33,8 +33,8 @@ crossbar and DRAM waits come from the RTL run (``phase_cycles``,
 Ablations (Sec. 6.1), :func:`run_ablations`. Routing variants, each run on the
 RTL: ``pim-capsnet`` (inter- and intra-vault design, the config's address
 mapping; the presets use the custom ``capsnet`` mapping), ``pim-inter`` (the
-same distribution with the ``default`` mapping, so PE streams conflict in the
-banks) and ``pim-intra`` (no inter-vault distribution, see
+same distribution without the intra-vault design: no stationary operands, no
+prefetch, the ``default`` mapping) and ``pim-intra`` (no inter-vault distribution, see
 :func:`compile_variant`). Whole-network variants (Sec. 6.3), from
 :func:`pimforge.sim.capsnet.pipeline.whole_network` with this run's routing
 time and per-vault traffic: ``rmas-pim``, ``rmas-gpu`` (pipelined host and
@@ -334,8 +334,11 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
                     mapping: str | None = None) -> Compiled:
     """The routing of *net* compiled for the routing variant *ablation*.
 
-    ``"pim-inter"``: the same programs placed with the ``default`` address
-    mapping (no intra-vault bank-conflict optimization). ``"pim-intra"``
+    ``"pim-inter"``: the same distribution without the intra-vault design of
+    Sec. 5.2-5.3: no stationary operands (every operand re-read from the
+    DRAM), the ``default`` address mapping (Fig. 13a) and, in
+    :func:`run_capsnet`, no prefetch (each bundle fetched when it is asked
+    for, so the lanes wait for every bank of it). ``"pim-intra"``
     (Sec. 6.1 PIM-Intra): no inter-vault distribution; the whole routing runs on
     vault 0's controller and PEs (compiled for one vault, simulated on the same
     RTL) while the data stays spread over all vaults, so the operands of the
@@ -351,7 +354,7 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
         return compile_routing(net, dim, cfg, vaults=1,
                                capacity_bytes=cfg.hmc.capacity_per_vault * cfg.hmc.vaults,
                                mapping=mapping)
-    return compile_routing(net, dim, cfg, mapping=mapping)
+    return compile_routing(net, dim, cfg, mapping=mapping, hold=ablation != "pim-inter")
 
 
 def random_inputs(net: CapsNetSpec, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -437,7 +440,7 @@ def model_execution(model: ModelRun) -> Execution:
 
 def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun,
             dram: str = "banked", operand_buffer: bool = True,
-            threads: int | None = None) -> Execution:
+            threads: int | None = None, prefetch: bool = True) -> Execution:
     """Run *comp* on the Verilated vault compute and compare it with *model*.
 
     ``rtl_matches_model`` holds when every vault's memory and ``v`` equal the
@@ -448,7 +451,7 @@ def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun
     exe = build_vault_driver(cfg)
     build_s = time.monotonic() - t0
     rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram, hold_blocks=operand_buffer,
-                     threads=threads)
+                     threads=threads, prefetch=prefetch)
     v = comp.gather_v(rtl.memories)
     same_mem = all(np.array_equal(a, b) for a, b in zip(rtl.memories, model.ex.memories))
     matches = bool(same_mem and np.array_equal(v.view(np.uint32), model.v.view(np.uint32))
@@ -615,7 +618,8 @@ def route(net: CapsNetSpec | str, config: Config | str | None = None,
     mems = comp.memories(u, W)
     model = run_isa_model(comp, mems, cfg, u, W, spec.iterations, opts.check_route_pim)
     run = (model_execution(model) if opts.model_only else
-           run_rtl(comp, mems, cfg, model, opts.dram, opts.operand_buffer, opts.threads))
+           run_rtl(comp, mems, cfg, model, opts.dram, opts.operand_buffer, opts.threads,
+                   prefetch=opts.ablation != "pim-inter"))
     m = measure(comp, cfg, model, run, intra=opts.ablation == "pim-intra")
     res = assemble(spec, cfg, opts, dist, dim, comp, model, run, m, u, W, t_start)
     return Routed(res, u, W, run.v)
