@@ -101,7 +101,7 @@ def test_dram_block_accounting(cfg, mapping):
         assert extra == (banked.vault_request_stalls[v] + banked.bandwidth_stalls[v])
     # holding the last bundle's blocks never fetches more and is never slower
     h = held.dram_summary()
-    assert h["blocks_read"] < rd and h["blocks_written"] == wr
+    assert h["blocks_read"] < rd and h["blocks_written"] <= wr   # port buffers merge
     assert held.cycles <= banked.cycles
     assert ideal.reads == banked.reads and ideal.writes == banked.writes
     # the driver's worker threads change nothing (2 vaults: one each, sends cross)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import check_float, check_int
+from .base import check_float, check_int, check_pow2
 
 __all__ = ["PEConfig", "CapsNetConfig"]
 
@@ -70,6 +70,14 @@ class CapsNetConfig:
         Read bundles the controller announces ahead of their use (prefetch
         hints), i.e. the depth of the operand prefetch queue; 0: no hints,
         every bundle is fetched when it is asked for.
+    read_buffer_blocks, write_buffer_blocks : int
+        Blocks (16 B) of the vault operand port's read buffer (LRU; what was
+        fetched is not fetched again while it is there) and write-combining
+        buffer (posted writes to a block merge until it is evicted), used
+        with prefetch by the banked DRAM model of the native driver.
+    fetch_blocks : int
+        Blocks the port fetches per missing block (the aligned run holding
+        it, one request of a sub-page run; 1 = single blocks).
     """
 
     pes_per_vault: int = 16
@@ -78,7 +86,10 @@ class CapsNetConfig:
     packet_overhead_bytes: int = 16
     imem_instructions: int = 256
     hold_words: int = 16
-    prefetch_bundles: int = 16
+    prefetch_bundles: int = 32
+    read_buffer_blocks: int = 256
+    write_buffer_blocks: int = 64
+    fetch_blocks: int = 4
 
     def __post_init__(self):
         check_int("capsnet.pes_per_vault", self.pes_per_vault, 1, 64)
@@ -88,3 +99,6 @@ class CapsNetConfig:
         check_int("capsnet.imem_instructions", self.imem_instructions, 16, 65536)
         check_int("capsnet.hold_words", self.hold_words, 0, 1024)
         check_int("capsnet.prefetch_bundles", self.prefetch_bundles, 0, 1024)
+        check_int("capsnet.read_buffer_blocks", self.read_buffer_blocks, 0, 1 << 20)
+        check_int("capsnet.write_buffer_blocks", self.write_buffer_blocks, 0, 1 << 20)
+        check_pow2("capsnet.fetch_blocks", self.fetch_blocks, 1, 16)

@@ -202,6 +202,14 @@ class AddressMap:
         blk = ((j >> s) << (s + self.vault_bits)) | (vault << s) | (j & ((1 << s) - 1))
         return blk << 4
 
+    @property
+    def placement_subpage_bytes(self) -> int:
+        """Bytes of vault-local data (:meth:`vault_block_address`) that stay in
+        one bank before the next bank: the 256 B sub-page (capsnet) or the
+        ``max_block_bytes`` interleave (default)."""
+        s = MAX_SUBPAGE_LOG if self.kind == "capsnet" else self.default_subpage_log
+        return 16 << s
+
     def with_subpage(self, addr: int, subpage_log: int) -> int:
         """Set the capsnet sub-page indicator (bits 1-3) of a byte address."""
         return (addr & ~0b1110) | (subpage_log << 1)

@@ -62,7 +62,7 @@ from ...rtl.mem.address_map import NUMPY_OPS, AddressMap
 from ...verif.models.capsnet_isa import ONE_BITS, lane_sum
 from .networks import CapsNetSpec
 
-__all__ = ["Compiled", "compile_routing", "split", "program_ops", "ProgramOrderOps",
+__all__ = ["Compiled", "compile_routing", "split", "spread", "program_ops", "ProgramOrderOps",
            "normalize"]
 
 F32 = np.float32
@@ -76,15 +76,32 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(min(n, p * step), min(n, (p + 1) * step)) for p in range(parts)]
 
 
+def spread(words: int, subpage_words: int) -> int:
+    """A stride of at least *words* that spreads lane streams over the banks.
+
+    Consecutive sub-pages of a vault's placement go to consecutive banks, so
+    lanes whose streams start an odd number of sub-pages apart are in
+    different banks at every step of a lockstep walk (an odd count is coprime
+    with the power-of-two bank count), where an even count puts several
+    lanes' different rows in one bank (every access a row miss). Strides
+    shorter than a sub-page, or ``subpage_words = 0``, are left as they are.
+    """
+    if subpage_words <= 0 or words < subpage_words:
+        return words
+    m = -(-words // subpage_words)
+    return (m | 1) * subpage_words
+
+
 class _Alloc:
     def __init__(self):
         self.top = 0
         self.arrays: dict[str, tuple[int, tuple[int, ...]]] = {}
 
-    def __call__(self, name: str, *shape: int) -> int:
+    def __call__(self, name: str, *shape: int, align: int = 4) -> int:
+        # Arrays start on a 16-byte block (or *align* words) so that each is whole blocks.
+        self.top = -(-self.top // align) * align
         base = self.top
         self.arrays[name] = (base, tuple(shape))
-        # Arrays start on a 16-byte block so that each is whole blocks.
         self.top += -(-int(np.prod(shape)) // 4) * 4
         return base
 
@@ -250,10 +267,11 @@ class _Emit:
 
     def eq1(self, u, W, uh, kv, lv, hv, ch, cl):
         self.cur = "eq1"
+        uh, sk, si = uh
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=lv, n3=hv * ch, g=cl,
              a=W, a_s2=hv * ch * cl, a_s3=cl, a_se=1,
              b=u, b_s1=lv * cl, b_s2=cl, b_se=1,
-             d=uh, d_s1=lv * hv * ch, d_s2=hv * ch, d_s3=1)
+             d=uh, d_s1=sk, d_s2=si, d_s3=1)
 
     def softmax(self, b, m, t, e, z, c, one, rows, cols):
         self.cur = "eq5"
@@ -269,8 +287,9 @@ class _Emit:
 
     def eq2(self, uh, c, s, kv, lv, hv, ch):
         self.cur = "eq2"
+        uh, sk, si = uh
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=hv, n3=ch, g=lv,
-             a=uh, a_s1=lv * hv * ch, a_s2=ch, a_s3=1, a_se=hv * ch,
+             a=uh, a_s1=sk, a_s2=ch, a_s3=1, a_se=si,
              b=c, b_s2=1, b_se=hv, d=s, d_s1=hv * ch, d_s2=ch, d_s3=1)
 
     def squash(self, s, t, v, one, kv, hv, ch):
@@ -295,8 +314,9 @@ class _Emit:
 
     def eq4(self, uh, v, agr, p, b, one, kv, lv, hv, ch):
         self.cur = "eq4"
+        uh, sk, si = uh
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=kv, n2=lv, n3=hv, g=ch,
-             a=uh, a_s1=lv * hv * ch, a_s2=hv * ch, a_s3=ch, a_se=1,
+             a=uh, a_s1=sk, a_s2=si, a_s3=ch, a_se=1,
              b=v, b_s1=hv * ch, b_s3=ch, b_se=1, d=agr, d_s1=lv * hv, d_s2=hv, d_s3=1)
         self(op=Opcode.FLOW, flow=Flow.MAC, n1=lv, n2=hv, g=kv, a=agr, a_s1=hv, a_s2=1,
              a_se=lv * hv, b=one, d=p, d_s1=hv, d_s2=1)
@@ -317,7 +337,7 @@ class _Emit:
 
 def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = None,
                     capacity_bytes: int | None = None, mapping: str | None = None,
-                    normalize: bool = True, hold: bool = True) -> Compiled:
+                    normalize: bool = True, intra_vault: bool = True) -> Compiled:
     """Programs and placement of *net*'s routing distributed along *dim* on *cfg*'s vaults.
 
     ``vaults`` overrides the number of vaults that compute; ``capacity_bytes`` the
@@ -325,12 +345,21 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     (``"default"`` or ``"capsnet"``) the address mapping of the placement
     (default ``hmc.mapping``), which decides the DRAM bank and row of every
     block; ``normalize=False`` skips the loop normalisation (for checks);
-    ``hold=False`` keeps every operand in memory (no stationary operands).
+    ``intra_vault=False`` drops the intra-vault placement and dataflow of
+    Sec. 5.2-5.3: no stationary operands, ``u_hat`` packed (see
+    :func:`spread`).
     """
     dim = str(dim).upper()
     if dim not in ("B", "L", "H"):
         raise ValueError(f"dimension must be one of B, L, H, not {dim!r}")
     nv = cfg.hmc.vaults if vaults is None else vaults
+    mapping = mapping or cfg.hmc.mapping
+    if mapping not in ("default", "capsnet"):
+        raise ValueError(f"mapping must be 'default' or 'capsnet', not {mapping!r}")
+    if mapping == "capsnet" and cfg.hmc.row_bytes < 256:
+        raise ValueError("mapping 'capsnet' needs hmc.row_bytes >= 256 (its 256 B sub-pages)")
+    amap = AddressMap.from_config(cfg.hmc, mapping)
+    sub = amap.placement_subpage_bytes // 4 if intra_vault else 0
     nb, nl, nh, it, cl, ch = net.batch, net.n_l, net.n_h, net.iterations, net.c_l, net.c_h
     full = {"B": nb, "L": nl, "H": nh}[dim]
     slices = split(full, nv)
@@ -339,7 +368,7 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     master = active[0]
     allocs = [_Alloc() for _ in range(nv)]
     progs = [_Emit(cfg.capsnet.pes_per_vault if normalize else 0,
-                   cfg.capsnet.hold_words if hold else 0)
+                   cfg.capsnet.hold_words if intra_vault else 0)
              for _ in range(nv)]
     v_at: list[tuple[int, str, tuple]] = []
     ar: list[dict] = [{} for _ in range(nv)]
@@ -351,7 +380,9 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
         a["one"] = al("one", 1)
         a["u"] = al("u", kv, lv, cl)
         a["W"] = al("W", lv, hv, ch, cl)
-        a["uh"] = al("uh", kv, lv, hv, ch)
+        si = spread(hv * ch, sub)
+        sk = spread(lv * si, sub)
+        a["uh"] = (al("uh", kv * sk, align=sub or 4), sk, si)
         a["c"] = al("c", lv, hv)
         a["s"] = al("s", kv, hv, ch)
         a["tmp"] = al("tmp", 6, kv, hv)
@@ -462,12 +493,6 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
         if v not in active:
             programs[v] = [Instr(Opcode.BAR)] * nbar + [Instr(Opcode.HALT)]
             labels[v] = ["sync"] * (nbar + 1)
-    mapping = mapping or cfg.hmc.mapping
-    if mapping not in ("default", "capsnet"):
-        raise ValueError(f"mapping must be 'default' or 'capsnet', not {mapping!r}")
-    if mapping == "capsnet" and cfg.hmc.row_bytes < 256:
-        raise ValueError("mapping 'capsnet' needs hmc.row_bytes >= 256 (its 256 B sub-pages)")
-    amap = AddressMap.from_config(cfg.hmc, mapping)
     comp = Compiled(net, dim, nv, active, slices, programs, [al.arrays for al in allocs],
                     [al.top for al in allocs], amap, labels, v_at)
     _check_capacity(comp, cfg, capacity_bytes or cfg.hmc.capacity_per_vault)

@@ -154,6 +154,9 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
         "closed_cycles": p["closed"], "tsv_bytes_per_cycle": p["tsv"],
         "close_page": p["close_page"], "hold": int(hold_blocks),
         "prefetch": cfg.capsnet.prefetch_bundles if prefetch else 0,
+        "read_buffer_blocks": cfg.capsnet.read_buffer_blocks,
+        "write_buffer_blocks": cfg.capsnet.write_buffer_blocks,
+        "fetch_blocks": cfg.capsnet.fetch_blocks,
         "native_cycles": native_cycles,
         "threads": threads})
     for v in range(comp.vaults):

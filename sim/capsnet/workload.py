@@ -354,7 +354,7 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
         return compile_routing(net, dim, cfg, vaults=1,
                                capacity_bytes=cfg.hmc.capacity_per_vault * cfg.hmc.vaults,
                                mapping=mapping)
-    return compile_routing(net, dim, cfg, mapping=mapping, hold=ablation != "pim-inter")
+    return compile_routing(net, dim, cfg, mapping=mapping, intra_vault=ablation != "pim-inter")
 
 
 def random_inputs(net: CapsNetSpec, seed: int) -> tuple[np.ndarray, np.ndarray]:

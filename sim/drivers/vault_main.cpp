@@ -25,15 +25,23 @@
 // use (pf_*, at most Q unread); each announced bundle's blocks are queued on
 // their banks and the TSV when it is announced, and the bundle is ready on
 // rd when its last block has arrived. The rd bundle must be the oldest
-// announced one (a protocol error otherwise). With hold, the blocks of the
-// previously announced bundle are not fetched again.
+// announced one (a protocol error otherwise). With hold and prefetch, the
+// port has three buffers instead of the last bundle's blocks: a read buffer
+// of `rbuf` blocks (LRU) that a block already fetched (or on its way) is
+// served from, filled `fetch` aligned blocks at a time (one request of a
+// sub-page run, Sec. 5.3: the rest of the run is fetched with the missing
+// block), and a write-combining buffer of `wbuf` blocks whose evicted blocks
+// go to the DRAM; a vault at a barrier drains its write buffer and empties its
+// read buffer (a peer's sends may have changed its memory).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <list>
 #include <memory>
+#include <unordered_map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,9 +69,16 @@ struct Dram {
     // Announced, not yet read bundles (prefetch): addresses and arrival times.
     struct Hint { uint32_t aa, ba, mask; int32_t as, bs; double bank_done, tsv_done; };
     std::deque<Hint> queue;
+    // Port buffers (prefetch with hold): block -> arrival (bank, TSV), LRU order.
+    struct Line { std::list<uint32_t>::iterator at; double bank_done, tsv_done; };
+    std::list<uint32_t> rlru, wlru;
+    std::unordered_map<uint32_t, Line> rbuf;
+    std::unordered_map<uint32_t, std::list<uint32_t>::iterator> wbuf;
 };
 
-struct Params { int dram; double hit, miss, tsv, closed; int close_page, hold, prefetch; };
+struct Params {
+    int dram; double hit, miss, tsv, closed; int close_page, hold, prefetch, rbuf, wbuf, fetch;
+};
 
 // Distinct blocks of a lane bundle (live lanes of base + l * stride), appended to out.
 static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, uint32_t* out,
@@ -95,10 +110,98 @@ static inline double serve_block(Dram& d, const Params& P, uint32_t blk, double 
     return d.bank_free[bank];
 }
 
+static inline double charge_tsv(Dram& d, const Params& P, int nblk, double now);
+
+// Write the evicted / drained blocks of the write buffer to the DRAM.
+static inline void write_out(Dram& d, const Params& P, const uint32_t* blk, int n, double now);
+
 static inline double charge_tsv(Dram& d, const Params& P, int nblk, double now) {
     double s = d.tsv_free > now ? d.tsv_free : now;
     d.tsv_free = s + 16.0 * nblk / P.tsv;
     return d.tsv_free;
+}
+
+static inline void write_out(Dram& d, const Params& P, const uint32_t* blk, int n, double now) {
+    for (int k = 0; k < n; k++) serve_block(d, P, blk[k], now);
+    if (n) charge_tsv(d, P, n, now);
+    d.blk_wr += n;
+}
+
+// A posted write bundle's blocks into the write-combining buffer; evicted
+// blocks go to the DRAM.
+static inline void buffer_write(Dram& d, const Params& P, const uint32_t* blk, int n, double now) {
+    uint32_t out[2 * LANES];
+    int nout = 0;
+    for (int k = 0; k < n; k++) {
+        auto it = d.wbuf.find(blk[k]);
+        if (it != d.wbuf.end()) { d.wlru.splice(d.wlru.begin(), d.wlru, it->second); continue; }
+        d.wlru.push_front(blk[k]);
+        d.wbuf[blk[k]] = d.wlru.begin();
+        if ((int)d.wbuf.size() > P.wbuf) {
+            uint32_t y = d.wlru.back();
+            d.wlru.pop_back();
+            d.wbuf.erase(y);
+            out[nout++] = y;
+        }
+    }
+    write_out(d, P, out, nout, now);
+}
+
+// Drain the write buffer and empty the read buffer (a vault at a barrier).
+static inline void drain_buffers(Dram& d, const Params& P, double now) {
+    std::vector<uint32_t> out(d.wlru.begin(), d.wlru.end());
+    d.wlru.clear();
+    d.wbuf.clear();
+    for (size_t k = 0; k < out.size(); k++) serve_block(d, P, out[k], now);
+    if (!out.empty()) charge_tsv(d, P, (int)out.size(), now);
+    d.blk_wr += (long)out.size();
+    d.rlru.clear();
+    d.rbuf.clear();
+}
+
+// An announced bundle through the read buffer: blocks present (or on their
+// way) are not fetched again; a missing block is fetched with the rest of its
+// aligned run of P.fetch blocks. Returns the bundle's arrival (bank, TSV).
+static inline void buffered_hint(Dram& d, const Params& P, const uint32_t* blk, int nb,
+                                 double now, double& bank_done, double& tsv_done, int vault) {
+    bank_done = tsv_done = now;
+    uint32_t miss[2 * LANES * 64];
+    int nmiss = 0;
+    for (int k = 0; k < nb; k++) {
+        auto it = d.rbuf.find(blk[k]);
+        if (it != d.rbuf.end()) continue;
+        uint32_t g0 = blk[k] / (uint32_t)P.fetch * (uint32_t)P.fetch;
+        for (uint32_t y = g0; y < g0 + (uint32_t)P.fetch && y < d.tab.size(); y++) {
+            if (d.rbuf.count(y)) continue;
+            bool dup = false;
+            for (int q = 0; q < nmiss; q++) if (miss[q] == y) { dup = true; break; }
+            if (!dup && nmiss < (int)(sizeof miss / sizeof miss[0])) miss[nmiss++] = y;
+        }
+    }
+    double bd = now;
+    for (int k = 0; k < nmiss; k++) {
+        double f = serve_block(d, P, miss[k], now);
+        if (f > bd) bd = f;
+    }
+    double td = nmiss ? charge_tsv(d, P, nmiss, now) : now;
+    d.blk_rd += nmiss;
+    for (int k = 0; k < nmiss; k++) {
+        d.rlru.push_front(miss[k]);
+        d.rbuf[miss[k]] = {d.rlru.begin(), bd, td};
+    }
+    for (int k = 0; k < nb; k++) {
+        auto it = d.rbuf.find(blk[k]);
+        if (it == d.rbuf.end()) continue;   // past the end of the memory (checked by the caller)
+        d.rlru.splice(d.rlru.begin(), d.rlru, it->second.at);
+        if (it->second.bank_done > bank_done) bank_done = it->second.bank_done;
+        if (it->second.tsv_done > tsv_done) tsv_done = it->second.tsv_done;
+    }
+    while ((int)d.rbuf.size() > P.rbuf) {
+        uint32_t y = d.rlru.back();
+        d.rlru.pop_back();
+        d.rbuf.erase(y);
+    }
+    (void)vault;
 }
 
 // The distinct blocks of a read bundle (a, then b unless it repeats a), minus
@@ -163,6 +266,10 @@ int main(int argc, char** argv) {
     P.close_page = (int)run.integer("close_page");
     P.hold = (int)run.integer("hold");
     P.prefetch = (int)run.integer("prefetch", 0);
+    P.rbuf = (int)run.integer("read_buffer_blocks", 0);
+    P.wbuf = (int)run.integer("write_buffer_blocks", 0);
+    P.fetch = (int)run.integer("fetch_blocks", 1);
+    if (P.fetch < 1 || P.rbuf < 0 || P.wbuf < 0) { fprintf(stderr, "bad buffer sizes\n"); return 2; }
     const int threads = (int)run.integer("threads", 1);
     if (threads < 1) { fprintf(stderr, "threads must be at least 1\n"); return 2; }
     std::vector<std::unique_ptr<Top>> v;
@@ -228,9 +335,8 @@ int main(int argc, char** argv) {
             if (P.dram) {
                 Dram& d = dram[i];
                 int nb = bundle_blocks(base, st, mask, blk, 0);
-                for (int k = 0; k < nb; k++) serve_block(d, P, blk[k], now);
-                charge_tsv(d, P, nb, now);
-                d.blk_wr += nb;
+                if (P.prefetch && P.hold && P.wbuf) buffer_write(d, P, blk, nb, now);
+                else write_out(d, P, blk, nb, now);
             }
         }
         if (P.dram && P.prefetch && t->pf_valid) {
@@ -241,15 +347,22 @@ int main(int argc, char** argv) {
             }
             uint32_t blk[2 * LANES];
             int32_t as = sx24(t->pf_a_stride), bs = sx24(t->pf_b_stride);
-            int nb = read_blocks(d, P, t->pf_a_addr, as, t->pf_b_addr, bs, t->pf_mask, blk);
-            double bank_done = now, tsv_done = now;
-            for (int k = 0; k < nb; k++) {
+            uint32_t pa = t->pf_a_addr, pb = t->pf_b_addr, pm = t->pf_mask;
+            int nb = bundle_blocks(pa, as, pm, blk, 0);
+            if (pb != pa || bs != as) nb = bundle_blocks(pb, bs, pm, blk, nb);
+            for (int k = 0; k < nb; k++)
                 if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: prefetch outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
-                double f = serve_block(d, P, blk[k], now);
-                if (f > bank_done) bank_done = f;
+            double bank_done = now, tsv_done = now;
+            if (P.hold) {
+                buffered_hint(d, P, blk, nb, now, bank_done, tsv_done, i);
+            } else {
+                for (int k = 0; k < nb; k++) {
+                    double f = serve_block(d, P, blk[k], now);
+                    if (f > bank_done) bank_done = f;
+                }
+                if (nb) tsv_done = charge_tsv(d, P, nb, now);
+                d.blk_rd += nb;
             }
-            if (nb) tsv_done = charge_tsv(d, P, nb, now);
-            d.blk_rd += nb;
             d.queue.push_back({t->pf_a_addr, t->pf_b_addr, t->pf_mask, as, bs, bank_done, tsv_done});
         }
         if (t->rd_valid) {
@@ -376,6 +489,9 @@ int main(int argc, char** argv) {
                 // A vault waiting at a barrier (or halted) has drained its PEs and
                 // holds its state until go: its clock is gated off.
                 active[i] = !((t->at_bar || t->halted) && !release);
+                if ((t->at_bar || t->halted) && P.dram && P.prefetch && P.hold
+                    && (!dram[i].wbuf.empty() || !dram[i].rbuf.empty()))
+                    drain_buffers(dram[i], P, now);
                 if (!active[i]) continue;
                 serve(i, now);
                 if (err[i]) break;
