@@ -30,6 +30,7 @@ from ..gen.args import int_range, out_file
 from ..gen.errors import PimforgeError
 from ..gen.output import write_json
 from ..verif.models.routing import route_f64
+from . import verilator as vl
 from .capsnet import digits_net as dn
 from .capsnet.networks import CapsNetSpec
 from .capsnet.workload import CapsNetRunOptions, route
@@ -51,6 +52,7 @@ def run(args) -> int:
 
     t_start = time.monotonic()
     cfg = args.config
+    vl.preflight()              # the routing runs on a Verilated build: say so before the work
     _, _, x_test, y_test = dn.load_digits_split()
     if not 1 <= args.batch <= len(x_test):
         raise PimforgeError(f"--batch must be between 1 and {len(x_test)} (the held-out "

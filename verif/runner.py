@@ -89,6 +89,11 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
             raise SimulationError(f"PIMFORGE_SEED must be an integer between 0 and "
                                   f"{2**31 - 1}, not {text!r}")
         seed = int(text) if text else random.SystemRandom().randrange(2**31)
+    if sim == "verilator":
+        vl.preflight()          # before elaborating: a broken cache is one line at once
+    else:
+        vl.require_icarus()
+        vl.cache_dir()
     el = elaborate(block, config)
     build_dir = _build_folder(el.verilog, el.top, sim, waves)
     runner = get_runner(sim)

@@ -35,6 +35,7 @@ from pimforge.gen.output import write_text
 from pimforge.verif.models.pe_ops import PEOps
 from pimforge.verif.models.routing import RoutingOps, route_f32, route_f64, route_pim
 
+from .. import verilator as vl
 from .digits_net import EVAL_BATCH, ITERATIONS, load_digits_split, load_trained
 from .rtl_routing import rtl_sample_check
 
@@ -149,6 +150,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
 
     cfg = args.config
+    if args.rtl_sample:
+        vl.preflight()          # the RTL sample is a Verilated build: say so before the table
     _, _, xte, _ = load_digits_split()
     if not 1 <= args.rtl_images <= len(xte):
         raise PimforgeError(f"--rtl-images must be between 1 and {len(xte)}, "
