@@ -67,3 +67,23 @@ def test_membench_burst_is_a_power_of_two_for_every_pattern(value, ok, capsys, t
     else:
         assert main(argv) == 2
         assert "argument --burst: must be" in capsys.readouterr().err
+
+
+def test_image_counts_are_checked_against_the_held_out_digits_without_loading_them(
+        tmp_path, monkeypatch, capsys):
+    from pimforge.sim.capsnet import digits_net as dn
+
+    assert len(dn.load_digits_split()[2]) == dn.TEST_IMAGES
+    monkeypatch.chdir(tmp_path)
+    # the split is not loaded for these: a loader that fails proves it
+    monkeypatch.setattr(dn, "load_digits_split", lambda: pytest.fail("loaded the digits"))
+    for argv, want in (
+            (["demo", "--batch", str(dn.TEST_IMAGES + 1)], "argument --batch: must be between "
+                                                          f"1 and {dn.TEST_IMAGES}"),
+            (["demo", "--offset", str(dn.TEST_IMAGES - 1)], f"--offset must be between 0 and "
+                                                           f"{dn.TEST_IMAGES - 16} for --batch 16"),
+            (["accuracy", "--rtl-images", str(dn.TEST_IMAGES + 1)],
+             f"argument --rtl-images: must be between 1 and {dn.TEST_IMAGES}")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert want in err and len(err.strip().splitlines()) == 1, err
