@@ -87,3 +87,26 @@ def test_image_counts_are_checked_against_the_held_out_digits_without_loading_th
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert want in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_dse_space_past_the_ram_is_refused_naming_the_largest_cap_that_fits(
+        tmp_path, monkeypatch, capsys):
+    from pimforge.sim.descnet import dse, dse_cli
+    from pimforge.sim.descnet.profiles import profile
+
+    prof = profile("capsnet")
+    for orgs, cap in ((("HY-PG",), 16), (("SEP-PG", "SMP"), 4)):
+        assert dse_cli.count_configs(prof, orgs, cap) == len(dse.explore(prof, orgs,
+                                                                         max_sectors=cap))
+    orgs = dse.MAIN_ORGS
+    counts = {m: dse_cli.count_configs(prof, orgs, m) for m in (16, 32, 64)}
+    assert counts[16] < counts[32] < counts[64] < dse_cli.count_configs(prof, orgs, None)
+    # RAM for the 32-sector space but not the 64-sector one
+    ram = dse_cli._BASE_BYTES + (counts[32] + counts[64]) // 2 * dse_cli.BYTES_PER_CONFIG
+    monkeypatch.setattr(A, "physical_memory", lambda: ram)
+    out = tmp_path / "o"
+    assert main(["dse", "spm", "--max-sectors", "0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "--max-sectors 0 (no cap) explores" in err and "use --max-sectors 32 or less" in err
+    assert not out.exists()
