@@ -9,13 +9,15 @@ work starts and before anything is written.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from .output import OutputError, check_output_dir, check_output_file
 
-__all__ = ["AppendUnique", "fraction", "int_range", "nonempty", "number_range", "out_dir",
-           "out_file", "seed"]
+__all__ = ["AppendUnique", "count_in_ram", "fraction", "int_range", "max_count_in_ram",
+           "nonempty", "number_range", "out_dir", "out_file", "physical_memory", "power_of_two",
+           "seed"]
 
 SEED_MAX = 2**32 - 1
 
@@ -30,6 +32,49 @@ def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
         if v < lo or (hi is not None and v > hi):
             bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
             raise argparse.ArgumentTypeError(f"must be {bound}, not {v}")
+        return v
+    parse.__name__ = "int"
+    return parse
+
+
+def physical_memory() -> int:
+    """Bytes of RAM of this machine (what a count that sizes memory is bounded by)."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def max_count_in_ram(bytes_each: int, base: int = 0) -> int:
+    """The largest count whose memory, *bytes_each* per item on top of *base*, fits in
+    the RAM of this machine."""
+    return max(0, (physical_memory() - base) // bytes_each)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def count_in_ram(lo: int, bytes_each: int, unit: str, base: int = 0) -> Callable[[str], int]:
+    """An integer at least *lo* whose memory (*bytes_each* per *unit*, plus *base*) fits
+    in this machine's RAM: a count that would run out of memory hours into a run is
+    refused while the arguments are parsed, naming the largest one that fits."""
+    def parse(text: str) -> int:
+        v = int_range(lo)(text)
+        hi = max_count_in_ram(bytes_each, base)
+        if v > hi:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {hi} (about {bytes_each} bytes per {unit}; this machine has "
+                f"{_gib(physical_memory())} of RAM), not {v}")
+        return v
+    parse.__name__ = "int"
+    return parse
+
+
+def power_of_two(lo: int, hi: int) -> Callable[[str], int]:
+    """A power of two in ``[lo, hi]``."""
+    def parse(text: str) -> int:
+        v = int_range(lo, hi)(text)
+        if v & (v - 1):
+            raise argparse.ArgumentTypeError(f"must be a power of two between {lo} and {hi}, "
+                                             f"not {v}")
         return v
     parse.__name__ = "int"
     return parse

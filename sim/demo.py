@@ -30,6 +30,7 @@ from ..gen.args import int_range, out_file
 from ..gen.errors import PimforgeError
 from ..gen.output import write_json
 from ..verif.models.routing import route_f64
+from . import verilator as vl
 from .capsnet import digits_net as dn
 from .capsnet.networks import CapsNetSpec
 from .capsnet.workload import CapsNetRunOptions, route
@@ -38,9 +39,9 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch", type=int_range(1, 4096), default=16,
+    p.add_argument("--batch", type=int_range(1, dn.TEST_IMAGES), default=16,
                    help="test images routed together (default 16)")
-    p.add_argument("--offset", type=int_range(0), default=0,
+    p.add_argument("--offset", type=int_range(0, dn.TEST_IMAGES - 1), default=0,
                    help="index of the first test image (default 0)")
     p.add_argument("--dram", choices=["banked", "ideal"], default="banked",
                    help="operand memory model of the RTL run (default banked)")
@@ -51,6 +52,10 @@ def run(args) -> int:
 
     t_start = time.monotonic()
     cfg = args.config
+    vl.preflight()              # the routing runs on a Verilated build: say so before the work
+    if args.offset > dn.TEST_IMAGES - args.batch:      # before loading anything
+        raise PimforgeError(f"--offset must be between 0 and {dn.TEST_IMAGES - args.batch} "
+                            f"for --batch {args.batch}, not {args.offset}")
     _, _, x_test, y_test = dn.load_digits_split()
     if not 1 <= args.batch <= len(x_test):
         raise PimforgeError(f"--batch must be between 1 and {len(x_test)} (the held-out "

@@ -20,19 +20,34 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from ..gen.args import fraction, int_range, out_file, seed
+from ..gen.args import (
+    count_in_ram,
+    fraction,
+    int_range,
+    max_count_in_ram,
+    out_file,
+    power_of_two,
+    seed,
+)
 from ..gen.elaborate import elaborate
 from ..gen.errors import CapacityError, PimforgeError, SimulationError
 from ..gen.output import write_json
 from ..rtl.mem.address_map import AddressMap
 from ..rtl.mem.timing import resolve_timing
+from . import verilator as vl
 from .build import build_verilated
 from .drivers import params_header, sources
 from .drivers.io import read_fields, write_fields, write_table
 from .drivers.pins import driver_top
 
-__all__ = ["PATTERNS", "POLICIES", "add_arguments", "build_driver", "driver_pins",
-           "make_requests", "membench", "replay", "run"]
+__all__ = ["PATTERNS", "POLICIES", "REQUEST_BYTES", "add_arguments", "build_driver",
+           "driver_pins", "make_requests", "membench", "replay", "run"]
+
+#: Memory per request: 152 bytes measured for the Python request list (which lives
+#: through the run) plus the driver's 40-byte queue entry, with a margin. Bounds
+#: --requests by the RAM; the simulated memory bounds it per pattern (_check_fits).
+REQUEST_BYTES = 256
+_BASE_BYTES = 512 << 20     # the interpreter, numpy and the Verilated model
 
 PATTERNS = ("seq", "random", "strided", "pe-burst", "mixed")
 #: Host/PE priority policies and their code on the ``policy`` input of ``hmc_mem``.
@@ -42,13 +57,14 @@ POLICIES = {"rmas": 0, "pim-first": 1, "host-first": 2, "arrival": 3}
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pattern", choices=PATTERNS, default="seq")
     p.add_argument("--mapping", choices=("default", "capsnet"), help="override hmc.mapping")
-    p.add_argument("--requests", type=int_range(1, 10_000_000), default=4096,
+    p.add_argument("--requests", type=count_in_ram(1, REQUEST_BYTES, "request", _BASE_BYTES),
+                   default=4096,
                    help="16 B block requests in all")
     p.add_argument("--write-fraction", type=fraction, default=0.0,
                    help="fraction of requests that are writes")
     p.add_argument("--stride", type=int_range(16, 1 << 32), default=4096,
                    help="bytes between strided requests")
-    p.add_argument("--burst", type=int_range(16, 256), default=64,
+    p.add_argument("--burst", type=power_of_two(16, 256), default=64,
                    help="bytes of one PE request (pe-burst), 16-256, a power of two")
     p.add_argument("--policy", choices=("rmas", "pim-first", "host-first", "arrival"),
                    default="rmas", help="host/PE priority policy")
@@ -249,8 +265,10 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
 
     if pattern not in PATTERNS:
         raise PimforgeError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
-    if not 1 <= requests <= 10_000_000:
-        raise PimforgeError(f"--requests must be between 1 and 10000000, not {requests}")
+    most = max_count_in_ram(REQUEST_BYTES, _BASE_BYTES)
+    if not 1 <= requests <= most:
+        raise PimforgeError(f"--requests must be between 1 and {most} (what fits in this "
+                            f"machine's RAM at {REQUEST_BYTES} bytes each), not {requests}")
     if pattern in ("pe-burst", "mixed") and burst not in (16, 32, 64, 128, 256):
         raise PimforgeError(f"--burst must be a power of two between 16 and 256, not {burst}")
     if stride < 16 or stride % 16:
@@ -303,6 +321,7 @@ def _class_stats(stats: dict, masters, first: int) -> dict:
 
 def run(args) -> int:
     cfg = args.config
+    vl.preflight()              # the driver build needs them; say so before the work
     if not 0.0 <= args.write_fraction <= 1.0:
         raise PimforgeError(f"--write-fraction must be between 0 and 1, not {args.write_fraction}")
     r = membench(cfg, pattern=args.pattern, mapping=args.mapping, requests=args.requests,

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..gen.errors import SimulationError, ToolMissingError
 
 __all__ = ["verilator_root", "verilator_env", "verilator_version", "lint", "cache_dir",
-           "icarus_available", "content_key", "require_build_tools"]
+           "icarus_available", "content_key", "require_build_tools", "preflight"]
 
 # Variables that the wheel's verilated.mk leaves empty (its configure step ran
 # on another machine): without CFG_CXXFLAGS_PCH_I, multi-file builds fail with
@@ -113,20 +113,43 @@ def require_icarus() -> None:
 
 
 def cache_dir() -> Path:
-    """Root of cached builds: ``$PIMFORGE_CACHE`` or ``~/.cache/pimforge``."""
-    root = Path(os.environ.get("PIMFORGE_CACHE") or Path.home() / ".cache" / "pimforge")
-    if root.exists() and not root.is_dir():
-        raise ToolMissingError(f"the build cache {str(root)!r} is a file; remove it or set "
-                               "PIMFORGE_CACHE to a folder")
+    """Root of cached builds: ``$PIMFORGE_CACHE`` or ``~/.cache/pimforge`` (created)."""
+    root = _cache_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ToolMissingError(f"the build cache {str(root)!r} cannot be created ({e.strerror});"
                                " set PIMFORGE_CACHE to a writable folder") from None
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise ToolMissingError(f"the build cache {str(root)!r} is not writable; set "
-                               "PIMFORGE_CACHE to a writable folder")
     return root
+
+
+def _cache_root() -> Path:
+    """The cache folder, checked (a writable folder, or one that can be created) but not
+    created."""
+    root = Path(os.environ.get("PIMFORGE_CACHE") or Path.home() / ".cache" / "pimforge")
+    if root.exists() and not root.is_dir():
+        raise ToolMissingError(f"the build cache {str(root)!r} is a file; remove it or set "
+                               "PIMFORGE_CACHE to a folder")
+    probe = root
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ToolMissingError(f"the build cache {str(root)!r} cannot be created: "
+                               f"{str(probe)!r} is a file; set PIMFORGE_CACHE to a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "is not writable" if probe == root else (f"cannot be created in {str(probe)!r}")
+        raise ToolMissingError(f"the build cache {str(root)!r} {what}; set PIMFORGE_CACHE to a "
+                               "writable folder")
+    return root
+
+
+def preflight() -> Path:
+    """Check what a Verilator build will need -- the tools and a usable build cache --
+    and return the cache folder, without creating anything. Commands call it before
+    any work (elaborating a big block takes minutes), so that a missing tool or a cache
+    that is a file is one line at once rather than after the work."""
+    verilator_root()
+    return _cache_root()
 
 
 def content_key(*parts: str | bytes) -> str:

@@ -2,9 +2,19 @@
 
 Builds are cached under :func:`pimforge.sim.verilator.cache_dir` keyed by the
 hash of the Verilog and of the tool versions, so a rerun of an unchanged block
-only pays for the simulation. The bench's parameters (the manifest, the seed)
-reach the cocotb test module through environment variables read by
-:mod:`pimforge.verif.tb.common`.
+only pays for the simulation. They follow :func:`pimforge.sim.build.cached_build`:
+a Verilator build is made in a temporary folder and renamed into place with a
+stamp holding its executable's SHA-256, so an interrupted build is never
+trusted and a broken cached one (no stamp, executable missing or changed) is
+rebuilt. Renaming is safe because the executable links cocotb's libraries by
+their own absolute path, not the build folder's, and a finished folder is
+never built again in place (its makefiles, which name the temporary folder,
+are not rerun). An Icarus build cannot move (its ``sim.vvp`` holds the
+absolute path of its wave file), so it is built in its own folder under a
+lock, stamp last, and a folder without the stamp is removed and rebuilt.
+
+The bench's parameters (the manifest, the seed) reach the cocotb test module
+through environment variables read by :mod:`pimforge.verif.tb.common`.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from ..gen.config import Config, load_config
 from ..gen.elaborate import elaborate
 from ..gen.errors import SimulationError
 from ..sim import verilator as vl
+from ..sim.build import cached_build
 
 __all__ = ["BenchResult", "run_testbench"]
 
@@ -43,11 +54,29 @@ class BenchResult:
         return self.failed == 0 and self.tests > 0
 
 
+def _build_folder(verilog: str, top: str, sim: str, waves: bool) -> Path:
+    """The cache folder of the build of *verilog* for *sim* (sets up Verilator's
+    environment on the way)."""
+    import cocotb
+
+    if sim == "verilator":
+        vl.install_env()
+        tool = vl.verilator_version()
+    else:
+        vl.require_icarus()
+        tool = "icarus"
+    # The generated makefiles name cocotb's and Verilator's sources by absolute
+    # path, so a build folder belongs to one installation: key it on both.
+    key = vl.content_key(verilog, sim, tool, cocotb.__version__, str(waves), _RECIPE,
+                         str(Path(cocotb.__file__).resolve().parent),
+                         str(vl.verilator_root()) if sim == "verilator" else "")
+    return vl.cache_dir() / "cocotb" / f"{top}-{key}"
+
+
 def run_testbench(name: str, block: str, module: str, *, config: Config | str | None = None,
                   sim: str = "verilator", waves: bool = False, seed: int | None = None,
                   testcase: str | None = None, extra_env: dict | None = None) -> BenchResult:
     """Elaborate *block*, build it for *sim* (cached) and run cocotb module *module*."""
-    import cocotb
     from cocotb_tools.runner import get_results, get_runner
 
     if sim not in SIMULATORS:
@@ -60,38 +89,45 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
             raise SimulationError(f"PIMFORGE_SEED must be an integer between 0 and "
                                   f"{2**31 - 1}, not {text!r}")
         seed = int(text) if text else random.SystemRandom().randrange(2**31)
-    el = elaborate(block, config)
     if sim == "verilator":
-        vl.install_env()
-        tool = vl.verilator_version()
+        vl.preflight()          # before elaborating: a broken cache is one line at once
     else:
         vl.require_icarus()
-        tool = "icarus"
-    # The generated makefiles name cocotb's and Verilator's sources by absolute
-    # path, so a build folder belongs to one installation: key it on both.
-    key = vl.content_key(el.verilog, sim, tool, cocotb.__version__, str(waves), _RECIPE,
-                         str(Path(cocotb.__file__).resolve().parent),
-                         str(vl.verilator_root()) if sim == "verilator" else "")
-    build_dir = vl.cache_dir() / "cocotb" / f"{el.top}-{key}"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    src = build_dir / f"{el.top}.v"
-    if not src.exists() or src.read_text() != el.verilog:
-        src.write_text(el.verilog)
+        vl.cache_dir()
+    el = elaborate(block, config)
+    build_dir = _build_folder(el.verilog, el.top, sim, waves)
     runner = get_runner(sim)
-    t0 = time.monotonic()
     # Waves are VCD: Verilator's FST writer needs lz4 headers that no PyPI wheel provides.
     build_args = ["-Wno-fatal"] if sim == "verilator" else []
-    runner.build(sources=[src], hdl_toplevel=el.top, build_dir=build_dir, always=False,
-                 waves=waves, build_args=build_args, timescale=("1ns", "1ps"),
-                 log_file=build_dir / "build.log")
+
+    def build(folder: Path) -> None:
+        src = folder / f"{el.top}.v"
+        src.write_text(el.verilog)
+        log = folder / "build.log"
+        try:
+            runner.build(sources=[src], hdl_toplevel=el.top, build_dir=folder, always=True,
+                         waves=waves, build_args=build_args, timescale=("1ns", "1ps"),
+                         log_file=log)
+        except (RuntimeError, SystemExit) as e:      # the runner's "Command failed"
+            tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
+            raise SimulationError(f"{sim} build of {el.top} failed ({e}; log: {log}):\n"
+                                  + tail) from None
+
+    t0 = time.monotonic()
+    # Verilator's executable runs from anywhere once built (the obj makefiles, which
+    # name the temporary folder, are never rerun: a finished folder is never rebuilt
+    # in place); Icarus compiles the absolute path of its wave file into sim.vvp.
+    cached_build(build_dir, el.top if sim == "verilator" else "sim.vvp", build,
+                 what=f"{sim} build of {el.top}", relocatable=sim == "verilator")
     t1 = time.monotonic()
     run_dir = build_dir / f"run-{name}-{os.getpid()}"
     run_dir.mkdir(exist_ok=True)
     env = {"PIMFORGE_BENCH": json.dumps(el.manifest), "PIMFORGE_SEED": str(seed),
            **(extra_env or {})}
     xml = runner.test(test_module=module, hdl_toplevel=el.top, build_dir=build_dir,
-                      test_dir=run_dir, seed=seed, testcase=testcase, extra_env=env,
-                      waves=waves, results_xml=str(run_dir / "results.xml"))
+                      test_dir=run_dir, hdl_toplevel_lang="verilog", seed=seed,
+                      testcase=testcase, extra_env=env, waves=waves,
+                      results_xml=str(run_dir / "results.xml"))
     t2 = time.monotonic()
     tests, failed = get_results(xml)
     return BenchResult(name, tests, failed, seed, t1 - t0, t2 - t1, Path(xml))

@@ -35,7 +35,8 @@ from pimforge.gen.output import write_text
 from pimforge.verif.models.pe_ops import PEOps
 from pimforge.verif.models.routing import RoutingOps, route_f32, route_f64, route_pim
 
-from .digits_net import EVAL_BATCH, ITERATIONS, load_digits_split, load_trained
+from .. import verilator as vl
+from .digits_net import EVAL_BATCH, ITERATIONS, TEST_IMAGES, load_digits_split, load_trained
 from .rtl_routing import rtl_sample_check
 
 __all__ = [
@@ -141,7 +142,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # lanes of the PE variants.
     p.add_argument("--rtl-sample", action="store_true",
                    help="also route one test batch on the Verilated PE and check it bit for bit")
-    p.add_argument("--rtl-images", type=int_range(1), default=EVAL_BATCH,
+    p.add_argument("--rtl-images", type=int_range(1, TEST_IMAGES), default=EVAL_BATCH,
                    help=f"images in the RTL sample (default {EVAL_BATCH}, one routing batch)")
     p.add_argument("--json", type=out_file, help="write the rows (and the RTL check) as JSON here")
 
@@ -149,6 +150,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
 
     cfg = args.config
+    if args.rtl_sample:
+        vl.preflight()          # the RTL sample is a Verilated build: say so before the table
     _, _, xte, _ = load_digits_split()
     if not 1 <= args.rtl_images <= len(xte):
         raise PimforgeError(f"--rtl-images must be between 1 and {len(xte)}, "

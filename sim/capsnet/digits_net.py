@@ -30,7 +30,7 @@ from pimforge.verif.models.routing import RoutingResult, route_f64
 
 __all__ = ["DigitsCapsNet", "load_trained", "load_digits_split", "margin_loss",
            "trained_meta", "WEIGHTS_FILE", "WEIGHTS_VERSION", "N_L", "N_H", "C_L", "C_H",
-           "ITERATIONS", "EVAL_BATCH"]
+           "ITERATIONS", "EVAL_BATCH", "TEST_IMAGES"]
 
 C_L, C_H, N_H = 8, 16, 10
 TYPES, GRID = 4, 4
@@ -43,6 +43,9 @@ WEIGHTS_FILE = "digits_capsnet.npz"
 WEIGHTS_VERSION = 1
 SPLIT_SEED = 0
 TEST_FRACTION = 0.25
+#: Held-out images of the split (25 % of the 1797), known without loading them so
+#: that commands can check an image count while parsing their arguments.
+TEST_IMAGES = 450
 
 Router = Callable[[np.ndarray, np.ndarray, int], RoutingResult]
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ...gen.args import int_range, nonempty, number_range, out_dir, seed
 from ...gen.errors import PimforgeError
+from .. import verilator as vl
 from .workload import ABLATIONS, CapsNetRun, CapsNetRunOptions, run_ablations
 
 if TYPE_CHECKING:
@@ -68,4 +69,6 @@ def options(args: argparse.Namespace) -> CapsNetRunOptions:
 
 def run(args: argparse.Namespace, config: Config) -> CapsNetRun:
     """Run ``--net`` with the options in *args* on the resolved *config*."""
+    if not args.model_only:
+        vl.preflight()          # the RTL run is a Verilated build: say so before the work
     return run_ablations(args.net, config, options(args), dump=args.dump)

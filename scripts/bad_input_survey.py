@@ -1,0 +1,448 @@
+#!/usr/bin/env python3
+"""Replay bad invocations of every ``pimforge`` command and check the bad-input promise.
+
+The promise (README, "Bad input"): a command given bad input prints one line
+saying what to change, exits with status 2, prints no traceback and writes
+nothing; and it says so before any work starts. Each case here runs
+``python -m pimforge.gen.cli ...`` as a subprocess in a fresh temporary working
+folder that holds a few prepared things to misuse (a file where a folder is
+expected, a folder where a file is expected, a read-only place, broken TOML
+files), with ``HOME`` and the build cache (``PIMFORGE_CACHE``) pointed into that
+folder so that a write anywhere of the command's own is seen. Per case it records
+the exit status, the number of stderr lines, whether a traceback appeared,
+whether anything in the folder was created or changed, and the wall time; a
+case that runs past ``--timeout`` started real work and fails.
+
+A few cases are documented valid invocations (listing presets, ``--list``):
+they must exit 0, print no traceback and write nothing -- they show that the
+harness itself can pass.
+
+The table (case, command, outcome) goes to ``--out`` as Markdown, written
+atomically; the exit status is 1 when any case breaks the promise.
+
+Example::
+
+    .venv/bin/python scripts/bad_input_survey.py --out survey.md --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pimforge.gen.args import int_range, nonempty, out_file
+from pimforge.gen.output import write_text
+
+__all__ = ["CASES", "Case", "Outcome", "main", "run_case"]
+
+ROOT = os.geteuid() == 0
+# Root writes through permission bits, so the read-only places are on a read-only mount.
+RO_DIR = "/proc/sys" if ROOT else "ro"
+RO_FILE = "/proc/sys/kernel/ostype" if ROOT else "ro_file.json"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One invocation: ``pimforge *argv`` with *env* added; *valid* ones must succeed."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    valid: bool = False
+
+    @property
+    def command(self) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
+        return (env + " " if env else "") + "pimforge " + shlex.join(self.argv)
+
+
+@dataclass
+class Outcome:
+    case: Case
+    status: int | None            # None: killed at the timeout
+    stderr_lines: int
+    traceback: bool
+    written: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    stderr: str = ""
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.status is None:
+            out.append("still running at the timeout (started real work)")
+        elif self.status != (0 if self.case.valid else 2):
+            out.append(f"exit {self.status}")
+        if not self.case.valid and self.status is not None and self.stderr_lines != 1:
+            out.append(f"{self.stderr_lines} stderr lines")
+        if self.traceback:
+            out.append("traceback")
+        if self.written:
+            shown = ", ".join(self.written[:3]) + (" ..." if len(self.written) > 3 else "")
+            out.append(f"wrote {shown}")
+        return out
+
+    @property
+    def holds(self) -> bool:
+        return not self.problems
+
+
+# -- the cases -----------------------------------------------------------------------
+
+def _fixtures(folder: Path) -> None:
+    """The things every case may misuse, made fresh in its working folder."""
+    (folder / "afile").write_text("x\n")
+    (folder / "adir").mkdir()
+    (folder / "home").mkdir()
+    (folder / "bad_utf8.toml").write_bytes(b'name = "caf\xe9"\n[hmc]\nvaults = 4\n')
+    (folder / "bad_syntax.toml").write_text("[hmc\nvaults = = 4\n")
+    (folder / "unknown_key.toml").write_text("[hmc]\nvaults = 4\nwarp_drive = true\n")
+    (folder / "wrong_type.toml").write_text("[hmc]\nvaults = \"four\"\n")
+    (folder / "bad_value.toml").write_text("[hmc]\nvaults = 6\n")
+    (folder / "a_dir.toml").mkdir()
+    if not ROOT:
+        (folder / "ro").mkdir()
+        (folder / "ro").chmod(0o555)
+        (folder / "ro_file.json").write_text("{}\n")
+        (folder / "ro_file.json").chmod(0o444)
+
+
+def _bad_outputs(opt: str, ext: str) -> list[tuple[str, list[str]]]:
+    """Output paths that cannot be written, for option *opt* of files ending *ext*."""
+    return [(f"{opt} empty", [opt, ""]),
+            (f"{opt} is a folder", [opt, "adir"]),
+            (f"{opt} under a file", [opt, f"afile/r{ext}"]),
+            (f"{opt} in a read-only folder", [opt, f"{RO_DIR}/r{ext}"]),
+            (f"{opt} read-only file", [opt, RO_FILE])]
+
+
+def _bad_dirs(opt: str) -> list[tuple[str, list[str]]]:
+    """Output folders that cannot be made or written."""
+    return [(f"{opt} empty", [opt, ""]),
+            (f"{opt} is a file", [opt, "afile"]),
+            (f"{opt} under a file", [opt, "afile/sub"]),
+            (f"{opt} in a read-only folder", [opt, f"{RO_DIR}/sub"])]
+
+
+BAD_SETS = [
+    ("--set invalid value", ["--set", "hmc.vaults=7"]),
+    ("--set unknown field", ["--set", "hmc.warp_drive=1"]),
+    ("--set unknown section", ["--set", "warp.speed=9"]),
+    ("--set without =", ["--set", "hmc"]),
+    ("--set empty", ["--set", ""]),
+    ("--set empty value", ["--set", "hmc.vaults="]),
+    ("--set int as text", ["--set", "hmc.vaults=abc"]),
+    ("--set int as float", ["--set", "hmc.vaults=4.0"]),
+    ("--set negative int", ["--set", "hmc.vaults=-4"]),
+    ("--set huge int", ["--set", "hmc.vaults=99999999999999999999"]),
+    ("--set bool as text", ["--set", "pe.exp_recovery=maybe"]),
+    ("--set bool as quoted text", ["--set", 'pe.exp_recovery="false"']),
+    ("--set float as text", ["--set", "hmc.tck_ns=fast"]),
+    ("--set float zero", ["--set", "freq_mhz=0"]),
+    ("--set float nan", ["--set", "freq_mhz=nan"]),
+    ("--set float inf", ["--set", "freq_mhz=inf"]),
+    ("--set enum unknown", ["--set", "hmc.scheduler=lifo"]),
+    ("--set section as value", ["--set", "hmc=4"]),
+    ("--set top unknown", ["--set", "top=warp_core"]),
+    ("--set twice", ["--set", "hmc.vaults=4", "--set", "hmc.vaults=8"]),
+]
+BAD_CONFIGS = [
+    ("config unknown preset", "no_such_preset"),
+    ("config empty", ""),
+    ("config missing file", "missing.toml"),
+    ("config is a folder", "a_dir.toml"),
+    ("config non-UTF-8 TOML", "bad_utf8.toml"),
+    ("config TOML syntax error", "bad_syntax.toml"),
+    ("config unknown key", "unknown_key.toml"),
+    ("config wrong type", "wrong_type.toml"),
+    ("config invalid value", "bad_value.toml"),
+]
+
+
+def _config_cases(cmd: list[str], base: list[str], positional: bool, *, full: bool = False,
+                  after: bool = False) -> list[Case]:
+    """--config / CONFIG and --set cases of a command that takes a config (all of
+    them with *full*, else a few of each kind)."""
+    sets = BAD_SETS if full else [BAD_SETS[i] for i in (0, 1, 4, 10, 16, 19)]
+    configs = BAD_CONFIGS if full else [BAD_CONFIGS[i] for i in (0, 2, 4, 6)]
+    out = []
+
+    def case(name, extra):
+        argv = [*cmd, *base, *extra] if after else [*cmd, *extra, *base]
+        out.append(Case(f"{' '.join(cmd)}: {name}", tuple(argv)))
+    for name, extra in sets:
+        case(name, extra)
+    for name, spec in configs:
+        case(name, [spec] if positional else ["--config", spec])
+    return out
+
+
+def _opt(cmd: list[str], base: list[str], items, *, after: bool = False) -> list[Case]:
+    out = []
+    for name, extra in items:
+        argv = [*cmd, *base, *extra] if after else [*cmd, *extra, *base]
+        out.append(Case(f"{' '.join(cmd)}: {name}", tuple(argv)))
+    return out
+
+
+def _ints(opt: str, values) -> list[tuple[str, list[str]]]:
+    return [(f"{opt} {v!r}", [opt, v]) for v in values]
+
+
+def build_cases() -> list[Case]:
+    c: list[Case] = []
+    # documented valid invocations (exit 0, nothing written)
+    for argv in (["config"], ["config", "default"], ["verilog", "--list"], ["regress", "--list"],
+                 ["run", "--list"]):
+        c.append(Case(f"valid: {' '.join(argv)}", tuple(argv), valid=True))
+    # top level
+    c += [Case("no command", ()), Case("unknown command", ("warp",)),
+          Case("unknown option", ("config", "--warp"))]
+
+    # config: the full --set and config-file matrix (the cheapest command that loads one)
+    c += _config_cases(["config"], [], positional=True, full=True)
+
+    # verilog
+    v = ["verilog"]
+    c += _opt(v, [], [("no --out", [])])
+    c += _opt(v, [], _bad_dirs("--out"))
+    c += _opt(v, ["--out", "o"], [("--top unknown", ["--top", "warp_core"]),
+                                  ("--top empty", ["--top", ""]),
+                                  ("CONFIG and --config both", ["default", "--config", "default"]),
+                                  ("--top with --config unknown",
+                                   ["--top", "fp32_add", "--config", "no_such_preset"])])
+    c += _config_cases(v, ["--out", "o"], positional=True)
+
+    # regress
+    r = ["regress"]
+    c += _opt(r, [], _ints("--seed", ["-1", "abc", "1.5", "", str(2**31), "9" * 30]))
+    c += _opt(r, [], [("--sim unknown", ["--sim", "modelsim"]),
+                      ("-k matches nothing", ["-k", "warp_core"]),
+                      ("-k empty", ["-k", ""]),
+                      ("-k blank", ["-k", "  "]),
+                      ("--json in a missing folder, -k matches nothing",
+                       ["--json", "newdir/r.json", "-k", "warp_core"])])
+    c += _opt(r, ["-k", "fp32_add"], _bad_outputs("--json", ".json"))
+    seed_env = [("abc", "PIMFORGE_SEED=abc"), ("-1", "PIMFORGE_SEED=-1"),
+                ("1.5", "PIMFORGE_SEED=1.5"), (str(2**40), "PIMFORGE_SEED huge")]
+    for val, name in seed_env:
+        c.append(Case(f"regress: {name}", ("regress", "-k", "fp32_add"),
+                      env=(("PIMFORGE_SEED", val),)))
+    for val, name in (("afile", "a file"), ("afile/sub", "under a file"),
+                      (RO_DIR + "/cache", "in a read-only folder")):
+        c.append(Case(f"regress: PIMFORGE_CACHE {name}", ("regress", "-k", "fp32_add"),
+                      env=(("PIMFORGE_CACHE", val),)))
+
+    # run
+    c += [Case("run: no workload", ("run",)), Case("run: unknown workload", ("run", "warp")),
+          Case("run capsnet: no --net", ("run", "capsnet"))]
+    rc = ["run", "capsnet"]
+    c += _opt(rc, [], [("--net unknown", ["--net", "Caps-XX9"]), ("--net empty", ["--net", ""]),
+                       ("--net blank", ["--net", " "])])
+    base = ["--net", "Caps-MN1", "--model-only"]
+    c += _opt(rc, base, [*_ints("--scale", ["0", "-1", "abc", "2.5", str(1 << 21)]),
+                         *_ints("--freq", ["0", "-5", "nan", "inf", "abc", "1e9"]),
+                         ("--dim unknown", ["--dim", "Q"]),
+                         *_ints("--seed", ["-1", "abc", str(2**32)]),
+                         ("--dump empty", ["--dump", ""]),
+                         ("--dump is a file", ["--dump", "afile"]),
+                         ("--dump under a file", ["--dump", "afile/d"]),
+                         ("--ablation unknown", ["--ablation", "warp"]),
+                         ("--dram unknown", ["--dram", "sram"]),
+                         ("--operand-buffer unknown", ["--operand-buffer", "all"]),
+                         *_bad_outputs("--json", ".json")], after=True)
+    c += _config_cases(rc, base, positional=False, after=True)
+    # documented: B and N_L are divided by --scale and kept at least 1, and the run's
+    # first line states the sizes it ran
+    c.append(Case("valid: run capsnet --scale larger than the network",
+                  (*rc, *base, "--scale", str(1 << 20)), valid=True))
+    c.append(Case("run capsnet: PIMFORGE_CACHE a file (RTL run)",
+                  ("run", "capsnet", "--net", "Caps-MN1", "--scale", "64"),
+                  env=(("PIMFORGE_CACHE", "afile"),)))
+
+    # membench
+    m = ["membench"]
+    mb = ["--json", "r.json"]
+    c += [Case("membench: no --json", ("membench",))]
+    c += _opt(m, mb, [*_ints("--requests", ["0", "-1", "abc", "1e3", "", "9" * 20]),
+                      ("--requests past the memory", ["--requests", "10000000"]),
+                      *_ints("--write-fraction", ["-0.1", "1.5", "nan", "abc"]),
+                      *_ints("--stride", ["0", "15", "-16", "abc", str(2**33)]),
+                      ("--stride past the memory",
+                       ["--pattern", "strided", "--stride", str(2**32)]),
+                      *_ints("--burst", ["8", "24", "512"]),
+                      ("--burst not a power of two (pe-burst)",
+                       ["--pattern", "pe-burst", "--burst", "48"]),
+                      *_ints("--gamma-v", ["-1", "256"]),
+                      *_ints("--gamma-h", ["abc"]),
+                      *_ints("--seed", ["-1", str(2**32)]),
+                      ("--pattern unknown", ["--pattern", "zigzag"]),
+                      ("--mapping unknown", ["--mapping", "xor"]),
+                      ("--policy unknown", ["--policy", "fair"]),
+                      *_bad_outputs("--trace", ".csv")])
+    c += _opt(m, [], _bad_outputs("--json", ".json"))
+    c += _config_cases(m, mb, positional=True)
+    c.append(Case("membench: PIMFORGE_CACHE a file", ("membench", *mb),
+                  env=(("PIMFORGE_CACHE", "afile"),)))
+
+    # demo
+    d = ["demo"]
+    c += _opt(d, [], [*_ints("--batch", ["0", "-1", "abc", "4097", "9" * 20]),
+                      ("--batch more than the test images", ["--batch", "4096"]),
+                      *_ints("--offset", ["-1", "abc"]),
+                      ("--offset past the test images", ["--offset", "100000"]),
+                      ("--dram unknown", ["--dram", "sram"]),
+                      *_bad_outputs("--json", ".json")])
+    c += _config_cases(d, [], positional=False)
+    c.append(Case("demo: PIMFORGE_CACHE a file", ("demo", "--batch", "1"),
+                  env=(("PIMFORGE_CACHE", "afile"),)))
+
+    # approx
+    a = ["approx"]
+    c += _opt(a, [], [*_ints("--samples", ["99", "0", "-1", "abc", "1e6", "", "9" * 20]),
+                      *_ints("--seed", ["-1", "abc"]),
+                      *_bad_outputs("--json", ".json")])
+    c += _config_cases(a, [], positional=False)
+
+    # accuracy
+    ac = ["accuracy"]
+    c += _opt(ac, [], [*_ints("--rtl-images", ["0", "-1", "abc", "100000"]),
+                       ("--rtl-images past the test images with --rtl-sample",
+                        ["--rtl-sample", "--rtl-images", "100000"]),
+                       *_bad_outputs("--json", ".json")])
+    c += _config_cases(ac, [], positional=False)
+    c.append(Case("accuracy: PIMFORGE_CACHE a file (--rtl-sample)",
+                  ("accuracy", "--rtl-sample", "--rtl-images", "1"),
+                  env=(("PIMFORGE_CACHE", "afile"),)))
+
+    # capsnet-dist
+    cd = ["capsnet-dist"]
+    c += _opt(cd, [], [*_ints("--freq", ["0", "-1", "nan", "abc", "5001", ""]),
+                       ("--freq twice", ["--freq", "312.5", "--freq", "312.5"]),
+                       ("--freq twice in one list", ["--freq", "625,625"]),
+                       ("--net unknown", ["--net", "Caps-XX9"]),
+                       ("--net empty", ["--net", ""]),
+                       ("--net twice", ["--net", "Caps-MN1", "--net", "Caps-MN1"]),
+                       *_bad_outputs("--json", ".json")])
+    c += _config_cases(cd, [], positional=False)
+
+    # dse
+    ds = ["dse"]
+    c += [Case("dse: no kind", ("dse", "--out", "o")), Case("dse: no --out", ("dse", "spm"))]
+    c += _opt(ds, ["--out", "o"], [("kind unknown", ["warp"]), ("kind empty", [""])])
+    c += _opt(ds, ["spm", "--out", "o"],
+              [("--net unknown", ["--net", "resnet"]), ("--net empty", ["--net", ""]),
+               ("--org unknown", ["--org", "XYZ"]), ("--org empty", ["--org", ""]),
+               ("--org twice", ["--org", "HY", "--org", "HY"]),
+               ("--org twice in one list", ["--org", "HY,SEP,HY"]),
+               *_ints("--max-sectors", ["-1", "4097", "abc"])])
+    c += _opt(ds, ["spm"], _bad_dirs("--out"))
+    return c
+
+
+CASES: list[Case] = build_cases()
+
+
+# -- running them --------------------------------------------------------------------
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            out[str(p.relative_to(folder))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def run_case(case: Case, timeout: float = 30.0) -> Outcome:
+    """Run *case* in a fresh temporary folder and record what it did."""
+    with tempfile.TemporaryDirectory(prefix="pimforge-survey-") as tmp:
+        folder = Path(tmp)
+        _fixtures(folder)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PIMFORGE_")}
+        env.update(HOME=str(folder / "home"), PIMFORGE_CACHE=str(folder / "cache"),
+                   PYTHONDONTWRITEBYTECODE="1")
+        env.update(dict(case.env))
+        before = _snapshot(folder)
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "pimforge.gen.cli", *case.argv],
+                                cwd=folder, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+            status: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)         # its own session: the builds it started too
+            _, err = proc.communicate()
+            status = None
+        seconds = time.monotonic() - t0
+        after = _snapshot(folder)
+        written = sorted(k for k, v in after.items() if before.get(k) != v)
+        if not ROOT:
+            (folder / "ro").chmod(0o755)    # so that the folder can be removed
+        shutil.rmtree(folder / "cache", ignore_errors=True)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    return Outcome(case, status, len(lines), "Traceback (most recent call last)" in err,
+                   written, seconds, err)
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """The survey as Markdown: a summary line, then one row per case."""
+    bad = [o for o in outcomes if not o.holds]
+    head = [f"# Bad-input survey: {len(outcomes)} cases, {len(outcomes) - len(bad)} hold, "
+            f"{len(bad)} do not", "",
+            "Each case runs in a fresh temporary folder; a bad invocation holds when it exits "
+            "with status 2 and one stderr line, no traceback, nothing written (a documented "
+            "valid one: status 0, nothing written).", "",
+            "| case | command | outcome |", "| --- | --- | --- |"]
+
+    def cell(s: str) -> str:
+        return s.replace("|", "\\|").replace("\n", " ")
+    rows = []
+    for o in outcomes:
+        first = next((ln for ln in o.stderr.splitlines() if ln.strip()), "")
+        what = ("holds" if o.holds else "**FAILS**: " + "; ".join(o.problems))
+        what += f" ({o.seconds:.1f} s)" + (f": `{first[:160]}`" if first else "")
+        rows.append(f"| {cell(o.case.name)} | `{cell(o.case.command)}` | {cell(what)} |")
+    return "\n".join(head + rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bad_input_survey", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=out_file, required=True, help="write the Markdown table here")
+    p.add_argument("--jobs", type=int_range(1, 64), default=2, help="cases run at once")
+    p.add_argument("--timeout", type=int_range(1, 600), default=30,
+                   help="seconds after which a case counts as having started work")
+    p.add_argument("-k", dest="pattern", type=nonempty,
+                   help="only cases whose name contains this")
+    args = p.parse_args(argv)
+    cases = [c for c in CASES if not args.pattern or args.pattern in c.name]
+    if not cases:
+        p.error(f"no case matches {args.pattern!r}")
+    with ThreadPoolExecutor(args.jobs) as pool:
+        outcomes = list(pool.map(lambda c: run_case(c, args.timeout), cases))
+    write_text(args.out, table(outcomes))
+    bad = [o for o in outcomes if not o.holds]
+    print(f"{len(outcomes)} cases, {len(outcomes) - len(bad)} hold, {len(bad)} do not "
+          f"(table: {args.out})")
+    for o in bad:
+        print(f"  {o.case.name}: {'; '.join(o.problems)}\n    {o.case.command}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
