@@ -21,9 +21,12 @@ higgsfield-style ``Capsule Network.py``):
         a = torch.matmul(u_hat.transpose(3, 4), torch.cat([v] * N_L, dim=1))
         b = b + a.mean(dim=0, keepdim=True)              # .mean: shared b only
 
-Each op is one kernel launch, reading every input tensor from DRAM once and
-writing its output once; its time is ``max(FLOPs / peak, bytes / bandwidth)``
-plus a per-launch overhead (:data:`LAUNCH_S`).  The GPU peaks are
+The agreement and the ``b`` update run in every iteration, as in the paper's
+Algorithm 1 and the roofline (some public copies skip them in the last
+iteration, whose ``b`` is unused; that would save the four Eq. 4 kernels
+once).  Each op is one kernel launch, reading every input tensor from DRAM
+once and writing its output once; its time is ``max(FLOPs / peak, bytes /
+bandwidth)`` plus a per-launch overhead (:data:`LAUNCH_S`).  The GPU peaks are
 :data:`pimforge.sim.capsnet.gpu_roofline.GPUS` (one source of truth).
 
 Which broadcasts are materialized (counted at their full size, written by a
