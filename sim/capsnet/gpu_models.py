@@ -37,7 +37,7 @@ launch, means over Table 1 (``scripts/capsnet_gpu_models.py`` prints them):
   to thousands of MB), but predicts less gain than measured -- partial reuse
   by the caches inside a tensor is not modelled;
 * Fig. 7: 288 -> 897 GB/s gains only 26 % on average.  The model, memory
-  bound, gains about 2x (198 %): it DISAGREES.  The measured routing is not
+  bound, gains 198 % (3x the speed): it DISAGREES.  The measured routing is not
   limited by DRAM bandwidth alone (Fig. 5: 44.64 % of the stalls are memory,
   34.45 % barriers); this is the clearest sign that the real eager time has
   parts neither model has, so both are optimistic about a GPU with more
