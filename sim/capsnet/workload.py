@@ -40,6 +40,8 @@ prefetch, the ``default`` mapping) and ``pim-intra`` (no inter-vault distributio
 time and per-vault traffic: ``rmas-pim``, ``rmas-gpu`` (pipelined host and
 routing under the naive RTL arbitration policies), ``all-in-pim`` (host layers
 on the PEs too, a MODEL) and the GPU ``baseline`` (P100 roofline MODEL).
+Every run also reports both GPU MODELS of the inference, roofline and eager
+PyTorch (``gpu_models``, :mod:`pimforge.sim.capsnet.gpu_models`).
 ``ablation="all"`` runs every one and reports ``speedup_vs`` of PIM-CapsNet
 over each, with ``speedup_scope`` saying whether the ratio is of the routing
 or of the whole network.
@@ -66,6 +68,7 @@ from ..result import OMIT_IF_NONE, WorkloadResult
 from .compiler import compile_routing, program_ops
 from .distribution import choose_distribution
 from .energy import pim_energy
+from .gpu_models import GPUModelTime, gpu_models
 from .gpu_roofline import roofline
 from .networks import CapsNetSpec, network
 from .pipeline import routing_from_run, whole_network, whole_network_table
@@ -202,6 +205,12 @@ class CapsNetRun(WorkloadResult):
     obtained. ``variants``, ``speedup_vs``, ``energy_saving_vs``,
     ``speedup_scope`` and ``whole_network`` are set by :func:`run_ablations`
     for a network variant or ``all`` and left out of the JSON otherwise.
+
+    ``gpu_model`` and ``speedup_vs_gpu_model`` are the P100 (320 GB/s) roofline
+    of the routing; ``gpu_models`` holds both GPU MODELS of the whole inference
+    (``roofline`` and ``eager``, each per GPU variant, kernel by kernel:
+    :mod:`pimforge.sim.capsnet.gpu_models`); it is None only when read back
+    from a result written before it existed.
     """
 
     SCHEMA = "pimforge.run.capsnet"
@@ -258,6 +267,8 @@ class CapsNetRun(WorkloadResult):
     energy_saving_vs: dict[str, float] | None = field(default=None, metadata=OMIT_IF_NONE)
     speedup_scope: dict[str, str] | None = field(default=None, metadata=OMIT_IF_NONE)
     whole_network: dict | None = field(default=None, metadata=OMIT_IF_NONE)
+    gpu_models: dict[str, dict[str, GPUModelTime]] | None = field(default=None,
+                                                                  metadata=OMIT_IF_NONE)
 
     @property
     def ok(self) -> bool:
@@ -283,9 +294,14 @@ class CapsNetRun(WorkloadResult):
         lines.append(f"  {self.cycles} cycles = {self.time_s * 1e6:.2f} us; inter-vault "
                      f"{self.intervault_bytes} B; per equation "
                      f"{self.per_equation_cycles_busiest_vault}")
+        eager = ""
+        if self.gpu_models and self.gpu_model["gpu"] in self.gpu_models["eager"]:
+            e = self.gpu_models["eager"][self.gpu_model["gpu"]].routing_s / self.time_s
+            eager = f" (eager {e:.3g}x)"
         lines.append(f"  on {self.executed_on}; rtl_matches_model {self.rtl_matches_model}; "
                      f"max |v - v_float64| {self.max_abs_err_vs_float64:.3g}; speedup vs GPU "
-                     f"model {self.speedup_vs_gpu_model:.3g}x; wall {self.wall_s.total:.1f}s")
+                     f"model {self.speedup_vs_gpu_model:.3g}x{eager}; "
+                     f"wall {self.wall_s.total:.1f}s")
         return "\n".join(lines)
 
 
@@ -580,6 +596,7 @@ def assemble(net: CapsNetSpec, cfg: Config, opts: CapsNetRunOptions, dist: Distr
         gpu_model={"gpu": gpu.gpu, "routing_s": gpu.routing_s, "total_s": gpu.total_s,
                    "note": "roofline model, not a measurement"},
         speedup_vs_gpu_model=gpu.routing_s / m.time_s,
+        gpu_models=gpu_models(net),
         wall_s=WallTimes(build=run.build_s, rtl=rtl.wall_s if rtl else None,
                          rtl_loop=rtl.seconds if rtl else None, isa_model=model.seconds,
                          total=time.monotonic() - t_start),
