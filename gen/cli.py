@@ -23,7 +23,7 @@ from ..rtl.params import ParameterError
 from ..sim.verilator import lint, verilator_root
 from ..verif.regression import select
 from ..verif.runner import run_testbench
-from .args import int_range, out_dir, out_file
+from .args import int_range, nonempty, out_dir, out_file
 from .config import load_config, parse_overrides, preset_names, to_dict
 from .elaborate import elaborate
 from .errors import PimforgeError
@@ -63,7 +63,8 @@ def resolve_config(args) -> None:
 
 def add_verilog(p: argparse.ArgumentParser) -> None:
     add_config_positional(p)
-    p.add_argument("--top", help="generate this registered block instead of the config's top")
+    p.add_argument("--top", type=nonempty,
+                   help="generate this registered block instead of the config's top")
     p.add_argument("--config", dest="config_opt", help="config for --top (default: default)")
     p.add_argument("--out", type=out_dir, help="output folder")
     p.add_argument("--list", action="store_true", help="list the registered blocks")
@@ -100,7 +101,8 @@ def cmd_verilog(args) -> int:
 
 def add_regress(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
-    p.add_argument("-k", dest="pattern", help="only benches whose name matches (glob or substring)")
+    p.add_argument("-k", dest="pattern", type=nonempty,
+                   help="only benches whose name matches (glob or substring)")
     p.add_argument("--waves", action="store_true", help="dump waveforms (VCD)")
     p.add_argument("--seed", type=int_range(0, 2**31 - 1),
                    help="random seed (default: fresh, logged)")
@@ -146,7 +148,10 @@ def add_config(p: argparse.ArgumentParser) -> None:
 
 def cmd_config(args) -> int:
 
-    if not args.config and not args.overrides:
+    if args.config == "":
+        raise PimforgeError("the config name is empty: give a preset name or a TOML path, "
+                            "or omit it to list the presets")
+    if args.config is None and not args.overrides:
         print("\n".join(preset_names()))
         return 0
     print(json.dumps(to_dict(load_config(args.config, parse_overrides(args.overrides))),
