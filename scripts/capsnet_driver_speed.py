@@ -1,13 +1,15 @@
 """Workload-driver speed vs a native Verilator clock loop on the same Verilog.
 
 Usage: python scripts/capsnet_driver_speed.py [--net Caps-MN1] [--scale 32] [--config NAME]
-       [--dram banked|ideal] [--opt-fast FLAGS]
+       [--dram banked|ideal] [--opt-fast FLAGS] [--threads N]
 
 Runs the routing with the native driver (lane-vector memory serving, the DRAM
 model, sends, barriers) and, in the same run, a pure C++ clock loop over the
 same Verilated vault models (same executable, ``native`` mode: no memory
 serving, no bookkeeping) for the same number of cycles; prints both cycles/s
-and their ratio. ``--opt-fast`` rebuilds with Verilator's ``OPT_FAST`` make
+and their ratio, for the driver on one thread and on ``--threads`` (default:
+the usable cores), so the speed-up of the threaded driver is measured in the
+same run. ``--opt-fast`` rebuilds with Verilator's ``OPT_FAST`` make
 variable (the optimisation of the model's hot code) set to FLAGS, e.g. ``--opt-fast=-O2``.
 """
 
@@ -19,7 +21,12 @@ from pimforge.gen.config import load_config
 from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.distribution import choose_distribution
 from pimforge.sim.capsnet.networks import network
-from pimforge.sim.capsnet.rtl_run import build_vault_driver, native_loop, run_on_rtl
+from pimforge.sim.capsnet.rtl_run import (
+    build_vault_driver,
+    default_threads,
+    native_loop,
+    run_on_rtl,
+)
 from pimforge.sim.capsnet.workload import random_inputs
 
 
@@ -31,6 +38,8 @@ def main() -> None:
     ap.add_argument("--dram", choices=["banked", "ideal"], default="banked")
     ap.add_argument("--opt-fast", default=None)
     ap.add_argument("--repeat", type=int, default=3, help="best of N timings (default 3)")
+    ap.add_argument("--threads", type=int, default=default_threads(),
+                    help="driver threads of the threaded run (default: the usable cores)")
     a = ap.parse_args()
     cfg = load_config(a.config)
     net = network(a.net).scaled(a.scale)
@@ -39,16 +48,21 @@ def main() -> None:
     mems = comp.memories(u, W)
     extra = ("-MAKEFLAGS", f"OPT_FAST={a.opt_fast}") if a.opt_fast else ()
     exe = build_vault_driver(cfg, extra_args=extra)
-    drv_s, nat_s, cycles = [], [], 0
-    for _ in range(max(1, a.repeat)):    # interleaved, so both see the same machine load
-        r = run_on_rtl(comp, mems, cfg, exe=exe, dram=a.dram)
+    one_s, many_s, nat_s, cycles = [], [], [], 0
+    for _ in range(max(1, a.repeat)):    # interleaved, so all see the same machine load
+        r = run_on_rtl(comp, mems, cfg, exe=exe, dram=a.dram, threads=1)
         cycles = r.cycles
-        drv_s.append(r.seconds)
+        one_s.append(r.seconds)
+        rt = run_on_rtl(comp, mems, cfg, exe=exe, dram=a.dram, threads=a.threads)
+        if rt.cycles != cycles:
+            raise SystemExit(f"{a.threads} threads gave {rt.cycles} cycles, 1 thread {cycles}")
+        many_s.append(rt.seconds)
         nat_s.append(native_loop(comp, mems, cfg, r.cycles, exe=exe))
-    drv, nat = cycles / min(drv_s), cycles / min(nat_s)
+    one, many, nat = cycles / min(one_s), cycles / min(many_s), cycles / min(nat_s)
     print(f"{net.name} x{comp.vaults} vaults ({a.dram} DRAM, OPT_FAST {a.opt_fast or 'default'})"
-          f": {cycles} cycles; driver {drv:,.0f} cycles/s, native loop {nat:,.0f} cycles/s, "
-          f"ratio {drv / nat:.2f}")
+          f": {cycles} cycles; native loop (1 thread) {nat:,.0f} cycles/s; driver 1 thread "
+          f"{one:,.0f} cycles/s (ratio {one / nat:.2f}), {a.threads} threads {many:,.0f} "
+          f"cycles/s (ratio {many / nat:.2f}, speed-up {many / one:.2f}x)")
 
 
 if __name__ == "__main__":
