@@ -14,23 +14,21 @@ Operand memory (``dram``):
 
 ``"ideal"``   every read bundle is answered in the cycle it is asked for (the
               cycle count then equals :func:`~pimforge.sim.capsnet.timing.program_cycles`).
-``"banked"``  (default) a throughput model of the vault's DRAM: each cycle's
-              read bundle (live lanes of ``a`` and ``b``) and posted write bundle
-              are split into distinct 16-byte blocks, each block's bank and row
-              taken from a table computed here with the placement's shared
+``"banked"``  (default) a throughput model of the vault's DRAM and its
+              operand port: see ``vault_main.cpp`` and the README's "DRAM path
+              of the driver": announced bundles (prefetch hints) are fetched
+              ahead across the banks, each block's bank and row taken from a
+              table computed here with the placement's shared
               :class:`~pimforge.rtl.mem.address_map.AddressMap`
-              (:meth:`Compiled.bank_rows`). A bank serves a row hit in ``tCCD``
-              and a miss in ``tRP + tRCD + tCCD`` (``hmc.timing``, converted to
-              logic cycles at ``freq_mhz``; close page: ``tRCD + tCCD`` each),
-              the banks in parallel, and the vault's TSVs move
-              ``hmc.vault_bw_gbs`` per cycle. Latency is hidden, since the
-              operand streams are fixed by the loop descriptors and can be
-              prefetched; throughput and bank conflicts are not: ``rd_ready``
-              stays low while the bundle's banks (vault request stall) or the
-              TSVs (bandwidth stall) are behind. With ``hold_blocks`` (default)
-              the read ports keep the last accepted bundle's blocks and fetch
-              only the others. Refresh and the crossbar writes into a peer's
-              DRAM are not charged.
+              (:meth:`Compiled.bank_rows`); banks serve hits in ``tCCD`` and
+              misses in ``tRP + tRCD + tCCD`` (``hmc.timing`` in logic
+              cycles; close page: ``tRCD + tCCD``), the TSVs move
+              ``hmc.vault_bw_gbs``; ``rd_ready`` stays low while the oldest
+              bundle's blocks have not arrived. ``hold_blocks`` (default) gives
+              the port its buffers (``capsnet.read_buffer_blocks``,
+              ``fetch_blocks``, ``write_buffer_blocks``; without prefetch: the
+              last bundle's blocks). Refresh and the crossbar writes into a
+              peer's DRAM are not charged.
 """
 
 from __future__ import annotations

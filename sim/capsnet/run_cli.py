@@ -47,8 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="operand memory of the RTL run: banked DRAM throughput model "
                         "(default) or ideal (always ready)")
     p.add_argument("--operand-buffer", choices=["bundle", "none"], default="bundle",
-                   help="banked DRAM: the read ports keep the last bundle's blocks "
-                        "(bundle, default) or refetch every block (none)")
+                   help="banked DRAM: the vault operand port's buffers (bundle, default: "
+                        "read buffer with run fetches and write combining; the last "
+                        "bundle's blocks when prefetch is off) or none (every block "
+                        "fetched and written)")
     p.add_argument("--threads", type=int_range(1, 1024), default=None,
                    help="driver threads clocking the vaults (default: the usable cores); "
                         "the result does not depend on it")
