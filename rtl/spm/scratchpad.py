@@ -12,7 +12,8 @@ from ..hierarchy import Leaf, leaf_name
 from .pmu import SPMPowerManager
 from .port import SPMPort
 
-__all__ = ["SectorMacro", "SectoredSPM", "from_config", "poison", "valid_tag_layout"]
+__all__ = ["SectorMacro", "SectoredSPM", "from_config", "macro_verilog", "poison",
+           "valid_tag_layout"]
 
 #: Words whose valid tags share one row of a macro's tag memory (and one scrub visit).
 TAG_LANES = 16
@@ -109,7 +110,7 @@ class SectorMacro(wiring.Component):
                          tw.en.eq(Mux(we, lane_onehot(lane), 0))]
             rp = data.read_port()
             tr = tags.read_port()
-            lane_q = Signal(max(1, lb), name=f"lane{i}")
+            lane_q = Signal(max(1, lb), name=f"lane{i}", reset_less=True)
             m.d.comb += [rp.addr.eq(row), tr.addr.eq(trow)]
             m.d.sync += lane_q.eq(lane)
             entry = (Array(tr.data[j * tb:(j + 1) * tb] for j in range(lanes))[lane_q[:lb]]
@@ -126,6 +127,89 @@ class SectorMacro(wiring.Component):
         sw = tags.write_port(granularity=tb)
         m.d.comb += [sw.addr.eq(row_q), sw.data.eq(0), sw.en.eq(stale & ~busy)]
         return m
+
+
+def macro_verilog(name: str, *, depth: int, word_bits: int, ports: int) -> str:
+    """A :class:`SectorMacro` as a Verilog module *name*: the same logic, written here.
+
+    Amaranth writes a memory's initial values one word per line (and takes
+    seconds per million bits to do it); here the memories are set to zero
+    by a loop, so the text does not grow with the depth. Port names are
+    those of the signature, as :class:`~pimforge.rtl.hierarchy.Leaf`
+    connects them.
+    """
+    w, d = word_bits, depth
+    lanes, rows, k = valid_tag_layout(depth)
+    rb, lb, tb = exact_log2(depth), exact_log2(lanes), k + 1
+    pb = exact_log2(rows)
+
+    ptr = "ptr" if pb else "1'b0"    # one tag row: the scrubber stays on it
+
+    def vec(n):
+        return f"[{n - 1}:0] "
+
+    names = ["clk", "epoch"]
+    decl = ["  input clk;", f"  input {vec(k)}epoch;"]
+    body = []
+    busy = []
+    for i in range(ports):
+        names += [f"addr{i}", f"we{i}", f"wdata{i}", f"rdata{i}", f"hit{i}"]
+        decl += [f"  input {vec(max(1, rb))}addr{i};", f"  input we{i};",
+                 f"  input {vec(w)}wdata{i};", f"  output {vec(w)}rdata{i};",
+                 f"  output hit{i};"]
+        row = f"addr{i}[{rb - 1}:0]" if rb else "1'b0"
+        trow = f"addr{i}[{rb - 1}:{lb}]" if pb else "1'b0"
+        lane = f"addr{i}[{lb - 1}:0]" if lb else "1'b0"
+        body += [
+            f"  wire {vec(lanes)}oh{i} = {lanes}'d1 << {lane};",
+            f"  reg {vec(w)}rd{i} = {w}'d0;",
+            f"  reg {vec(lanes * tb)}tq{i} = {lanes * tb}'d0;",
+            f"  reg {vec(max(1, lb))}lane_q{i} = {max(1, lb)}'d0;",
+            f"  reg {vec(lanes)}skip{i} = {lanes}'d0;",
+            f"  wire {vec(tb)}ent{i} = tq{i}[lane_q{i} * {tb} +: {tb}];",
+            f"  assign rdata{i} = rd{i};",
+            f"  assign hit{i} = ent{i}[0] && ent{i}[{tb - 1}:1] == epoch;",
+            "  always @(posedge clk) begin",
+            f"    rd{i} <= data[{row}];",
+            f"    tq{i} <= tags[{trow}];",
+            f"    lane_q{i} <= {lane};",
+            f"    skip{i} <= we{i} && {trow} == ptr ? oh{i} : {lanes}'d0;",
+            f"    if (we{i}) data[{row}] <= wdata{i};",
+            *(f"    if (we{i} && oh{i}[{j}]) tags[{trow}][{j * tb + tb - 1}:{j * tb}] "
+              f"<= {{epoch, 1'b1}};" for j in range(lanes)),
+            "  end",
+        ]
+        busy += [f"skip{i}", f"(we{i} && {trow} == row_q ? oh{i} : {lanes}'d0)"]
+    stale = [f"  assign stale[{j}] = scrub[{j * tb}] && scrub[{j * tb + tb - 1}:{j * tb + 1}] "
+             "!= epoch;" for j in range(lanes)]
+    text = [
+        f"module {name}({', '.join(names)});",
+        *decl,
+        f"  reg {vec(w)}data [0:{d - 1}];",
+        f"  reg {vec(lanes * tb)}tags [0:{rows - 1}];",
+        "  integer i;",
+        "  initial begin",
+        f"    for (i = 0; i < {d}; i = i + 1) data[i] = {w}'d0;",
+        f"    for (i = 0; i < {rows}; i = i + 1) tags[i] = {lanes * tb}'d0;",
+        "  end",
+        f"  reg {vec(max(1, pb))}ptr = {max(1, pb)}'d0;",
+        f"  reg {vec(max(1, pb))}row_q = {max(1, pb)}'d0;",
+        f"  reg {vec(lanes * tb)}scrub = {lanes * tb}'d0;",
+        f"  wire {vec(lanes)}stale;",
+        *stale,
+        *body,
+        f"  wire {vec(lanes)}busy = {' | '.join(busy)};",
+        f"  wire {vec(lanes)}clear = stale & ~busy;",
+        "  always @(posedge clk) begin",
+        f"    scrub <= tags[{ptr}];",
+        f"    ptr <= {'ptr + 1' if pb else ptr};",
+        "    row_q <= ptr;",
+        *(f"    if (clear[{j}]) tags[{'row_q' if pb else ptr}]"
+          f"[{j * tb + tb - 1}:{j * tb}] <= {tb}'d0;" for j in range(lanes)),
+        "  end",
+        "endmodule",
+    ]
+    return "\n".join(text) + "\n"
 
 
 class SectoredSPM(wiring.Component):
@@ -183,9 +267,11 @@ class SectoredSPM(wiring.Component):
     macros, e.g. 256 KiB of 32-bit words in 4 banks x 4 sectors. Logic per
     macro: ``L`` epoch comparators and a ``log2 R``-bit row counter; per
     sector one ``k``-bit counter. The macros are one shared Verilog module
-    (:class:`~pimforge.rtl.hierarchy.Leaf`), so the generated Verilog and its
-    Verilator build grow only with one macro's memory initialisation, not with
-    the number of macros.
+    (:class:`~pimforge.rtl.hierarchy.Leaf`) written by :func:`macro_verilog`,
+    which sets the memories to zero with a loop rather than one line per word
+    as Amaranth does, so neither the generated Verilog nor its Verilator build
+    grows with the capacity (only widths change). The Amaranth simulator runs
+    :class:`SectorMacro`, the same logic; the cocotb benches check the Verilog.
 
     Parameters
     ----------
@@ -295,7 +381,8 @@ class SectoredSPM(wiring.Component):
         macros = []
         for s in range(self.sectors):
             for b in range(self.banks):
-                mac = Leaf(name, lambda: SectorMacro(**kw))
+                mac = Leaf(name, lambda: SectorMacro(**kw),
+                           verilog=lambda n: macro_verilog(n, **kw))
                 m.submodules[f"mem_s{s}_b{b}"] = mac
                 macros.append(mac)
                 m.d.comb += mac.epoch.eq(epochs[s])
@@ -305,12 +392,15 @@ class SectoredSPM(wiring.Component):
                                  getattr(mac, f"we{i}").eq(w & (bank == b) & (sec == s))]
         for i, p in enumerate(ports):
             _, bank, _, sec, on = wr[i]
-            sel = Signal(range(len(macros)), name=f"sel{i}")
             ok = Signal(name=f"ok{i}")
-            m.d.sync += [sel.eq(sec * self.banks + bank if (sb or bb) else 0), ok.eq(on)]
-            datas = Array(getattr(mac, f"rdata{i}") for mac in macros)
-            hits = Array(getattr(mac, f"hit{i}") for mac in macros)
-            m.d.comb += p.rdata.eq(Mux(ok & hits[sel], datas[sel], poison(self.word_bits)))
+            m.d.sync += ok.eq(on)
+            data, hit = (getattr(macros[0], f"rdata{i}"), getattr(macros[0], f"hit{i}"))
+            if len(macros) > 1:      # (a 0-bit select would be an empty Verilog range)
+                sel = Signal(range(len(macros)), name=f"sel{i}")
+                m.d.sync += sel.eq(sec * self.banks + bank)
+                data = Array(getattr(mac, f"rdata{i}") for mac in macros)[sel]
+                hit = Array(getattr(mac, f"hit{i}") for mac in macros)[sel]
+            m.d.comb += p.rdata.eq(Mux(ok & hit, data, poison(self.word_bits)))
         return m
 
 
