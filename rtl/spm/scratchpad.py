@@ -1,4 +1,13 @@
-"""Power-gated multi-bank sectored scratchpad (DESCNet Sec. V-A, Fig. 13)."""
+"""Power-gated multi-bank sectored scratchpad (DESCNet Sec. V-A, Fig. 13).
+
+The non-retention of a powered-off sector is modelled per word without logic
+per word: every word carries a valid tag ``(flag, epoch)`` in a memory beside
+it, a sector's epoch steps where its valid bits would all be cleared, and a
+scrubber clears stale flags before an epoch can come back to their value.
+:class:`SectoredSPM` explains why the responses are exactly those of one valid
+flip-flop per word and what it costs (``k + 1`` bits per word, ``k`` about
+``log2(words per macro / 16) + 1``); :func:`valid_tag_layout` sizes it.
+"""
 
 from __future__ import annotations
 
