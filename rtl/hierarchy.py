@@ -121,6 +121,13 @@ class Leaf(wiring.Component):
     factory : callable
         Returns a fresh component of the block; called once for the module
         (and once per use outside a :func:`leaf_scope`).
+    verilog : callable, optional
+        ``verilog(name)`` returns the module's Verilog, written by the block's
+        generator instead of converted from a copy: for a block whose
+        conversion grows with a size that its text need not (a memory, whose
+        initial values Amaranth writes one word per line). The module must have
+        the block's ports (signature members named ``a__b``, ``clk``, ``rst``)
+        and behave as the block, which is still what runs outside a scope.
 
     Attributes
     ----------
@@ -131,7 +138,8 @@ class Leaf(wiring.Component):
     """
 
 
-    def __init__(self, name: str, factory: Callable[[], wiring.Component]):
+    def __init__(self, name: str, factory: Callable[[], wiring.Component], *,
+                 verilog: Callable[[str], str] | None = None):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"leaf name must be a Verilog identifier, not {name!r}")
         self.leaf_name = name
@@ -157,7 +165,11 @@ class Leaf(wiring.Component):
             known = scope.modules.get(name)
             self._impl = None
             if known is None:
-                text = _convert(proto, name)
+                if verilog is None:
+                    text = _convert(proto, name)
+                else:
+                    text = verilog(name)
+                    scope.spare.append(proto)   # read for its signature only
                 body = re.search(rf"^module {re.escape(name)}\(.*?^endmodule", text,
                                  re.M | re.S)
                 ports = frozenset(_PORT_RE.findall(body.group(0) if body else ""))

@@ -26,6 +26,11 @@ ACCELERATOR = Accelerator(
         Bench("spm_3port", "spm", f"{_TB}.test_spm",
               overrides={"spm.ports": 3, "spm.banks": 2, "spm.sectors": 4,
                          "spm.wakeup_cycles": 5, "spm.sleep_cycles": 1, "spm.size_bytes": 256}),
+        # 128-word macros: the valid-tag scrubber walks 8 tag rows while the 4-bit
+        # epochs wrap many times under the fastest power cycling.
+        Bench("spm_deep", "spm", f"{_TB}.test_spm",
+              overrides={"spm.ports": 2, "spm.size_bytes": 8192, "spm.wakeup_cycles": 1,
+                         "spm.sleep_cycles": 1}),
         Bench("descnet_spm_hy", "descnet_spm", f"{_TB}.test_descnet_spm"),
         Bench("descnet_spm_hy_ps1", "descnet_spm", f"{_TB}.test_descnet_spm",
               overrides={"spm.shared_ports": 1, "spm.wakeup_cycles": 1}),
