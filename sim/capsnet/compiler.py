@@ -8,29 +8,42 @@ vault's DRAM (vault-local word addresses, mapped to cube byte addresses by
 the shared :class:`pimforge.rtl.mem.address_map.AddressMap`), and functions
 that load ``u``/``W`` into the vault memories and gather ``v`` back.
 
-Per dimension (vault 0 is the master of every aggregation; only vaults that
-receive a non-empty slice take part):
+Per dimension (only vaults that receive a non-empty slice take part; every
+aggregation across vaults is spread over them as a reduce-scatter followed by
+an all-gather, so no vault's controller or crossbar port carries more than its
+share; active vault ``q`` *owns* the ``q``-th :func:`split` slice of the
+aggregated outputs):
 
 ``B``  vault ``v`` routes its batch slice with the whole ``W`` (replicated).
-       Per iteration the master computes the softmax (Eq. 5) and broadcasts
-       ``c``; every vault runs Eq. 2-4 on its samples, pre-aggregates the
-       agreement over its samples and sends the partial ``sum_k a_kij`` to the
-       master, which reduces the partials and updates ``b`` (Eq. 4).
+       Per iteration each owner of a row slice of ``b`` (rows of ``N_L``)
+       computes the softmax (Eq. 5) of its rows and sends them to every vault
+       (all-gather of ``c``); every vault runs Eq. 2-4 on its samples,
+       pre-aggregates the agreement over its samples and sends each owner its
+       rows of the partial ``sum_k a_kij`` (reduce-scatter); each owner reduces
+       its rows of the partials and updates its rows of ``b`` (Eq. 4).
 ``L``  vault ``v`` holds an L-capsule slice (its ``u``, ``W``, ``b``, ``c``).
        Per iteration: local softmax and Eq. 2 partial sums over its ``i``;
-       the partial ``s`` go to the master, which reduces them, squashes (Eq. 3)
-       and broadcasts ``v``; each vault then updates its own ``b`` (Eq. 4).
+       each owner of a slice of the ``B * N_H`` output capsules receives its
+       capsules of every vault's partial ``s`` (reduce-scatter), reduces them,
+       squashes them (Eq. 3, whole capsules) and sends them to every vault
+       (all-gather of ``v``); each vault then updates its own ``b`` (Eq. 4).
 ``H``  vault ``v`` holds an H-capsule slice (``u`` replicated). Per iteration
-       every vault sends its ``b`` columns to the master, which computes the
-       softmax over the full rows and sends each vault its ``c`` columns; Eq. 2-4
-       are then local.
+       every vault sends each owner of a row slice of ``b`` (rows of ``N_L``) its
+       columns of those rows; the owner computes the softmax over its full rows
+       and sends each vault its columns of ``c`` back; Eq. 2-4 are then local.
+
+Every vault sends to the other vaults in ring order starting after itself
+(vault ``q`` first to ``q + 1``, then ``q + 2``...), so that the first sends of
+the vaults go to distinct crossbar ports.
 
 Reduction order (what the ISA executor and the RTL compute, and what
 :func:`program_ops` hands to :func:`~pimforge.verif.models.routing.route_pim`):
 every MAC group is summed in the PE's lane order
 (:func:`~pimforge.verif.models.capsnet_isa.lane_sum`); a sum split across
 vaults (over ``k`` for B, over ``i`` for L) is the lane-order sum of each
-vault's slice, followed by the lane-order sum of the partials in vault order.
+vault's slice, followed by the lane-order sum of the partials in vault order
+(each owner sums its outputs' partials in vault order, so the results do not
+depend on who owns them).
 
 Loop normalisation (:func:`normalize`): the vault controller issues ``lanes``
 outputs of an instruction's innermost output loop ``o3`` per cycle, so every
@@ -44,8 +57,9 @@ The MAC groups (``e`` loop) are untouched, so every sum keeps its order.
 ``compile_routing(..., normalize=False)`` emits the programs as written; the
 tests check that both give the same memories bit for bit.
 
-Barriers separate the phases. Errors a user can cause raise
-:class:`~pimforge.gen.errors.CapacityError`: a program longer than
+Barriers separate the phases: a vault reads or overwrites the words another
+vault SENDs it only after the barrier that follows the SEND. Errors a user
+can cause raise :class:`~pimforge.gen.errors.CapacityError`: a program longer than
 ``capsnet.imem_instructions`` or data larger than ``hmc.capacity_per_vault``.
 """
 
@@ -366,6 +380,10 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     active = [v for v in range(nv) if slices[v][1] > slices[v][0]]
     na = len(active)
     master = active[0]
+    # The aggregation's owners: active vault q owns the q-th slice of the
+    # capsules (B * N_H) of s for L, of the rows of b (N_L) for B and H.
+    own = dict(zip(active, split(nb * nh if dim == "L" else nl, na)))
+    owners = [v for v in active if own[v][1] > own[v][0]]
     allocs = [_Alloc() for _ in range(nv)]
     progs = [_Emit(cfg.capsnet.pes_per_vault if normalize else 0,
                    cfg.capsnet.hold_words if intra_vault else 0)
@@ -376,6 +394,7 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
         lo, hi = slices[v]
         n = hi - lo
         kv, lv, hv = {"B": (n, nl, nh), "L": (nb, n, nh), "H": (nb, nl, n)}[dim]
+        cnt = own[v][1] - own[v][0]
         al, a = allocs[v], ar[v]
         a["one"] = al("one", 1)
         a["u"] = al("u", kv, lv, cl)
@@ -393,82 +412,106 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
         if dim == "L":
             a["b"] = al("b", lv, hv)
             a.update(_softmax_arrays_prefixed(al, "sm", lv, hv))
-            if v == master:
-                a["S"] = al("S", na, nb, nh, ch)
-                a["sfull"] = al("sfull", nb, nh, ch)
-                a["tmpm"] = al("tmpm", 6, nb, nh)
-                a["vfull"] = al("vfull", nb, nh, ch)
-            else:
-                a["vfull"] = al("vfull", nb, nh, ch)
+            if cnt:
+                a["S"] = al("S", na, cnt, ch)
+                a["sred"] = al("sred", cnt, ch)
+                a["tmpm"] = al("tmpm", 6, cnt)
+            a["vfull"] = al("vfull", nb, nh, ch)
         elif dim == "H":
             a["b"] = al("b", lv, hv)
-            if v == master:
-                a["Bfull"] = al("Bfull", nl, nh)
-                a.update(_softmax_arrays_prefixed(al, "sm", nl, nh))
-        else:
-            if v == master:
-                a["b"] = al("b", nl, nh)
-                a["P"] = al("P", na, nl, nh)
-                a["tot"] = al("tot", nl, nh)
-                a.update(_softmax_arrays_prefixed(al, "sm", nl, nh))
+            if cnt:
+                a["Bown"] = al("Bown", cnt, nh)
+                a.update(_softmax_arrays_prefixed(al, "sm", cnt, nh))
+        elif cnt:
+            # The softmax of the owned rows writes them straight into c.
+            a["b"] = al("b", cnt, nh)
+            a["P"] = al("P", na, cnt, nh)
+            a["tot"] = al("tot", cnt, nh)
+            a.update(_softmax_arrays_prefixed(al, "sm", cnt, nh, ("m", "t", "e", "z")))
     for v in active:
         a, e = ar[v], progs[v]
         kv, lv, hv = a["dims"]
         e.eq1(a["u"], a["W"], a["uh"], kv, lv, hv, ch, cl)
     for _ in range(it):
         if dim == "B":
-            m = ar[master]
-            progs[master].softmax(m["b"], m["sm_m"], m["sm_t"], m["sm_e"], m["sm_z"],
-                                  m["sm_c"], m["one"], nl, nh)
-            for v in active:
-                progs[master].send(m["sm_c"], ar[v]["c"], v, 1, nl * nh)
+            # Softmax of the owned rows of b, then all-gather of c.
+            for v in owners:
+                a, e = ar[v], progs[v]
+                r0, r1 = own[v]
+                e.softmax(a["b"], a["sm_m"], a["sm_t"], a["sm_e"], a["sm_z"],
+                          a["c"] + r0 * nh, a["one"], r1 - r0, nh)
+                for w in _stagger(active, v):
+                    if w != v:
+                        e.send(a["c"] + r0 * nh, ar[w]["c"] + r0 * nh, w, 1, (r1 - r0) * nh)
             _barrier(progs, active)
+            # Eq. 2-4 on each batch slice, then reduce-scatter of the partial
+            # agreements: each owner gets its rows of every vault's p.
             for q, v in enumerate(active):
                 a, e = ar[v], progs[v]
                 kv, lv, hv = a["dims"]
                 e.eq2(a["uh"], a["c"], a["s"], kv, lv, hv, ch)
                 e.squash(a["s"], a["tmp"], a["v"], a["one"], kv, hv, ch)
                 e.eq4(a["uh"], a["v"], a["agr"], a["p"], None, a["one"], kv, lv, hv, ch)
-                e.send(a["p"], m["P"] + q * nl * nh, master, 1, nl * nh)
+                for w in _stagger(owners, v, active):
+                    r0, r1 = own[w]
+                    e.send(a["p"] + r0 * nh, ar[w]["P"] + q * (r1 - r0) * nh, w, 1,
+                           (r1 - r0) * nh)
             _barrier(progs, active)
-            pm = progs[master]
-            pm.reduce(m["P"], m["tot"], m["one"], nl * nh, na, "eq4")
-            pm(op=Opcode.ADD, n1=nl * nh, a=m["b"], a_s1=1, b=m["tot"], b_s1=1,
-               d=m["b"], d_s1=1)
+            for v in owners:
+                a, e = ar[v], progs[v]
+                n = (own[v][1] - own[v][0]) * nh
+                e.reduce(a["P"], a["tot"], a["one"], n, na, "eq4")
+                e(op=Opcode.ADD, n1=n, a=a["b"], a_s1=1, b=a["tot"], b_s1=1, d=a["b"], d_s1=1)
         elif dim == "L":
-            m = ar[master]
+            # Local softmax and Eq. 2, then reduce-scatter of the partial s:
+            # each owner gets its capsules of every vault's s.
             for q, v in enumerate(active):
                 a, e = ar[v], progs[v]
                 kv, lv, hv = a["dims"]
                 e.softmax(a["b"], a["sm_m"], a["sm_t"], a["sm_e"], a["sm_z"], a["c"],
                           a["one"], lv, hv)
                 e.eq2(a["uh"], a["c"], a["s"], kv, lv, hv, ch)
-                e.send(a["s"], m["S"] + q * nb * nh * ch, master, 1, nb * nh * ch)
+                for w in _stagger(owners, v, active):
+                    c0, c1 = own[w]
+                    e.send(a["s"] + c0 * ch, ar[w]["S"] + q * (c1 - c0) * ch, w, 1,
+                           (c1 - c0) * ch)
             _barrier(progs, active)
-            pm = progs[master]
-            pm.reduce(m["S"], m["sfull"], m["one"], nb * nh * ch, na, "eq2")
-            pm.squash(m["sfull"], m["tmpm"], m["vfull"], m["one"], nb, nh, ch)
-            for v in active:
-                if v != master:
-                    pm.send(m["vfull"], ar[v]["vfull"], v, 1, nb * nh * ch)
+            # Each owner reduces (in vault order) and squashes its capsules
+            # straight into its v, then all-gathers them.
+            for v in owners:
+                a, e = ar[v], progs[v]
+                c0, c1 = own[v]
+                e.reduce(a["S"], a["sred"], a["one"], (c1 - c0) * ch, na, "eq2")
+                e.squash(a["sred"], a["tmpm"], a["vfull"] + c0 * ch, a["one"], 1, c1 - c0, ch)
+                for w in _stagger(active, v):
+                    if w != v:
+                        e.send(a["vfull"] + c0 * ch, ar[w]["vfull"] + c0 * ch, w, 1,
+                               (c1 - c0) * ch)
             _barrier(progs, active)
             for v in active:
                 a, e = ar[v], progs[v]
                 kv, lv, hv = a["dims"]
                 e.eq4(a["uh"], a["vfull"], a["agr"], a["p"], a["b"], a["one"], kv, lv, hv, ch)
         else:
-            m = ar[master]
+            # Transpose: each owner gathers its rows of b from every column slice.
             for v in active:
                 a = ar[v]
                 lo, hi = slices[v]
-                progs[v].send(a["b"], m["Bfull"] + lo, master, nl, hi - lo, dst_s1=nh)
+                for w in _stagger(owners, v, active):
+                    r0, r1 = own[w]
+                    progs[v].send(a["b"] + r0 * (hi - lo), ar[w]["Bown"] + lo, w, r1 - r0,
+                                  hi - lo, dst_s1=nh)
             _barrier(progs, active)
-            pm = progs[master]
-            pm.softmax(m["Bfull"], m["sm_m"], m["sm_t"], m["sm_e"], m["sm_z"], m["sm_c"],
-                       m["one"], nl, nh)
-            for v in active:
-                lo, hi = slices[v]
-                pm.send(m["sm_c"] + lo, ar[v]["c"], v, nl, hi - lo, src_s1=nh)
+            # Softmax of the owned rows; each vault gets its columns of them back.
+            for v in owners:
+                a, e = ar[v], progs[v]
+                r0, r1 = own[v]
+                e.softmax(a["Bown"], a["sm_m"], a["sm_t"], a["sm_e"], a["sm_z"], a["sm_c"],
+                          a["one"], r1 - r0, nh)
+                for w in _stagger(active, v):
+                    lo, hi = slices[w]
+                    e.send(a["sm_c"] + lo, ar[w]["c"] + r0 * (hi - lo), w, r1 - r0, hi - lo,
+                           src_s1=nh)
             _barrier(progs, active)
             for v in active:
                 a, e = ar[v], progs[v]
@@ -479,6 +522,7 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     for v in range(nv):
         progs[v](op=Opcode.HALT)
     if dim == "L":
+        # After the all-gather every active vault holds the whole v.
         v_at.append((master, "vfull", (slice(None),)))
     else:
         for v in active:
@@ -499,10 +543,21 @@ def compile_routing(net: CapsNetSpec, dim: str, cfg, *, vaults: int | None = Non
     return comp
 
 
-def _softmax_arrays_prefixed(al: _Alloc, pre: str, rows: int, cols: int) -> dict:
-    return {f"{pre}_{k}": al(f"{pre}_{k}", *sh)
-            for k, sh in (("m", (rows,)), ("t", (rows, cols)), ("e", (rows, cols)),
-                          ("z", (rows,)), ("c", (rows, cols)))}
+def _stagger(dests: list[int], v: int, ring: list[int] | None = None) -> list[int]:
+    """*dests* in the order vault *v* sends to them: the next vault after *v* on
+    the *ring* of the active vaults (default *dests*) first, *v* itself last, so
+    that the vaults start on different crossbar ports."""
+    ring = dests if ring is None else ring
+    q, n = ring.index(v), len(ring)
+    order = {w: (ring.index(w) - q - 1) % n for w in dests}
+    return sorted(dests, key=order.__getitem__)
+
+
+def _softmax_arrays_prefixed(al: _Alloc, pre: str, rows: int, cols: int,
+                             keys: tuple[str, ...] = ("m", "t", "e", "z", "c")) -> dict:
+    shapes = {"m": (rows,), "t": (rows, cols), "e": (rows, cols), "z": (rows,),
+              "c": (rows, cols)}
+    return {f"{pre}_{k}": al(f"{pre}_{k}", *shapes[k]) for k in keys}
 
 
 def _barrier(progs: list[_Emit], active: list[int]) -> None:
