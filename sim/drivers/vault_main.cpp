@@ -430,9 +430,10 @@ int main(int argc, char** argv) {
     const int T = threads < nv ? threads : nv;
     std::vector<std::vector<long>> recv_t(T, std::vector<long>(nv, 0));
     std::vector<long> sends_t(T, 0);
+    std::vector<int> nbar_t(T, 0), nhalt_t(T, 0);   // per worker, published each cycle
     SpinBarrier sync(T);
     auto t0 = std::chrono::steady_clock::now();
-    bool done = false, release = false;
+    bool done = false;
     int rc = 0;
     std::vector<char> active(nv, 0);
     FILE* prog_f = nullptr;
@@ -442,53 +443,57 @@ int main(int argc, char** argv) {
         const int lo = (int)((long)nv * tid / T), hi = (int)((long)nv * (tid + 1) / T);
         std::vector<long>& my_recv = recv_t[tid];
         while (true) {
-            for (int i = lo; i < hi; i++) { Top* t = v[i].get(); t->clk = 0; t->eval(); }
+            int mb = 0, mh = 0;
+            for (int i = lo; i < hi; i++) {
+                Top* t = v[i].get();
+                t->clk = 0; t->eval();
+                mb += t->at_bar; mh += t->halted;
+            }
+            nbar_t[tid] = mb; nhalt_t[tid] = mh;
             sync.wait();
-            if (tid == 0) {
-                if ((cycle & 4095) == 0) {
-                    // progress.txt for long runs (named fields): cycle, phases done, seconds so far
-                    auto nowt = std::chrono::steady_clock::now();
-                    if (std::chrono::duration<double>(nowt - last_report).count() > 10.0) {
-                        last_report = nowt;
-                        prog_f = fopen((dir + "/progress.txt").c_str(), "w");
-                        if (prog_f) {
-                            fprintf(prog_f, "cycle = %ld\nphase = %ld\nseconds = %.1f\n", cycle,
-                                    phase_no, std::chrono::duration<double>(nowt - t0).count());
-                            fclose(prog_f);
-                        }
-                    }
+            // Every worker decides the cycle from the same published counts and
+            // crossbar totals (no vault sends in a cycle where all wait at a
+            // barrier), so no second barrier is needed before the rising edge.
+            if (done) return;
+            int nbar = 0, nhalt = 0;
+            for (int k = 0; k < T; k++) { nbar += nbar_t[k]; nhalt += nhalt_t[k]; }
+            bool rel = false, stop = false;
+            if (cycle >= max_cycles || nhalt == nv) {
+                stop = true;
+            } else if (nbar + nhalt == nv) {
+                // Crossbar model: every vault port moves bw bytes a cycle; a phase
+                // ends when the busiest port has moved its sent and received bytes.
+                long worst = 0;
+                for (int i = 0; i < nv; i++) {
+                    long r = 0;
+                    for (int k = 0; k < T; k++) r += recv_t[k][i];
+                    long b = sent[i] > r ? sent[i] : r;
+                    if (b > worst) worst = b;
                 }
-                int nbar = 0, nhalt = 0;
-                for (int i = 0; i < nv; i++) { nbar += v[i]->at_bar; nhalt += v[i]->halted; }
-                release = false;
-                if (cycle >= max_cycles) {
-                    fprintf(stderr, "cycle limit %ld reached\n", max_cycles);
-                    rc = 3; done = true;
-                } else if (nhalt == nv) {
-                    done = true;   // the cycle that sees every vault halted counts
-                    cycle++;
-                } else if (nbar + nhalt == nv) {
-                    // Crossbar model: every vault port moves bw bytes a cycle; a phase
-                    // ends when the busiest port has moved its sent and received bytes.
-                    long worst = 0;
-                    for (int i = 0; i < nv; i++) {
-                        long r = 0;
-                        for (int k = 0; k < T; k++) r += recv_t[k][i];
-                        long b = sent[i] > r ? sent[i] : r;
-                        if (b > worst) worst = b;
+                long need = phase_start + (long)((double)worst / bw + 0.999999);
+                rel = cycle >= need;
+                if (!rel && tid == 0) xbar_wait++;
+            }
+            if (stop) return;
+            if (tid == 0 && (cycle & 4095) == 0) {
+                // progress.txt for long runs (named fields): cycle, phases done, seconds so far
+                auto nowt = std::chrono::steady_clock::now();
+                if (std::chrono::duration<double>(nowt - last_report).count() > 10.0) {
+                    last_report = nowt;
+                    prog_f = fopen((dir + "/progress.txt").c_str(), "w");
+                    if (prog_f) {
+                        fprintf(prog_f, "cycle = %ld\nphase = %ld\nseconds = %.1f\n", cycle,
+                                phase_no, std::chrono::duration<double>(nowt - t0).count());
+                        fclose(prog_f);
                     }
-                    long need = phase_start + (long)((double)worst / bw + 0.999999);
-                    if (cycle >= need) release = true; else xbar_wait++;
                 }
             }
-            sync.wait();
-            if (done) return;
             const double now = (double)cycle;
             for (int i = lo; i < hi; i++) {
                 Top* t = v[i].get();
                 // A vault waiting at a barrier (or halted) has drained its PEs and
                 // holds its state until go: its clock is gated off.
-                active[i] = !((t->at_bar || t->halted) && !release);
+                active[i] = !((t->at_bar || t->halted) && !rel);
                 if ((t->at_bar || t->halted) && P.dram && P.prefetch && P.hold
                     && (!dram[i].wbuf.empty() || !dram[i].rbuf.empty()))
                     drain_buffers(dram[i], P, now);
@@ -512,14 +517,16 @@ int main(int argc, char** argv) {
                     if (err[i]) break;
                 }
                 if (!t->at_bar && !t->halted) busy[i]++;
-                t->go = release ? 1 : 0;
+                t->go = rel ? 1 : 0;
                 t->clk = 1; t->eval();
                 t->go = 0;
             }
             sync.wait();
+            // Worker 0 closes the cycle while the others evaluate the next one's
+            // falling edge (which reads none of this).
             if (tid == 0) {
                 for (int i = 0; i < nv; i++) if (err[i]) { rc = err[i]; done = true; }
-                if (release) {
+                if (rel) {
                     phase_cycles.push_back(cycle - phase_start);
                     phase_start = cycle + 1;
                     phase_no++;
@@ -530,8 +537,6 @@ int main(int argc, char** argv) {
                 }
                 if (!done) cycle++;
             }
-            sync.wait();
-            if (done) return;
         }
     };
     {
@@ -541,6 +546,8 @@ int main(int argc, char** argv) {
         for (auto& th : pool) th.join();
     }
     if (rc) return rc;
+    if (cycle >= max_cycles) { fprintf(stderr, "cycle limit %ld reached\n", max_cycles); return 3; }
+    cycle++;   // the cycle that sees every vault halted counts
     for (int k = 0; k < T; k++) sends += sends_t[k];
     phase_cycles.push_back(cycle - phase_start);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
