@@ -21,6 +21,7 @@ from amaranth.sim import Simulator
 from pimforge.gen.config import load_config
 from pimforge.rtl.capsnet import pe as pe_mod
 from pimforge.rtl.capsnet.isa import Hold, Instr, Opcode, encode
+from pimforge.rtl.capsnet.lanes import OPERAND_FIELDS
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.capsnet.vault import VaultCompute
 from pimforge.verif.models.capsnet_isa import ONE_BITS, execute, issue_cycles
@@ -137,12 +138,10 @@ def test_vault_compute_matches_executor(pes, stall, hold_words, prefetch):
             ctx.set(dut.rd.ready, ready)
             if ctx.get(dut.pf.valid):
                 assert prefetch, "a hint from a vault without prefetch"
-                hints.append(tuple(ctx.get(getattr(dut.pf, f)) for f in
-                                   ("mask", "a_addr", "a_stride", "b_addr", "b_stride")))
+                hints.append(tuple(ctx.get(getattr(dut.pf, f)) for f in OPERAND_FIELDS))
             assert len(hints) <= prefetch, "more hints outstanding than the prefetch depth"
             if prefetch and ctx.get(dut.rd.valid) and ready:
-                got_rd = tuple(ctx.get(getattr(dut.rd, f)) for f in
-                               ("mask", "a_addr", "a_stride", "b_addr", "b_stride"))
+                got_rd = tuple(ctx.get(getattr(dut.rd, f)) for f in OPERAND_FIELDS)
                 assert hints and hints.pop(0) == got_rd, "read bundle is not the oldest hint"
             if ctx.get(dut.rd.valid):
                 mask = ctx.get(dut.rd.mask)

@@ -15,7 +15,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..params import check_int
 
-__all__ = ["LaneHintSignature", "LaneReadSignature", "LaneSendSignature", "LaneWriteSignature"]
+__all__ = ["OPERAND_FIELDS", "LaneHintSignature", "LaneReadSignature", "LaneSendSignature",
+           "LaneWriteSignature"]
 
 
 class _LaneSignature(wiring.Signature):
@@ -52,6 +53,17 @@ class _LaneSignature(wiring.Signature):
                 f"stride_bits={self.stride_bits})")
 
 
+def _operand_members(lanes: int, addr_bits: int, stride_bits: int) -> dict:
+    """The lane mask and both operands' lane-0 address and lane stride (read and hint)."""
+    return {"mask": Out(lanes),
+            "a_addr": Out(addr_bits), "a_stride": Out(signed(stride_bits)),
+            "b_addr": Out(addr_bits), "b_stride": Out(signed(stride_bits))}
+
+
+#: The members a read bundle and its prefetch hint share, in this order.
+OPERAND_FIELDS = ("mask", "a_addr", "a_stride", "b_addr", "b_stride")
+
+
 class LaneReadSignature(_LaneSignature):
     """Two-operand read bundle (initiator side).
 
@@ -85,12 +97,10 @@ class LaneReadSignature(_LaneSignature):
     """
 
     def __init__(self, *, lanes: int, addr_bits: int, stride_bits: int):
-        n = lanes
         super().__init__({
-            "valid": Out(1), "ready": In(1), "mask": Out(n),
-            "a_addr": Out(addr_bits), "a_stride": Out(signed(stride_bits)),
-            "b_addr": Out(addr_bits), "b_stride": Out(signed(stride_bits)),
-            "a_data": In(32 * n), "b_data": In(32 * n),
+            "valid": Out(1), "ready": In(1),
+            **_operand_members(lanes, addr_bits, stride_bits),
+            "a_data": In(32 * lanes), "b_data": In(32 * lanes),
         }, lanes=lanes, addr_bits=addr_bits, stride_bits=stride_bits)
 
 
@@ -118,11 +128,8 @@ class LaneHintSignature(_LaneSignature):
     """
 
     def __init__(self, *, lanes: int, addr_bits: int, stride_bits: int):
-        super().__init__({
-            "valid": Out(1), "mask": Out(lanes),
-            "a_addr": Out(addr_bits), "a_stride": Out(signed(stride_bits)),
-            "b_addr": Out(addr_bits), "b_stride": Out(signed(stride_bits)),
-        }, lanes=lanes, addr_bits=addr_bits, stride_bits=stride_bits)
+        super().__init__({"valid": Out(1), **_operand_members(lanes, addr_bits, stride_bits)},
+                         lanes=lanes, addr_bits=addr_bits, stride_bits=stride_bits)
 
 
 class LaneWriteSignature(_LaneSignature):

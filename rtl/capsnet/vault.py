@@ -81,7 +81,13 @@ from ..hierarchy import Leaf, leaf_name
 from ..params import check_int
 from . import pe as pe_mod
 from .isa import ADDR_BITS, COUNT_BITS, INSTR_BITS, INSTRUCTION, STRIDE_BITS, Hold, Opcode
-from .lanes import LaneHintSignature, LaneReadSignature, LaneSendSignature, LaneWriteSignature
+from .lanes import (
+    OPERAND_FIELDS,
+    LaneHintSignature,
+    LaneReadSignature,
+    LaneSendSignature,
+    LaneWriteSignature,
+)
 from .pe import Flow, pe_key
 
 __all__ = ["VaultCompute", "from_config", "vault_leaf"]
@@ -240,10 +246,9 @@ class VaultCompute(wiring.Component):
         run = Signal()
         issue = Signal()
         m.d.comb += issue.eq(run & self.rd.ready)
-        rb = use.bundle()
-        m.d.comb += [self.rd.valid.eq(run), self.rd.mask.eq(use.mask),
-                     self.rd.a_addr.eq(rb[0]), self.rd.a_stride.eq(rb[1]),
-                     self.rd.b_addr.eq(rb[2]), self.rd.b_stride.eq(rb[3])]
+        m.d.comb += self.rd.valid.eq(run)
+        m.d.comb += [getattr(self.rd, f).eq(x)
+                     for f, x in zip(OPERAND_FIELDS, (use.mask, *use.bundle()))]
         xa = [self.rd.a_data[32 * i:32 * i + 32] for i in range(N)]
         xb = [self.rd.b_data[32 * i:32 * i + 32] for i in range(N)]
         cnt = use.cnt
@@ -256,11 +261,10 @@ class VaultCompute(wiring.Component):
         outstanding = Signal(range(self.prefetch + 2))
         hint = Signal()
         if self.prefetch:
-            hb = ahead.bundle()
             m.d.comb += [hint.eq(run & ~ahead_done & (outstanding < self.prefetch)),
-                         self.pf.valid.eq(hint), self.pf.mask.eq(ahead.mask),
-                         self.pf.a_addr.eq(hb[0]), self.pf.a_stride.eq(hb[1]),
-                         self.pf.b_addr.eq(hb[2]), self.pf.b_stride.eq(hb[3])]
+                         self.pf.valid.eq(hint)]
+            m.d.comb += [getattr(self.pf, f).eq(x)
+                         for f, x in zip(OPERAND_FIELDS, (ahead.mask, *ahead.bundle()))]
             m.d.sync += outstanding.eq(outstanding + hint - issue)
             with m.If(hint):
                 ahead.advance()
