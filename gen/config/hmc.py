@@ -11,6 +11,7 @@ stays the clock of the PEs on the logic die.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from .base import check, check_choice, check_float, check_int, check_pow2
 
@@ -57,12 +58,15 @@ class DRAMTimingNs:
     tRFC: float = _ns(200)
     tREFI: float = _ns(9750)
 
+    #: Where the table sits in a config (error messages name it).
+    WHERE: ClassVar[str] = "hmc.timing"
+
     def __post_init__(self):
         for f in fields(self):
-            check_float(f"hmc.timing.{f.name}", getattr(self, f.name), 0.1, 100_000.0)
-        check(self.tRC >= self.tRAS, "hmc.timing.tRC", self.tRC,
+            check_float(f"{self.WHERE}.{f.name}", getattr(self, f.name), 0.1, 100_000.0)
+        check(self.tRC >= self.tRAS, f"{self.WHERE}.tRC", self.tRC,
               f"at least tRAS ({self.tRAS} ns)")
-        check(self.tREFI > self.tRFC, "hmc.timing.tREFI", self.tREFI,
+        check(self.tREFI > self.tRFC, f"{self.WHERE}.tREFI", self.tREFI,
               f"longer than tRFC ({self.tRFC} ns)")
 
 
