@@ -135,6 +135,10 @@ class Compiled:
     amap: AddressMap
     labels: list[list[str]] = field(default_factory=list)
     v_at: list[tuple[int, str, tuple]] = field(default_factory=list)
+    #: ``"local"``: each vault's data in its own vault (:meth:`cube_address`);
+    #: ``"flat"`` (PIM-Intra, Sec. 6.1): the vaults' data one after the other in
+    #: the cube's address space, whatever vault the address map puts it in.
+    placement: str = "local"
 
     def memories(self, u: np.ndarray, W: np.ndarray) -> list[np.ndarray]:
         """Vault memories (uint32 words) with ``u``, ``W`` and the constant 1.0 placed."""
@@ -168,15 +172,24 @@ class Compiled:
         of :attr:`amap`). *word* may be an int or an integer numpy array."""
         return self.amap.vault_block_address(vault, word)
 
-    def bank_rows(self, vault: int, words: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(bank, row)`` of each of the first ``ceil(words / 4)`` blocks of *vault*,
-        decoded by the shared address map (what the driver's DRAM model reads)."""
+    def home_address(self, vault: int, word):
+        """Cube byte address of the block holding *vault*'s local *word* under
+        :attr:`placement`."""
+        if self.placement == "local":
+            return self.cube_address(vault, word)
+        a = self.amap
+        vault_bytes_log = a.bank_bits + a.row_bits + a.col_bits + 4
+        return (np.int64(vault) << vault_bytes_log) + 16 * (np.asarray(word) >> 2)
+
+    def bank_rows(self, vault: int, words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(bank, row, remote)`` of each of the first ``ceil(words / 4)`` blocks of
+        *vault*, decoded by the shared address map (what the driver's DRAM model
+        reads); ``remote`` marks blocks whose home is another vault."""
         j = np.arange(-(-words // 4), dtype=np.int64)
-        # (A placement larger than one vault, as PIM-Intra's, runs on into the
-        # next vault's field; its blocks keep the bank and row decoded there.)
-        d = self.amap.decode(self.cube_address(vault, 4 * j), NUMPY_OPS)
+        d = self.amap.decode(self.home_address(vault, 4 * j), NUMPY_OPS)
         return (np.asarray(d.bank, dtype=np.int64) + 0 * j,
-                np.asarray(d.row, dtype=np.int64) + 0 * j)
+                np.asarray(d.row, dtype=np.int64) + 0 * j,
+                np.asarray(d.vault, dtype=np.int64) + 0 * j != vault)
 
     def program_words(self) -> int:
         return max(len(p) for p in self.programs)

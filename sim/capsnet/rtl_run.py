@@ -56,8 +56,9 @@ __all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "default
 
 IWORDS = -(-INSTR_BITS // 32)
 DRAM_MODES = ("banked", "ideal")
-#: A DRAM table entry (tab<v>.bin) is ``(row << TAB_BANK_BITS) | bank``.
+#: A DRAM table entry (tab<v>.bin) is ``(remote << 31) | (row << TAB_BANK_BITS) | bank``.
 TAB_BANK_BITS = 6
+TAB_REMOTE_BIT = 31
 
 
 #: Driver pin -> port of the vault compute: the only place the driver names its ports.
@@ -105,13 +106,14 @@ class RTLRun:
     bandwidth_stalls: list[int] = field(default_factory=list)       # TSV-bound cycles
     blocks_read: list[int] = field(default_factory=list)
     blocks_written: list[int] = field(default_factory=list)
+    blocks_remote: list[int] = field(default_factory=list)          # over the crossbar
     row_hits: list[int] = field(default_factory=list)
     row_misses: list[int] = field(default_factory=list)             # = ACTs
 
     def dram_summary(self) -> dict:
         """The DRAM counters, summed over the vaults and per vault (for the run JSON)."""
         keys = ("vault_request_stalls", "bandwidth_stalls", "blocks_read", "blocks_written",
-                "row_hits", "row_misses")
+                "blocks_remote", "row_hits", "row_misses")
         out = {"model": self.dram, **{k: int(sum(getattr(self, k))) for k in keys}}
         out["activates"] = out["row_misses"]
         out["per_vault"] = {k: [int(x) for x in getattr(self, k)] for k in keys}
@@ -162,8 +164,11 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
         mem.tofile(d / f"mem{v}.bin")
         _prog_words(comp.programs[v]).tofile(d / f"prog{v}.bin")
         if dram == "banked":
-            bank, row = comp.bank_rows(v, mem.size)
-            tab = (row.astype(np.uint64) << TAB_BANK_BITS) | bank.astype(np.uint64)
+            bank, row, remote = comp.bank_rows(v, mem.size)
+            if row.size and int(row.max()) >> (31 - TAB_BANK_BITS):
+                raise ValueError(f"the DRAM model holds rows below {1 << (31 - TAB_BANK_BITS)}")
+            tab = ((row.astype(np.uint64) << TAB_BANK_BITS) | bank.astype(np.uint64)
+                   | (remote.astype(np.uint64) << TAB_REMOTE_BIT))
             tab.astype(np.uint32).tofile(d / f"tab{v}.bin")
 
 
@@ -204,7 +209,7 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
         st = read_fields(d / "stats.txt")
     per_vault = {k: st.ints(k) for k in ("reads", "writes", "busy", "vault_request_stalls",
                                          "bandwidth_stalls", "blocks_read", "blocks_written",
-                                         "row_hits", "row_misses")}
+                                         "blocks_remote", "row_hits", "row_misses")}
     if any(len(x) != comp.vaults for x in per_vault.values()):
         raise SimulationError(f"vault driver reported {len(per_vault['reads'])} vaults, "
                               f"not {comp.vaults}")

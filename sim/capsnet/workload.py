@@ -34,8 +34,10 @@ Ablations (Sec. 6.1), :func:`run_ablations`. Routing variants, each run on the
 RTL: ``pim-capsnet`` (inter- and intra-vault design, the config's address
 mapping; the presets use the custom ``capsnet`` mapping), ``pim-inter`` (the
 same distribution without the intra-vault design: no stationary operands, no
-prefetch, the ``default`` mapping) and ``pim-intra`` (no inter-vault distribution, see
-:func:`compile_variant`). Whole-network variants (Sec. 6.3), from
+prefetch, the ``default`` mapping) and ``pim-intra`` (the intra-vault design on all
+vaults without the inter-vault design: a fixed split and the data placed away from
+the work, so most operands cross the crossbar, see :func:`compile_variant`).
+Whole-network variants (Sec. 6.3), from
 :func:`pimforge.sim.capsnet.pipeline.whole_network` with this run's routing
 time and per-vault traffic: ``rmas-pim``, ``rmas-gpu`` (pipelined host and
 routing under the naive RTL arbitration policies), ``all-in-pim`` (host layers
@@ -115,6 +117,9 @@ __all__ = [
 #: Routing-level Sec. 6.1 variants (see :func:`compile_variant`) and the address
 #: mapping each forces (None: the config's ``hmc.mapping``).
 ROUTING_ABLATIONS = {"pim-capsnet": None, "pim-inter": "default", "pim-intra": "default"}
+#: PIM-Intra has no Sec. 5.1 choice: it splits the low-level capsules, the
+#: largest dimension of every Table 1 network, so that every vault has work.
+INTRA_DIMENSION = "L"
 #: Whole-network variants (Sec. 6.3; :mod:`pimforge.sim.capsnet.pipeline` scenarios).
 NETWORK_ABLATIONS = ("rmas-pim", "rmas-gpu", "all-in-pim")
 ABLATIONS = (*ROUTING_ABLATIONS, *NETWORK_ABLATIONS)
@@ -184,9 +189,11 @@ class RoutingVariant:
 
     cycles: int
     time_s: float
+    dimension: str
     intervault_bytes: int
     vault_request_stalls: int | None
     address_mapping: str
+    dram: dict
     ablation_detail: dict | None
     rtl_matches_model: bool | None
     energy_j: dict[str, float]
@@ -355,10 +362,14 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
     DRAM), the ``default`` address mapping (Fig. 13a) and, in
     :func:`run_capsnet`, no prefetch (each bundle fetched when it is asked
     for, so the lanes wait for every bank of it). ``"pim-intra"``
-    (Sec. 6.1 PIM-Intra): no inter-vault distribution; the whole routing runs on
-    vault 0's controller and PEs (compiled for one vault, simulated on the same
-    RTL) while the data stays spread over all vaults, so the operands of the
-    other ``N - 1`` vaults cross the crossbar (charged by :func:`measure`).
+    (Sec. 6.1 PIM-Intra): all vaults and the intra-vault design, without the
+    inter-vault design: the work is split along *dim* (:func:`route` passes
+    :data:`INTRA_DIMENSION` instead of the Sec. 5.1 choice) and the data is not
+    placed with the work: the vaults' arrays lie one after the other in the
+    cube's addresses under the ``default`` low-interleave mapping (Fig. 13a),
+    so ``(N - 1) / N`` of every vault's operand blocks live in other vaults and
+    cross the crossbar (``placement="flat"``; the driver's DRAM model charges
+    them to the vault's crossbar port).
     """
 
     if ablation not in ROUTING_ABLATIONS:
@@ -366,10 +377,8 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
                             f"not {ablation!r}")
     mapping = mapping or ROUTING_ABLATIONS[ablation]
     if ablation == "pim-intra":
-        # One vault computes; the data is held by all vaults (capacity of the cube).
-        return compile_routing(net, dim, cfg, vaults=1,
-                               capacity_bytes=cfg.hmc.capacity_per_vault * cfg.hmc.vaults,
-                               mapping=mapping)
+        return dataclasses.replace(compile_routing(net, dim, cfg, mapping=mapping),
+                                   placement="flat")
     return compile_routing(net, dim, cfg, mapping=mapping, intra_vault=ablation != "pim-inter")
 
 
@@ -492,13 +501,13 @@ class Measures:
     ablation_detail: dict | None
 
 
-def measure(comp: Compiled, cfg: Config, model: ModelRun, run: Execution,
-            intra: bool = False) -> Measures:
-    """Per-equation breakdown, event counts, energy MODEL and the PIM-Intra charge.
+def measure(comp: Compiled, cfg: Config, model: ModelRun, run: Execution) -> Measures:
+    """Per-equation breakdown, event counts, energy MODEL and, for a placement
+    that is not the compute's own (PIM-Intra), the operand traffic over the crossbar.
 
-    PIM-Intra's remote operand traffic is charged analytically: ``(N-1)/N`` of
-    the words read and written, at ``intervault_bw_gbs``, overlapped with the
-    compute (time = the larger of the two).
+    The remote operand blocks are counted by the RTL run's DRAM model (their
+    time is in its cycles); a run without it (ideal memory, the ISA model)
+    counts them from the placement: ``(N-1)/N`` of the words read and written.
     """
 
     stats, lat = model.ex.stats, model.pe_latency
@@ -519,16 +528,22 @@ def measure(comp: Compiled, cfg: Config, model: ModelRun, run: Execution,
     f_hz = cfg.freq_mhz * 1e6
     cycles = run.cycles
     detail = None
-    if intra:
-        nv = cfg.hmc.vaults
-        words = sum(2 * s.elements + s.outputs for s in stats if s.op != "SEND")
-        remote = 4 * words * (nv - 1) / nv
-        bw = cfg.capsnet.intervault_bw_gbs * 1e9 / f_hz
-        xcyc = int(np.ceil(remote / bw))
-        detail = {"compute_cycles": cycles, "remote_operand_bytes": int(remote),
-                  "crossbar_cycles": xcyc, "modelled": "crossbar operand traffic"}
+    if comp.placement != "local":
+        rtl = run.rtl
+        if rtl is not None and rtl.dram == "banked":
+            remote = 16 * sum(rtl.blocks_remote)
+            how = "remote blocks counted by the RTL run's DRAM model (in its cycles)"
+        else:
+            nv = cfg.hmc.vaults
+            words = sum(2 * s.elements + s.outputs for s in stats if s.op != "SEND")
+            remote = 4 * words * (nv - 1) // nv
+            how = ("(N-1)/N of the words read and written at intervault_bw_gbs, overlapped "
+                   "with the compute (no DRAM model in this run)")
+            bw = cfg.capsnet.intervault_bw_gbs * 1e9 / f_hz
+            cycles = max(cycles, int(np.ceil(remote / bw)))
+        detail = {"placement": comp.placement, "dimension": comp.dim,
+                  "remote_operand_bytes": int(remote), "modelled": how}
         xbar += int(remote)
-        cycles = max(cycles, xcyc)
     time_s = cycles / f_hz
     reads, writes = run.reads, run.writes
     if reads is None:      # the controller reads one a/b pair per non-send element
@@ -630,6 +645,8 @@ def route(net: CapsNetSpec | str, config: Config | str | None = None,
     cfg = resolve_config(config, opts.freq)
     spec = resolve_network(net, opts.scale)
     dist, dim = choose_dimension(spec, cfg, opts.dim)
+    if opts.ablation == "pim-intra" and opts.dim is None:
+        dim = INTRA_DIMENSION
     comp = compile_variant(spec, dim, cfg, opts.ablation, opts.mapping)
     u, W = routing_inputs(spec, opts.seed, inputs)
     mems = comp.memories(u, W)
@@ -637,7 +654,7 @@ def route(net: CapsNetSpec | str, config: Config | str | None = None,
     run = (model_execution(model) if opts.model_only else
            run_rtl(comp, mems, cfg, model, opts.dram, opts.operand_buffer, opts.threads,
                    prefetch=opts.ablation != "pim-inter"))
-    m = measure(comp, cfg, model, run, intra=opts.ablation == "pim-intra")
+    m = measure(comp, cfg, model, run)
     res = assemble(spec, cfg, opts, dist, dim, comp, model, run, m, u, W, t_start)
     return Routed(res, u, W, run.v)
 

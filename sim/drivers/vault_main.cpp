@@ -33,6 +33,12 @@
 // block), and a write-combining buffer of `wbuf` blocks whose evicted blocks
 // go to the DRAM; a vault at a barrier drains its write buffer and empties its
 // read buffer (a peer's sends may have changed its memory).
+// Remote blocks (PIM-Intra's placement, Sec. 6.1): a table entry with bit 31
+// set is a block whose home is another vault. It is served by a bank and the
+// TSV as a local block is (the home vault's bank and TSV, stood in for by this
+// vault's: with the placement's uniform interleave every vault serves as many
+// remote blocks as it asks for) and also crosses the crossbar into this vault,
+// a port of `xbar_bytes_per_cycle` shared by its remote blocks.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -48,24 +54,26 @@
 
 #include "driver.h"
 // Top, IWORDS (32-bit words of an instruction), LANES, TAB_BANK_BITS (a DRAM
-// table entry is (row << TAB_BANK_BITS) | bank)
+// table entry is (remote << 31) | (row << TAB_BANK_BITS) | bank)
 #include "pimforge_params.h"
 
 using pf::lget;
 using pf::lset;
 
 static constexpr uint32_t TAB_BANK_MASK = (1u << TAB_BANK_BITS) - 1;
+static constexpr uint32_t TAB_REMOTE = 1u << 31;
 
 static inline int32_t sx24(uint32_t x) { return ((int32_t)(x << 8)) >> 8; }
 
 struct Dram {
-    std::vector<uint32_t> tab;       // (row << TAB_BANK_BITS) | bank per vault-local block
+    std::vector<uint32_t> tab;       // (remote << 31) | (row << TAB_BANK_BITS) | bank per block
     std::vector<double> bank_free;   // cycle at which each bank's backlog ends
     std::vector<int64_t> open_row;
     double tsv_free = 0;
     uint32_t held[2 * LANES];        // blocks of the last accepted read bundle (hold mode)
     int nheld = 0;
-    long vrs = 0, bw_stall = 0, blk_rd = 0, blk_wr = 0, hits = 0, misses = 0;
+    long vrs = 0, bw_stall = 0, blk_rd = 0, blk_wr = 0, hits = 0, misses = 0, blk_remote = 0;
+    double xbar_free = 0;   // the crossbar port into this vault (remote blocks)
     // Announced, not yet read bundles (prefetch): addresses and arrival times.
     struct Hint { uint32_t aa, ba, mask; int32_t as, bs; double bank_done, tsv_done; };
     std::deque<Hint> queue;
@@ -77,7 +85,7 @@ struct Dram {
 };
 
 struct Params {
-    int dram; double hit, miss, tsv, closed; int close_page, hold, prefetch, rbuf, wbuf, fetch;
+    int dram; double hit, miss, tsv, closed, xbar; int close_page, hold, prefetch, rbuf, wbuf, fetch;
 };
 
 // Distinct blocks of a lane bundle (live lanes of base + l * stride), appended to out.
@@ -100,7 +108,7 @@ static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, ui
 static inline double serve_block(Dram& d, const Params& P, uint32_t blk, double now) {
     uint32_t t = d.tab[blk];
     int bank = t & TAB_BANK_MASK;
-    int64_t row = t >> TAB_BANK_BITS;
+    int64_t row = (t & ~TAB_REMOTE) >> TAB_BANK_BITS;
     double cost;
     if (!P.close_page && d.open_row[bank] == row) { cost = P.hit; d.hits++; }
     else { cost = P.close_page ? P.closed : P.miss; d.misses++; }
@@ -110,20 +118,25 @@ static inline double serve_block(Dram& d, const Params& P, uint32_t blk, double 
     return d.bank_free[bank];
 }
 
-static inline double charge_tsv(Dram& d, const Params& P, int nblk, double now);
-
-// Write the evicted / drained blocks of the write buffer to the DRAM.
-static inline void write_out(Dram& d, const Params& P, const uint32_t* blk, int n, double now);
-
-static inline double charge_tsv(Dram& d, const Params& P, int nblk, double now) {
+// The TSV (all blocks) and the crossbar port (remote blocks) moving *n*
+// blocks; returns when the last has arrived.
+static inline double charge_path(Dram& d, const Params& P, const uint32_t* blk, int n,
+                                 double now) {
     double s = d.tsv_free > now ? d.tsv_free : now;
-    d.tsv_free = s + 16.0 * nblk / P.tsv;
-    return d.tsv_free;
+    d.tsv_free = s + 16.0 * n / P.tsv;
+    int remote = 0;
+    for (int k = 0; k < n; k++) remote += (d.tab[blk[k]] & TAB_REMOTE) != 0;
+    if (!remote) return d.tsv_free;
+    d.blk_remote += remote;
+    double x = d.xbar_free > now ? d.xbar_free : now;
+    d.xbar_free = x + 16.0 * remote / P.xbar;
+    return d.xbar_free > d.tsv_free ? d.xbar_free : d.tsv_free;
 }
 
+// Write the evicted / drained blocks of the write buffer to the DRAM.
 static inline void write_out(Dram& d, const Params& P, const uint32_t* blk, int n, double now) {
     for (int k = 0; k < n; k++) serve_block(d, P, blk[k], now);
-    if (n) charge_tsv(d, P, n, now);
+    if (n) charge_path(d, P, blk, n, now);
     d.blk_wr += n;
 }
 
@@ -153,7 +166,7 @@ static inline void drain_buffers(Dram& d, const Params& P, double now) {
     d.wlru.clear();
     d.wbuf.clear();
     for (size_t k = 0; k < out.size(); k++) serve_block(d, P, out[k], now);
-    if (!out.empty()) charge_tsv(d, P, (int)out.size(), now);
+    if (!out.empty()) charge_path(d, P, out.data(), (int)out.size(), now);
     d.blk_wr += (long)out.size();
     d.rlru.clear();
     d.rbuf.clear();
@@ -183,7 +196,7 @@ static inline void buffered_hint(Dram& d, const Params& P, const uint32_t* blk, 
         double f = serve_block(d, P, miss[k], now);
         if (f > bd) bd = f;
     }
-    double td = nmiss ? charge_tsv(d, P, nmiss, now) : now;
+    double td = nmiss ? charge_path(d, P, miss, nmiss, now) : now;
     d.blk_rd += nmiss;
     for (int k = 0; k < nmiss; k++) {
         d.rlru.push_front(miss[k]);
@@ -263,6 +276,7 @@ int main(int argc, char** argv) {
     P.miss = run.real("miss_cycles");
     P.closed = run.real("closed_cycles");
     P.tsv = run.real("tsv_bytes_per_cycle");
+    P.xbar = bw;
     P.close_page = (int)run.integer("close_page");
     P.hold = (int)run.integer("hold");
     P.prefetch = (int)run.integer("prefetch", 0);
@@ -360,7 +374,7 @@ int main(int argc, char** argv) {
                     double f = serve_block(d, P, blk[k], now);
                     if (f > bank_done) bank_done = f;
                 }
-                if (nb) tsv_done = charge_tsv(d, P, nb, now);
+                if (nb) tsv_done = charge_path(d, P, blk, nb, now);
                 d.blk_rd += nb;
             }
             d.queue.push_back({t->pf_a_addr, t->pf_b_addr, t->pf_mask, as, bs, bank_done, tsv_done});
@@ -394,10 +408,11 @@ int main(int argc, char** argv) {
                     if (d.bank_free[d.tab[blk[k]] & TAB_BANK_MASK] >= now + 1.0) { banks_ok = false; break; }
                 }
                 if (!banks_ok) { ready = false; d.vrs++; }
-                else if (d.tsv_free >= now + 1.0) { ready = false; d.bw_stall++; }
-                else {
+                else if (d.tsv_free >= now + 1.0 || d.xbar_free >= now + 1.0) {
+                    ready = false; d.bw_stall++;
+                } else {
                     for (int k = 0; k < nb; k++) serve_block(d, P, blk[k], now);
-                    charge_tsv(d, P, nb, now);
+                    charge_path(d, P, blk, nb, now);
                     d.blk_rd += nb;
                 }
                 if (!ready) {   // not accepted: the ports still hold the previous bundle
@@ -568,6 +583,7 @@ int main(int argc, char** argv) {
     per_vault("vault_request_stalls", &Dram::vrs);
     per_vault("bandwidth_stalls", &Dram::bw_stall);
     per_vault("blocks_read", &Dram::blk_rd);
+    per_vault("blocks_remote", &Dram::blk_remote);
     per_vault("blocks_written", &Dram::blk_wr);
     per_vault("row_hits", &Dram::hits);
     per_vault("row_misses", &Dram::misses);
