@@ -16,7 +16,8 @@ Scheduling
 ``sync``, the barrier commits (all of them must name the same ``phase_id``,
 else :class:`MachineError`), every waiting vault moves past its ``sync`` and
 the round repeats, until every vault has halted. A halted vault takes no part
-in later barriers: the others synchronize among themselves.
+in later barriers: the others synchronize among themselves. A vault given no
+program (:meth:`SIMBMachine.load` with a list of vaults) counts as halted.
 
 A ``req`` takes effect when it is executed: it reads the remote bank and
 writes the local VSM at once, which lands it before the issuing vault's next
@@ -157,7 +158,7 @@ class Vault:
     banks: list[dict[int, np.ndarray]]
     program: list[Instr] = field(default_factory=list)
     pc: int = 0
-    halted: bool = False
+    halted: bool = True            # a vault given no program stays idle
     waiting: int | None = None     # the phase of the sync it waits at
     steps: int = 0
 
