@@ -530,6 +530,9 @@ def test_cli_asm_disasm_run(tmp_path, capsys):
     assert main(["simb", "disasm", str(hexf)]) == 0
     text = capsys.readouterr().out
     assert assemble(text) == assemble(PROGRAM)
+    back = tmp_path / "back.s"
+    assert main(["simb", "disasm", str(hexf), "--pcs", "-o", str(back)]) == 0
+    assert assemble(back.read_text()) == assemble(PROGRAM)
     dump = tmp_path / "dump"
     assert main(["simb", "run", str(hexf), "--set", "ipim.vaults=2", "--dump", str(dump)]) == 0
     out = capsys.readouterr().out

@@ -2,9 +2,10 @@
 
 ``pimforge simb asm FILE [-o OUT.hex]`` writes the hex program format (one
 32-hex-digit word per line; to stdout without ``-o``), ``pimforge simb disasm
-FILE.hex`` prints assembly that reassembles to the same words, and ``pimforge
-simb run FILE [--config C] [--set K=V] [--dump DIR]`` runs a program (assembly,
-or hex when the name ends in ``.hex``) on every vault of the machine with
+FILE.hex [-o OUT.s]`` prints (or writes) assembly that reassembles to the same
+words, and ``pimforge simb run FILE [--config C] [--set K=V] [--dump DIR]`` runs
+a program (assembly, or hex when the name ends in ``.hex``) on every vault of
+the machine with
 :class:`~pimforge.verif.models.simb_iss.SIMBMachine` and prints the instruction
 counts; ``--dump`` writes the final state as one ``.npy`` per array of
 :meth:`~pimforge.verif.models.simb_iss.SIMBMachine.state` plus ``state.json``
@@ -40,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="print the assembly of a hex program")
     d.add_argument("file", metavar="FILE.hex", help="hex program")
     d.add_argument("--pcs", action="store_true", help="append each instruction's pc")
+    d.add_argument("-o", dest="out", type=out_file,
+                   help="assembly file to write (default: stdout)")
     r = sub.add_parser("run", help="run FILE on every vault of the instruction-set simulator",
                        description="run FILE on every vault of the instruction-set simulator")
     r.add_argument("file", metavar="FILE", help="assembly source, or a .hex program")
@@ -88,7 +91,12 @@ def _disasm(args) -> int:
         prog = from_hex(text, source=args.file)
     except AsmError as e:
         raise PimforgeError(str(e)) from None
-    print(disassemble(prog, pcs=args.pcs), end="")
+    text = disassemble(prog, pcs=args.pcs)
+    if args.out is None:
+        print(text, end="")
+    else:
+        write_text(args.out, text)
+        print(f"wrote {args.out} ({len(prog)} instructions)")
     return 0
 
 
