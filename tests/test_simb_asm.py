@@ -146,6 +146,7 @@ def test_keyword_forms_equal_positional():
     assert a == b
     assert assemble("ld_rf drf=4 dram=5 dram_ind=1") == assemble("ld_rf d4, [a5]")
     assert assemble("jump target=c3") == assemble("jump c3")
+    assert assemble("ld_rf\td1 ,[ a5 ]  mask = 0x3") == assemble("ld_rf d1, [a5] mask=0x3")
     # a label may share a line with its instruction, several labels one pc
     p = assemble("a: b: nop\nc:\n  seti_crf c0, @c\n seti_crf c1, @b")
     assert [x.imm for x in p[1:]] == [1, 0]

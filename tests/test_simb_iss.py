@@ -36,7 +36,7 @@ def drf(m: SIMBMachine, entry: int, vault: int = 0) -> np.ndarray:
 
 
 def comp1(op: str, a, b, d=0, *, dtype: str = "int32") -> np.ndarray:
-    """``comp.DTYPE.OP`` on one PE with a, b (and d) broadcast to every lane... or lanes given."""
+    """``comp.DTYPE.OP d3, d1, d2`` on PE 0 with d1 = a, d2 = b, d3 = d (scalars or lanes)."""
     m = machine()
     v = m.vaults[0]
     v.drf[0, 1] = a
@@ -139,7 +139,6 @@ def test_fp32_add_sub_mul_mac_against_the_integer_reference():
     for i in range(per):
         lines.append(f"comp.fp32.mac d{2 * per + i}, d{i}, d{per + i}")
     m.load(assemble("\n".join(lines) + "\nhalt"))
-    # SUB and MUL in a second machine to keep the entry map simple
     m.run()
     for p in range(4):
         blk = arr[p * per:(p + 1) * per]
@@ -149,6 +148,7 @@ def test_fp32_add_sub_mul_mac_against_the_integer_reference():
                 assert v.drf[p, 150 + i, lane] == ref_add(a, b), (hex(a), hex(b))
                 assert v.drf[p, 2 * per + i, lane] == ref_add(d, ref_mul(a, b)), \
                     (hex(a), hex(b), hex(d))
+    # SUB and MUL one machine per vector of lanes, to keep the entry map above simple
     for op, ref in (("sub", lambda a, b: ref_add(a, b ^ 0x80000000)), ("mul", ref_mul)):
         for i in range(0, len(trip), 4):
             a = [t[0] for t in trip[i:i + 4]]
@@ -476,7 +476,7 @@ def test_program_errors():
     m = machine()
     m.vaults[0].arf[2, 7] = 4096
     m.load(assemble("ld_rf d1, [a7]\nhalt"), [0])
-    with pytest.raises(MachineError, match=r"PE 2 reads dram address A7 = 0x1000, beyond"):
+    with pytest.raises(MachineError, match=r"PE 2 uses dram address A7 = 0x1000, beyond"):
         m.run()
 
 

@@ -314,6 +314,7 @@ def _parse(body: str, ln: _Line, labels: dict[str, int]) -> Instr:
     if op is None:
         raise ln.error(f"unknown mnemonic {mnem!r}; use one of {', '.join(_MNEMONICS)}")
     vals: dict[str, object] = {}
+    rest = re.sub(r"\s*=\s*", "=", rest)      # mask = 0xff is mask=0xff
     allowed = _SUFFIXES.get(op, ())
     for s in suffixes:
         for field in allowed:

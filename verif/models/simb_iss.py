@@ -73,6 +73,11 @@ _M32 = np.uint64(0xFFFF_FFFF)
 _SIGN = np.uint32(0x8000_0000)
 #: FP32 SHIFT clamps b to the 10-bit k of rtl/fp/shift: every larger |b| rounds alike.
 _K_MIN, _K_MAX = -512, 511
+_COND_TESTS = {Cond.Z: lambda c: c == 0, Cond.NZ: lambda c: c != 0,
+               Cond.LTZ: lambda c: c < 0, Cond.GEZ: lambda c: c >= 0}
+#: The vec_mask bits as lane-enable vectors.
+_LANE_ENABLES = [np.array([m >> i & 1 for i in range(LANES)], dtype=bool)
+                 for m in range(1 << LANES)]
 
 
 class MachineError(SimulationError):
@@ -157,6 +162,7 @@ class Vault:
     vsm: np.ndarray
     banks: list[dict[int, np.ndarray]]
     program: list[Instr] = field(default_factory=list)
+    code: list[tuple] = field(default_factory=list, repr=False)
     pc: int = 0
     halted: bool = True            # a vault given no program stays idle
     waiting: int | None = None     # the phase of the sync it waits at
@@ -189,7 +195,7 @@ class SIMBMachine:
         ip = getattr(cfg, "ipim", cfg)
         self.ipim = ip
         self.max_steps = max_steps
-        self.counts: Counter[str] = Counter()
+        self._counts = [0] * (max(o.value for o in Opcode) + 1)
         self.syncs = 0
         self._pe_pg = np.arange(ip.pes) // ip.pes_per_pg
         self._masks: dict[int, np.ndarray] = {}
@@ -209,7 +215,7 @@ class SIMBMachine:
                     vsm=np.zeros((ip.vsm_lines, LANES), dtype=np.uint32),
                     banks=[{} for _ in range(ip.pes)]))
         self._exec: dict[Opcode, Callable[[Vault, Instr], None]] = {
-            Opcode.NOP: lambda v, i: None, Opcode.COMP: self._comp,
+            Opcode.COMP: self._comp,
             Opcode.CALC_ARF: self._calc_arf, Opcode.LD_RF: self._ld_rf,
             Opcode.ST_RF: self._st_rf, Opcode.LD_PGSM: self._ld_pgsm,
             Opcode.ST_PGSM: self._st_pgsm, Opcode.RD_PGSM: self._rd_pgsm,
@@ -244,9 +250,11 @@ class SIMBMachine:
                                 f"ipim.imem_instructions or shorten it")
         for pc, ins in enumerate(prog):
             self._check_static(pc, ins)
+        code = self._compile(prog)
         for i in range(len(self.vaults)) if vaults is None else vaults:
             v = self.vaults[i]
             v.program, v.pc, v.halted, v.waiting, v.steps = prog, 0, False, None, 0
+            v.code = code
 
     def _check_static(self, pc: int, ins: Instr) -> None:
         ip = self.ipim
@@ -346,36 +354,48 @@ class SIMBMachine:
             total += v.steps - start[v.index]
         return total
 
+    @property
+    def counts(self) -> Counter[str]:
+        """Executed instructions per lower-case opcode name, all vaults (a copy)."""
+        return Counter({op.name.lower(): self._counts[op.value] for op in Opcode
+                        if self._counts[op.value]})
+
+    def _compile(self, prog: list[Instr]) -> list[tuple]:
+        # (kind, handler, instr, opcode value): enum hashing and lookups per executed
+        # instruction would cost more than most instructions themselves
+        kinds = {Opcode.JUMP: 1, Opcode.CJUMP: 2, Opcode.SYNC: 3, Opcode.HALT: 4}
+        return [(kinds.get(i.opcode, 0), self._exec.get(i.opcode), i, i.opcode.value,
+                 _COND_TESTS[i.cond]) for i in prog]
+
     def _run_vault(self, v: Vault, stop_at: int) -> None:
-        prog, exe, counts = v.program, self._exec, self.counts
+        code, counts, n = v.code, self._counts, len(v.code)
+        crf = v.crf
         while True:
-            if not 0 <= v.pc < len(prog):
-                raise MachineError(f"vault {v.index}: pc {v.pc} is outside the program "
-                                   f"({len(prog)} instructions); end it with halt and check "
+            pc = v.pc
+            if not 0 <= pc < n:
+                raise MachineError(f"vault {v.index}: pc {pc} is outside the program "
+                                   f"({n} instructions); end it with halt and check "
                                    f"the jump targets in the CtrlRF")
             if v.steps >= stop_at:
                 raise MachineError(f"vault {v.index} executed {v.steps} instructions without "
-                                   f"halting (now at pc {v.pc}); check its loop exit or raise "
+                                   f"halting (now at pc {pc}); check its loop exit or raise "
                                    f"max_steps")
-            ins = prog[v.pc]
-            op = ins.opcode
+            kind, f, ins, opv, cond = code[pc]
             v.steps += 1
-            counts[op.name.lower()] += 1
-            f = exe.get(op)
-            if f is not None:
-                f(v, ins)
-                v.pc += 1
-            elif op is Opcode.JUMP:
-                v.pc = int(v.crf[ins.target])
-            elif op is Opcode.CJUMP:
-                c = int(v.crf[ins.src].view(np.int32))
-                take = {Cond.Z: c == 0, Cond.NZ: c != 0, Cond.LTZ: c < 0,
-                        Cond.GEZ: c >= 0}[ins.cond]
-                v.pc = int(v.crf[ins.target]) if take else v.pc + 1
-            elif op is Opcode.SYNC:
+            counts[opv] += 1
+            if kind == 0:
+                if f is not None:
+                    f(v, ins)
+                v.pc = pc + 1
+            elif kind == 1:
+                v.pc = int(crf[ins.target])
+            elif kind == 2:
+                take = cond(int(crf[ins.src:ins.src + 1].view(np.int32)[0]))
+                v.pc = int(crf[ins.target]) if take else pc + 1
+            elif kind == 3:
                 v.waiting = ins.phase
                 return
-            else:                       # HALT
+            else:                       # halt
                 v.halted = True
                 return
 
@@ -400,7 +420,7 @@ class SIMBMachine:
         for p, a in zip(pes, vals, strict=True):
             if a >= size:
                 raise MachineError(f"vault {v.index} pc {v.pc} ({disassemble_one(ins)}): PE "
-                                   f"{p} reads {mem} address A{addr} = {a:#x}, beyond the "
+                                   f"{p} uses {mem} address A{addr} = {a:#x}, beyond the "
                                    f"{name}'s {size} vectors; fix the AddrRF value")
         return vals
 
@@ -422,8 +442,7 @@ class SIMBMachine:
         d = v.drf[pes, ins.dst]
         alu = fp_alu if ins.dtype is DType.FP32 else int_alu
         r = alu(ins.op, a, b, d)
-        lanes = np.array([ins.vec_mask >> i & 1 for i in range(LANES)], dtype=bool)
-        v.drf[pes, ins.dst] = np.where(lanes, r, d)
+        v.drf[pes, ins.dst] = np.where(_LANE_ENABLES[ins.vec_mask], r, d)
 
     def _calc_arf(self, v: Vault, ins: Instr) -> None:
         pes = self._pes(ins.simb_mask)
