@@ -183,6 +183,8 @@ def test_labels_count_instructions_only():
     ("comp d1, d2, d3 mode=xx", 1, ["mode must be one of vv, sv"]),
     ("ld_rf d1, [zz]", 1, ["integer"]),
     ("halt.now", 1, ["takes no .suffix"]),
+    ("halt d1", 1, ["halt takes no operands"]),
+    ("seti_crf c1, 1.5", 1, ["@label or fp32(number)"]),
     ("seti_vsm [0], fp32(1e99)", 1, ["binary32 range"]),
 ])
 def test_errors(text, line, words):

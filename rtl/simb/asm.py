@@ -190,7 +190,11 @@ def _imm(tok: str, ln: _Line, labels: dict[str, int]) -> int:
         except (ValueError, OverflowError):
             raise ln.error(f"fp32(...) needs a number within the binary32 range, not "
                            f"{m.group(1)!r}") from None
-    v = _int(tok, ln, "an immediate")
+    try:
+        v = int(tok, 0)
+    except ValueError:
+        raise ln.error(f"an immediate must be an integer, @label or fp32(number), not "
+                       f"{tok!r}") from None
     if not -(1 << 31) <= v < (1 << 32):
         raise ln.error(f"an immediate must be between {-(1 << 31)} and {(1 << 32) - 1}, "
                        f"not {tok}")
@@ -275,7 +279,13 @@ def _positional(kind: str, field: str, tok: str, op: Opcode, vals: dict, ln: _Li
             _set(vals, field, int(r.group(2)), ln)
             _set(vals, f"{field}_ind", 1, ln)
         else:
-            _set(vals, field, _int(inner, ln, f"{name} {field} address"), ln)
+            try:
+                addr = int(inner, 0)
+            except ValueError:
+                how = "an integer" if kind == "MD" else "an integer or an AddrRF entry aN"
+                raise ln.error(f"{name} {field} address must be {how}, not "
+                               f"[{inner}]") from None
+            _set(vals, field, addr, ln)
     elif kind == "I":
         _set(vals, field, _imm(tok, ln, labels), ln)
     else:
@@ -340,7 +350,9 @@ def _parse(body: str, ln: _Line, labels: dict[str, int]) -> Instr:
             _keyword(key, value, op, vals, ln, labels)
             continue
         if pos >= len(slots):
-            form = ", ".join(f for _, f in slots) or "no operands"
+            if not slots:
+                raise ln.error(f"{mnem} takes no operands; remove {tok!r}")
+            form = ", ".join(f for _, f in slots)
             raise ln.error(f"{mnem} takes {len(slots)} positional operand(s) ({form}); "
                            f"{tok!r} is one too many")
         kind, field = slots[pos]

@@ -546,7 +546,8 @@ class SIMBMachine:
     def state(self) -> dict[str, np.ndarray]:
         """The whole architectural state as arrays, for exact comparisons.
 
-        Keys ``crf`` [V, entries], ``pc`` [V], ``halted`` [V], ``drf``
+        Keys ``crf`` [V, entries], ``pc`` [V] (a halted vault's is its ``halt``'s),
+        ``halted`` [V] (also true for a vault given no program), ``drf``
         [V, pes, entries, 4], ``arf`` [V, pes, entries], ``pgsm`` [V, pgs,
         lines, 4], ``vsm`` [V, lines, 4], and the banks' nonzero vectors as
         ``bank_addr`` [N, 3] (vault, pe, address; sorted) with ``bank_data``
