@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Accelerator, Section
+from ..registry import Accelerator, Command, Section
 
 __all__ = ["ACCELERATOR"]
 
@@ -14,5 +14,9 @@ ACCELERATOR = Accelerator(
     sections=(Section("ipim", "pimforge.gen.config.ipim:IPIMConfig"),),
     blocks=(),
     benches=(),
-    commands=(),
+    commands=(
+        # simb-tools: assembler, disassembler and instruction-set simulator
+        Command("simb", "SIMB programs: asm FILE, disasm FILE.hex, run FILE on the "
+                "instruction-set simulator", "pimforge.sim.ipim.simb_cli"),
+    ),
 )

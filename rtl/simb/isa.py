@@ -17,15 +17,21 @@ Machine model
 -------------
 - A vault has up to :data:`MASK_BITS` PEs (``pgs x pes_per_pg``), PE ``p`` being
   bit ``p`` of ``simb_mask`` (PE ``p`` is PE ``p % pes_per_pg`` of PG
-  ``p // pes_per_pg``).
+  ``p // pes_per_pg``). Mask bits at or above ``pgs x pes_per_pg`` name no PE
+  and are ignored (so an all-ones mask means every PE of any config).
 - DataRF: entries of 4 x 32 bits (a *vector*, one bank access of 128 bits).
   AddrRF: 32-bit scalars; A0..A3 are read-only and hold peID, pgID, vaultID,
-  chipID (Sec. IV-E). CtrlRF: 32-bit scalars on the control core.
+  chipID (Sec. IV-E): the PE's number in its PG (``p % pes_per_pg``), the PG's
+  in its vault, the vault's in its cube and the cube's, the numbering ``req``
+  addresses a PE by. CtrlRF: 32-bit scalars on the control core.
 - Bank, PGSM and VSM addresses count vectors (16 bytes).
 - An address operand with its ``*_ind`` bit set names an AddrRF entry of each
   PE, whose value is the address (indirect addressing, Sec. IV-C); ``req``
   and ``seti_vsm`` run on the vault and take direct addresses only.
 - Vector lanes are numbered 0..3 from the least significant 32 bits.
+- A register entry or a (direct or indirect) address beyond the configured
+  size of its store is a program error: the hardware's behaviour is undefined
+  and the instruction-set simulator stops with an error naming it.
 
 Semantics (``d``, ``a``, ``b`` = ``dst``, ``src1``, ``src2``)
 -------------------------------------------------------------
@@ -35,12 +41,15 @@ COMP      for each lane ``i`` set in ``vec_mask``: ``d[i] = op(a[i], b[i])``
           (IEEE-754, round to nearest even, the ``rtl/fp`` units) or INT32
           (two's complement, wrapping). MAC is ``d + a * b`` (FP32: the product
           is rounded, then the sum: a multiplier followed by an adder).
+          SHIFT, CROP_LSB and CROP_MSB read ``b`` as INT32 in both dtypes.
           SHIFT: INT32 ``a << b`` for ``b >= 0``, arithmetic ``a >> -b``
           otherwise (``|b| >= 32`` saturates to 0 or the sign); FP32
-          ``a * 2**b`` by the exponent adder of ``rtl/fp/shift``. AND/OR/XOR:
+          ``a * 2**b`` rounded once (RNE, LDEXP of ``rtl/fp/shift``; ``b``
+          beyond -512..511 gives the result of the nearer bound, which is
+          already +-0 or +-inf for every finite nonzero ``a``). AND/OR/XOR:
           bitwise. CROP_LSB: the ``b`` least significant bits of ``a`` (others
           0); CROP_MSB: the ``b`` most significant bits (others 0); ``b``
-          outside 0..32 is clamped. FP32 takes ADD SUB MUL MAC SHIFT; the
+          outside 0..32 is clamped (negative: 0). FP32 takes ADD SUB MUL MAC SHIFT; the
           logical ops are bitwise and take INT32.
 CALC_ARF  ``A[d] = op(A[a], A[b])``, INT32 only (ADD SUB MUL SHIFT AND OR XOR
           CROP_LSB CROP_MSB).
@@ -54,16 +63,26 @@ MOV_ARF   ``A[arf] = D[drf][lane]`` (into the AddrRF).
 RESET     ``D[drf] = 0``.
 SETI_VSM  ``VSM[vsm][i] = imm`` for each lane ``i`` in ``vec_mask`` (vault unit).
 REQ       ``VSM[vsm] = bank[dram]`` of PE ``pe`` of PG ``pg`` of vault ``vault``
-          of cube ``chip``, over the network; asynchronous (the next ``sync``
-          waits for it to land).
+          of cube ``chip``, over the network; asynchronous: the remote bank is
+          read at some time between the issue and the commit of the issuing
+          vault's next ``sync`` (or its ``halt``), and the line lands in the
+          VSM before that commit. Later instructions of the issuing vault that
+          touch ``VSM[vsm]`` see the landed line (the hazard check holds them).
+          A program whose result depends on the exact time (a vault writes that
+          bank vector between the enclosing syncs) is racy.
 JUMP      ``pc = C[target]``.
-CJUMP     ``pc = C[target]`` if ``cond(C[src])`` (Z, NZ, LTZ, GEZ), else ``pc + 1``.
+CJUMP     ``pc = C[target]`` if ``cond(C[src])`` (Z, NZ, LTZ, GEZ on ``C[src]`` as
+          INT32), else ``pc + 1``.
 CALC_CRF  ``C[d] = op(C[a], C[b])``, INT32 (as CALC_ARF).
 SETI_CRF  ``C[d] = imm``.
 SYNC      barrier across the vaults of the machine on ``phase_id``: commits once
           every earlier instruction of every vault has finished (Sec. IV-D).
+          A vault that has halted takes no part in later barriers (they commit
+          when every vault still running has arrived); vaults meeting at one
+          barrier with different ``phase_id`` is a program error.
 HALT      end of the vault's program (not in Table I: the host needs to know when
-          a vault is done).
+          a vault is done); it waits for the vault's instructions (and
+          ``req``) to finish.
 NOP       does nothing (padding, not in Table I).
 
 When several masked PEs of one PG write one PGSM address, or several PEs one

@@ -1,0 +1,132 @@
+"""``pimforge simb``: assemble, disassemble and run SIMB programs on the instruction-set simulator.
+
+``pimforge simb asm FILE [-o OUT.hex]`` writes the hex program format (one
+32-hex-digit word per line; to stdout without ``-o``), ``pimforge simb disasm
+FILE.hex [-o OUT.s]`` prints (or writes) assembly that reassembles to the same
+words, and ``pimforge simb run FILE [--config C] [--set K=V] [--dump DIR]`` runs
+a program (assembly, or hex when the name ends in ``.hex``) on every vault of
+the machine with
+:class:`~pimforge.verif.models.simb_iss.SIMBMachine` and prints the instruction
+counts; ``--dump`` writes the final state as one ``.npy`` per array of
+:meth:`~pimforge.verif.models.simb_iss.SIMBMachine.state` plus ``state.json``
+(counts, steps, shapes), published together (``state.json`` last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ...gen.args import int_range, out_dir, out_file
+from ...gen.config import load_config, parse_overrides
+from ...gen.errors import PimforgeError
+from ...gen.output import FileSet, write_text
+from ...rtl.simb.asm import AsmError, assemble, disassemble, from_hex, to_hex
+from ...rtl.simb.isa import Instr
+from ...verif.models.simb_iss import DEFAULT_MAX_STEPS, SIMBMachine
+
+__all__ = ["add_arguments", "run", "read_program"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="simb_cmd", metavar="{asm,disasm,run}", required=True)
+    a = sub.add_parser("asm", help="assemble FILE into the hex program format",
+                       description="assemble FILE into the hex program format")
+    a.add_argument("file", metavar="FILE", help="assembly source")
+    a.add_argument("-o", dest="out", type=out_file, help="hex file to write (default: stdout)")
+    d = sub.add_parser("disasm", help="print the assembly of a hex program",
+                       description="print the assembly of a hex program")
+    d.add_argument("file", metavar="FILE.hex", help="hex program")
+    d.add_argument("--pcs", action="store_true", help="append each instruction's pc")
+    d.add_argument("-o", dest="out", type=out_file,
+                   help="assembly file to write (default: stdout)")
+    r = sub.add_parser("run", help="run FILE on every vault of the instruction-set simulator",
+                       description="run FILE on every vault of the instruction-set simulator")
+    r.add_argument("file", metavar="FILE", help="assembly source, or a .hex program")
+    r.add_argument("--config", default=None, help="config preset or TOML path (default: "
+                   "default)")
+    r.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="SECTION.FIELD=VALUE",
+                   help="change one config value (repeatable), e.g. --set ipim.pgs=4")
+    r.add_argument("--dump", type=out_dir, help="write the final state (.npy, state.json) here")
+    r.add_argument("--max-steps", type=int_range(1), default=DEFAULT_MAX_STEPS,
+                   help="instructions one vault may execute before it counts as runaway")
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PimforgeError(f"cannot read {path!r}: {getattr(e, 'strerror', None) or e}; give "
+                            "an existing text file") from None
+
+
+def read_program(path: str) -> list[Instr]:
+    """The program in *path*: hex when the name ends in ``.hex``, else assembly."""
+    text = _read(path)
+    try:
+        if path.lower().endswith(".hex"):
+            return from_hex(text, source=path)
+        return assemble(text, source=path)
+    except AsmError as e:
+        raise PimforgeError(str(e)) from None
+
+
+def _asm(args) -> int:
+    prog = read_program(args.file)
+    if args.out is None:
+        print(to_hex(prog), end="")
+    else:
+        write_text(args.out, to_hex(prog))
+        print(f"wrote {args.out} ({len(prog)} instructions)")
+    return 0
+
+
+def _disasm(args) -> int:
+    text = _read(args.file)
+    try:
+        prog = from_hex(text, source=args.file)
+    except AsmError as e:
+        raise PimforgeError(str(e)) from None
+    text = disassemble(prog, pcs=args.pcs)
+    if args.out is None:
+        print(text, end="")
+    else:
+        write_text(args.out, text)
+        print(f"wrote {args.out} ({len(prog)} instructions)")
+    return 0
+
+
+def _run(args) -> int:
+    cfg = load_config(args.config, parse_overrides(args.overrides))
+    prog = read_program(args.file)
+    m = SIMBMachine(cfg, max_steps=args.max_steps)
+    m.load(prog)
+    total = m.run()
+    ip = cfg.ipim
+    print(f"{len(m.vaults)} vaults ({ip.cubes} cubes x {ip.vaults}), {ip.pes} PEs each: "
+          f"{total} instructions, {m.syncs} barriers (config {cfg.name})")
+    for name, n in sorted(m.counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {name:10s} {n}")
+    if args.dump is not None:
+        state = m.state()
+        summary = {"config": cfg.name, "program": str(args.file), "instructions": total,
+                   "syncs": m.syncs, "counts": dict(sorted(m.counts.items())),
+                   "steps": [v.steps for v in m.vaults],
+                   "arrays": {k: {"file": f"{k}.npy", "dtype": str(a.dtype),
+                                  "shape": list(a.shape)} for k, a in state.items()}}
+        with FileSet(args.dump, marker="state.json") as files:
+            for k, a in state.items():
+                with open(files.path(f"{k}.npy"), "wb") as f:
+                    np.save(f, a)
+            files.path("state.json").write_text(json.dumps(summary, indent=2) + "\n",
+                                                encoding="utf-8")
+        print(f"wrote the final state to {args.dump}")
+    return 0
+
+
+def run(args) -> int:
+    return {"asm": _asm, "disasm": _disasm, "run": _run}[args.simb_cmd](args)
