@@ -298,7 +298,9 @@ class SIMBPE(wiring.Component):
         m.d.comb += [simd.op.eq(comp.op), simd.dtype.eq(comp.dtype),
                      simd.a.eq(Mux(comp.mode, Cat(bcast, bcast, bcast, bcast), d_src1)),
                      simd.b.eq(d_src2), simd.d.eq(d_dst)]
-        m.d.comb += [new.valid.eq(1), new.tag.eq(cur_tag)]
+        # (valid from a signal: a constant bit assigned alone becomes an ``always @*`` with
+        # nothing to wait on, which Verilator never runs.)
+        m.d.comb += [new.valid.eq(cur_v), new.tag.eq(cur_tag)]
         with m.Switch(opc):
             with m.Case(Opcode.COMP):
                 m.d.comb += [lat.eq(simd.lat), new.kind.eq(_W_SIMD), new.idx.eq(comp.dst),
