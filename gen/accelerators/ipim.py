@@ -21,10 +21,9 @@ _PE_BLOCKS = (
           "iPIM PG scratchpad: a read/write port per PE, banked, round-robin"),
 )
 _PE_BENCHES = (
-    Bench("simb_pe_frfcfs_open", "simb_pe", f"{_TB}.simb_pe", overrides=_SMALL_PE),
-    Bench("simb_pe_fcfs_close", "simb_pe", f"{_TB}.simb_pe",
-          overrides={**_SMALL_PE, "ipim.scheduler": "fcfs", "ipim.page_policy": "close",
-                     "ipim.dram_queue": 2, "ipim.t_pgsm": 2}),
+    # One build (about 3 minutes of Verilator): FCFS, close page and other latencies are
+    # covered on the Amaranth simulator (tests/test_simb_pe.py).
+    Bench("simb_pe", "simb_pe", f"{_TB}.simb_pe", overrides=_SMALL_PE),
 )
 
 ACCELERATOR = Accelerator(

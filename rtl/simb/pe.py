@@ -71,6 +71,13 @@ class SIMBPE(wiring.Component):
     A0..A3 read the ``pe_id``, ``pg_id``, ``vault_id``, ``chip_id`` inputs and
     ignore writes.
 
+    Simplifications. The scratchpad engine serves one access at a time (an
+    ``rd_pgsm`` occupies it for the request, the read latency and the
+    completion). The power limits between the banks of one PG (tRRDL, tFAW
+    across the PEs of a DRAM die) are not enforced: each PE's controller has
+    one bank, where tRC already exceeds them; the vault can observe every ACT
+    on ``cmd``. Each PE refreshes its bank on its own tREFI counter.
+
     Parameters
     ----------
     tag_bits : int

@@ -507,3 +507,16 @@ async def random_programs_match_reference(dut):
     dut._log.info("perf %s", perf)
     assert perf["rdwr"] == env.cmds.get("RD", 0) + env.cmds.get("WR", 0)
     assert perf["act"] == env.cmds.get("ACT", 0)
+
+
+@cocotb.test()
+async def back_pressure_and_dense_issue(dut):
+    """The same check with scratchpads that rarely take a request and a core that issues
+    whenever it may: the decode register, the completion port and the bank slots fill."""
+    env, bank0 = _bench_env("dense", 200, p_issue=1.0, p_pgsm=0.25, p_vsm=0.15)
+    await start(dut)
+    await _run(dut, env, 60000)
+    bad = env.compare(env.expected(bank0))
+    dut._log.info("%d instructions in %d cycles, commands %s", len(env.program), env.n,
+                  env.cmds)
+    assert not bad, "\n".join(bad[:20])
