@@ -216,3 +216,71 @@ def test_int_alu_corners():
         == 0xFFFF_FFFF
     assert int_op(AluOp.CROP_MSB, 0xF000_000F, 32) == 0xF000_000F
     assert int_op(AluOp.CROP_LSB, 0xFFFF_FFFF, 0) == 0
+
+
+def test_directed_corners():
+    """Every FP32 corner against others through ADD/SUB/MUL/MAC, FP SHIFT by amounts past
+    the clamp, every INT op with shift amounts 0/+-31/+-32/33 and crop widths 0/32/33/-1,
+    VV and SV, full and partial masks; results stored and compared with the reference."""
+    from pimforge.verif.models import fp32
+    from pimforge.verif.tb.simb_pe import vec_of
+    cfg = load_config("default", SMALL)
+    g = PEGeometry.of(cfg.ipim)
+    c = fp32.corner_values()
+    shifts = [31, 32, 33, -33, 0, -1, -32, 600, -600, 2**31 - 1, -2**31, 127]
+    bank = {}
+    nfp = (len(c) + 3) // 4
+    for i in range(nfp):                       # FP corners, lanes of 4
+        bank[i] = vec_of((c[4 * i:4 * i + 4] + c[:4])[:4])
+    nsh = len(shifts) // 4
+    for i in range(nsh):
+        bank[nfp + i] = vec_of([v & 0xFFFFFFFF for v in shifts[4 * i:4 * i + 4]])
+    ints = [INT_CORNERS[0:4], [0x8000_0000, 0xFFFF_FFFF, 0x1234_5678, 0x7FFF_FFFF]]
+    for i, v in enumerate(ints):
+        bank[nfp + nsh + i] = vec_of(v)
+    m = 1
+    prog, out = [], 700
+
+    def store(dst):
+        nonlocal out
+        prog.append(Instr(Opcode.ST_RF, dram=out, drf=dst, simb_mask=m))
+        out += 1
+
+    fp_ops = [AluOp.ADD, AluOp.SUB, AluOp.MUL, AluOp.MAC]
+    for va in range(nfp):
+        vb = (5 * va + 1) % nfp
+        prog += [Instr(Opcode.LD_RF, dram=va, drf=0, simb_mask=m),
+                 Instr(Opcode.LD_RF, dram=vb, drf=1, simb_mask=m),
+                 Instr(Opcode.LD_RF, dram=(va + 3) % nfp, drf=5, simb_mask=m),
+                 Instr(Opcode.LD_RF, dram=nfp + va % nsh, drf=7, simb_mask=m)]
+        for k, op in enumerate(fp_ops):
+            prog.append(Instr(Opcode.COMP, op=op, dtype=DType.FP32,
+                              mode=Mode.SV if (va + k) % 4 == 0 else Mode.VV, lane=k,
+                              dst=2 + k, src1=0, src2=1,
+                              vec_mask=0xF if (va + k) % 3 else 0b1011, simb_mask=m))
+        prog.append(Instr(Opcode.COMP, op=AluOp.SHIFT, dtype=DType.FP32, dst=6, src1=0,
+                          src2=7, simb_mask=m))
+        for d in range(2, 7):
+            store(d)
+    for va in range(2):
+        prog.append(Instr(Opcode.LD_RF, dram=nfp + nsh + va, drf=0, simb_mask=m))
+        for sv in range(nsh):
+            prog.append(Instr(Opcode.LD_RF, dram=nfp + sv, drf=1, simb_mask=m))
+            for k, op in enumerate(AluOp):
+                prog.append(Instr(Opcode.COMP, op=op, dtype=DType.INT32, dst=2 + k, src1=0,
+                                  src2=1, mode=Mode.SV if k % 4 == 0 else Mode.VV,
+                                  lane=sv, vec_mask=0xF if k % 3 else 0b0110, simb_mask=m))
+                if op is not AluOp.MAC:
+                    prog.append(Instr(Opcode.CALC_ARF, op=op, dst=4 + k % 12, src1=k % 4,
+                                      src2=4 + (k + 5) % 12, simb_mask=m))
+            for d in range(2, 2 + len(AluOp)):
+                store(d)
+    prog += drain_program(g, 512)
+    env = PEEnv(g, resolve_timing(cfg.ipim.timing, cfg.ipim.tck_ns), prog, random.Random(1),
+                tag_bits=3, bank=bank, ids=(45, 3, 17, 9), p_issue=1.0)
+    run_env(cfg, env, 20000)
+    print(len(prog), "instructions,", env.n, "cycles")
+    ref = env.expected(bank)
+    bad = env.compare(ref)
+    assert not bad, "\n".join(bad[:20])
+    assert len([a for a in ref.bank if 700 <= a < out]) == out - 700 == 155
