@@ -37,7 +37,10 @@ COMP      for each lane ``i`` set in ``vec_mask``: ``d[i] = op(a[i], b[i])``
           is rounded, then the sum: a multiplier followed by an adder).
           SHIFT: INT32 ``a << b`` for ``b >= 0``, arithmetic ``a >> -b``
           otherwise (``|b| >= 32`` saturates to 0 or the sign); FP32
-          ``a * 2**b`` by the exponent adder of ``rtl/fp/shift``. AND/OR/XOR:
+          ``a * 2**b`` by the exponent adder of ``rtl/fp/shift``, ``b`` being the
+          lane's bits read as an INT32 (not as a float), rounded once to nearest
+          even (``ldexp`` of ``verif/models/fp32_shift``; clamping ``b`` to
+          -512..511 changes no result). AND/OR/XOR:
           bitwise. CROP_LSB: the ``b`` least significant bits of ``a`` (others
           0); CROP_MSB: the ``b`` most significant bits (others 0); ``b``
           outside 0..32 is clamped. FP32 takes ADD SUB MUL MAC SHIFT; the
