@@ -4,17 +4,21 @@ stand-in reference (verif/tb/simb_pe.py), latencies, structural hazards, the INT
 import random
 
 import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.simb import pe as pe_mod
+from pimforge.rtl.simb import pgsm as pgsm_mod
 from pimforge.rtl.simb.int_alu import IntALU
 from pimforge.rtl.simb.isa import AluOp, DType, Instr, Mode, Opcode
 from pimforge.verif.tb.simb_pe import (
     INT_CORNERS,
     PEEnv,
     PEGeometry,
+    StandInPEModel,
     drain_program,
     fill_bank,
     int_op,
@@ -36,24 +40,41 @@ def _port(dut, name):
 
 def run_env(cfg, env: PEEnv, max_cycles: int, dut=None):
     dut = dut or pe_mod.from_config(cfg)
-    outs = {n: _port(dut, n) for n in PEEnv.OUTS}
-    perf = {}
+    return run_phases(dut, [[(dut, env)]], max_cycles)[0]
+
+
+def run_phases(top, phases, max_cycles: int):
+    """Simulate *top*; each phase is a list of (PE, env) run together until every env
+    has finished (the next phase's envs take over the same PEs). Returns the PEs'
+    performance counters at the end."""
+    perf = []
 
     async def bench(ctx):
-        for k, v in env.inputs().items():
-            ctx.set(_port(dut, k), v)
-        while not env.finished_all:
-            o = {n: ctx.get(s) for n, s in outs.items()}
-            for k, v in env.cycle(o).items():
-                ctx.set(_port(dut, k), v)
-            await ctx.tick()
-            assert env.n < max_cycles, f"not finished after {max_cycles} cycles " \
-                                       f"(pc {env.pc}/{len(env.program)})"
+        prev = {}
+        for pairs in phases:
+            outs = [{n: _port(pe, n) for n in PEEnv.OUTS} for pe, _ in pairs]
+            for pe, env in pairs:
+                # The PE's clock and DRAM command history go on from its previous phase.
+                if id(pe) in prev:
+                    env.n, env.checker = prev[id(pe)].n, prev[id(pe)].checker
+                prev[id(pe)] = env
+            for pe, env in pairs:
+                for k, v in env.inputs().items():
+                    ctx.set(_port(pe, k), v)
+            while not all(env.finished_all for _, env in pairs):
+                for (pe, env), o in zip(pairs, outs):
+                    got = {n: ctx.get(s) for n, s in o.items()}
+                    for k, v in env.cycle(got).items():
+                        ctx.set(_port(pe, k), v)
+                await ctx.tick()
+                assert pairs[0][1].n < max_cycles, \
+                    f"not finished after {max_cycles} cycles " \
+                    f"(pc {[(e.pc, len(e.program)) for _, e in pairs]})"
         await ctx.tick()
-        for n in dut.PerfSignature.NAMES:
-            perf[n] = ctx.get(getattr(dut.perf, n))
+        for pe, _ in phases[-1]:
+            perf.append({n: ctx.get(getattr(pe.perf, n)) for n in pe.PerfSignature.NAMES})
 
-    sim = Simulator(dut)
+    sim = Simulator(top)
     sim.add_clock(1e-9)
     sim.add_testbench(bench)
     sim.run()
@@ -284,3 +305,87 @@ def test_directed_corners():
     bad = env.compare(ref)
     assert not bad, "\n".join(bad[:20])
     assert len([a for a in ref.bank if 700 <= a < out]) == out - 700 == 155
+
+
+class _TwoPEsOnePGSM(wiring.Component):
+    """Two PEs joined to one PGSM, as the vault joins a PG (the test's own top)."""
+
+    def __init__(self, cfg):
+        self.pes = [pe_mod.from_config(cfg) for _ in range(2)]
+        self.pgsm = pgsm_mod.from_config(cfg, ports=2)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.pgsm = self.pgsm
+        for i, pe in enumerate(self.pes):
+            m.submodules[f"pe{i}"] = pe
+            wiring.connect(m, pe.pgsm, self.pgsm.ports[i])
+        return m
+
+
+def test_two_pes_share_a_pgsm():
+    """PE0 and PE1 fill their halves of one PGSM at the same time (ld_pgsm from their
+    banks, wr_pgsm, direct and indirect, bank conflicts in the PGSM), then each reads
+    the other's half (rd_pgsm + st_rf, st_pgsm): both banks equal the reference."""
+    cfg = load_config("default", SMALL)
+    g = PEGeometry.of(cfg.ipim)
+    top = _TwoPEsOnePGSM(cfg)
+    r = random.Random(21)
+    tm = resolve_timing(cfg.ipim.timing, cfg.ipim.tck_ns)
+    half = g.pgsm // 2
+    m = 1
+
+    def phase1(i):
+        P = []
+        for j in range(half // 2):
+            P += [Instr(Opcode.LD_PGSM, dram=j, pgsm=half * i + j, simb_mask=m),
+                  Instr(Opcode.LD_RF, dram=half + j, drf=j, simb_mask=m)]
+            if j == 1:       # indirect through A6 = half * peID + half // 2 + 1
+                P.append(Instr(Opcode.WR_PGSM, pgsm=6, pgsm_ind=1, drf=j, simb_mask=m))
+            else:
+                P.append(Instr(Opcode.WR_PGSM, pgsm=half * i + half // 2 + j, drf=j,
+                               simb_mask=m))
+        return P
+
+    def phase2(i):
+        P = []
+        for j in range(half):
+            src = half * (1 - i) + j
+            P += [Instr(Opcode.RD_PGSM, pgsm=src, drf=j % g.drf, simb_mask=m),
+                  Instr(Opcode.ST_RF, dram=100 + j, drf=j % g.drf, simb_mask=m),
+                  Instr(Opcode.ST_PGSM, dram=200 + j, pgsm=src, simb_mask=m)]
+        return P
+
+    banks = [fill_bank(r, 64) for _ in range(2)]
+    # A6 = half * peID + half // 2 + 1 (the indirect wr_pgsm of j = 1), built with calc_arf.
+    pro = [Instr(Opcode.LD_RF, dram=40, drf=15, simb_mask=m),
+           Instr(Opcode.MOV_ARF, arf=6, drf=15, lane=0, simb_mask=m),
+           Instr(Opcode.CALC_ARF, op=AluOp.MUL, dst=7, src1=0, src2=6, simb_mask=m),
+           Instr(Opcode.MOV_ARF, arf=6, drf=15, lane=1, simb_mask=m),
+           Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=6, src1=7, src2=6, simb_mask=m)]
+    for b in banks:
+        b[40] = half | (half // 2 + 1) << 32
+    envs1 = [PEEnv(g, tm, pro + phase1(i), random.Random(i), tag_bits=3, bank=banks[i],
+                   ids=(i, 0, 0, 0), real_pgsm=True) for i in range(2)]
+    envs2 = [PEEnv(g, tm, phase2(i), random.Random(9 + i), tag_bits=3, bank={},
+                   ids=(i, 0, 0, 0), real_pgsm=True) for i in range(2)]
+    for e1, e2 in zip(envs1, envs2):
+        e2.bank = e1.bank     # the same dict: phase 2 continues phase 1's bank
+    run_phases(top, [list(zip(top.pes, envs1)), list(zip(top.pes, envs2))], 40000)
+    # Reference: both PEs on one shared PGSM dict, phase by phase.
+    refs = [StandInPEModel(g, (i, 0, 0, 0), banks[i]) for i in range(2)]
+    refs[1].pgsm = refs[0].pgsm
+    for envs in (envs1, envs2):
+        for ref, e in zip(refs, envs):
+            for ins in e.program:
+                ref.step(ins)
+    for i in range(2):
+        bad = [f"PE{i} bank[{k}]" for k in sorted(set(refs[i].bank) | set(envs2[i].bank))
+               if refs[i].bank.get(k, 0) != envs2[i].bank.get(k, 0)]
+        assert not bad, bad[:10]
+        assert not envs1[i].errors and not envs2[i].errors
+        assert not envs1[i].checker.violations and not envs2[i].checker.violations
+    assert len(refs[0].pgsm) == g.pgsm
+    # The other half really arrived: PE0's stores hold PE1's lines.
+    assert refs[0].bank[100] == refs[0].pgsm[half] != 0

@@ -344,13 +344,14 @@ class PEEnv:
     def __init__(self, g: PEGeometry, timing, program: list[Instr], rng: random.Random, *,
                  tag_bits: int, bank: dict[int, int], ids=(1, 0, 0, 0), pgsm_latency: int = 1,
                  vsm_latency: int = 1, p_issue: float = 0.8, p_pgsm: float = 0.7,
-                 p_vsm: float = 0.5):
+                 p_vsm: float = 0.5, real_pgsm: bool = False):
         self.g, self.rng, self.program = g, rng, list(program)
         self.ids = ids
         self.tags = 1 << tag_bits
         self.bank = dict(bank)
         self.checker = TimingChecker(timing, banks=1)
-        self.pgsm = _SPMModel(rng, pgsm_latency, p_pgsm)
+        # real_pgsm: the PE's pgsm port is joined to a PGSM block, not played here.
+        self.pgsm = None if real_pgsm else _SPMModel(rng, pgsm_latency, p_pgsm)
         self.vsm = _SPMModel(rng, vsm_latency, p_vsm)
         self.p_issue = p_issue
         self.pc = 0
@@ -394,7 +395,8 @@ class PEEnv:
                     self.ref_busy += 1
             else:
                 self.checker.step(n, kind, 0, o["cmd__row"], o["cmd__col"])
-        ins |= self.pgsm.cycle(n, o, "pgsm")
+        if self.pgsm is not None:
+            ins |= self.pgsm.cycle(n, o, "pgsm")
         ins |= self.vsm.cycle(n, o, "vsm")
         # The control core: retire, then issue (a retired slot is reusable at once).
         if o["issue__done"]:
@@ -419,9 +421,10 @@ class PEEnv:
         self.n += 1
         return ins
 
-    def expected(self, bank: dict[int, int]) -> StandInPEModel:
-        """The reference run of the whole program from *bank*."""
-        ref = StandInPEModel(self.g, self.ids, bank)
+    def expected(self, bank: dict[int, int], pgsm: dict[int, int] | None = None
+                 ) -> StandInPEModel:
+        """The reference run of the whole program from *bank* (and *pgsm*)."""
+        ref = StandInPEModel(self.g, self.ids, bank, pgsm)
         for ins in self.program:
             ref.step(ins)
         return ref
@@ -429,8 +432,10 @@ class PEEnv:
     def compare(self, ref: StandInPEModel) -> list[str]:
         """Differences between this run's storage and *ref*'s (empty when equal)."""
         bad = list(self.errors)
-        for name, got, exp in (("bank", self.bank, ref.bank), ("pgsm", self.pgsm.mem, ref.pgsm),
-                               ("vsm", self.vsm.mem, ref.vsm)):
+        stores = [("bank", self.bank, ref.bank), ("vsm", self.vsm.mem, ref.vsm)]
+        if self.pgsm is not None:
+            stores.append(("pgsm", self.pgsm.mem, ref.pgsm))
+        for name, got, exp in stores:
             for k in sorted(set(got) | set(exp)):
                 if got.get(k, 0) != exp.get(k, 0):
                     bad.append(f"{name}[{k}] = {got.get(k, 0):#034x}, expected "
