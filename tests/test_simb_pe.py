@@ -178,6 +178,9 @@ def test_structural_hazard_one_completion_per_cycle():
                   simb_mask=1),
             Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, dst=4, src1=1, src2=1,
                   simb_mask=1, mode=Mode.SV, lane=2, vec_mask=0b0101),
+            # Independent comps of one latency: one issued and one finished per cycle.
+            *(Instr(Opcode.COMP, op=AluOp.MUL, dtype=DType.FP32, dst=5 + k, src1=1, src2=1,
+                    simb_mask=1) for k in range(6)),
             *drain_program(g, 512)]
     env = PEEnv(g, resolve_timing(cfg.ipim.timing, cfg.ipim.tck_ns), prog, random.Random(0),
                 tag_bits=3, bank=bank, p_issue=1.0)
@@ -191,6 +194,10 @@ def test_structural_hazard_one_completion_per_cycle():
     # one cycle in the decode register and finishes one cycle after it.
     assert mul.op is AluOp.MUL and add.op is AluOp.ADD and t_add == t_mul + 1, env.finished
     assert d_mul == 6 and t_add + d_add == t_mul + d_mul + 1, env.finished
+    burst = sorted((t0, d) for i, d, t0 in env.finished if i.dst >= 5 and
+                   i.opcode is Opcode.COMP)
+    assert [t0 for t0, _ in burst] == list(range(burst[0][0], burst[0][0] + 6)), burst
+    assert all(d == 6 for _, d in burst), burst
 
 
 def _alu(op, a, b, c=0):

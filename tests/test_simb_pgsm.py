@@ -4,6 +4,7 @@ line-memory model (grant-time semantics), latency, banking, round-robin."""
 import random
 
 import pytest
+from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
@@ -111,11 +112,11 @@ def test_hot_bank_round_robin():
     assert st["max_wait"] <= 2 * dut.n_ports, st
 
 
-@pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_from_config_and_checks():
     cfg = load_config("default", {"ipim.pes_per_pg": 4, "ipim.t_pgsm": 2})
     dut = pgsm_mod.from_config(cfg)
     assert (dut.n_ports, dut.lines, dut.latency, dut.banks) == (4, cfg.ipim.pgsm_lines, 2, 4)
     assert dut.ports[0].signature.flip() == dut.port_signature
+    Fragment.get(dut, None)
     with pytest.raises(Exception, match="banks must be a power of two"):
         PGSM(ports=2, lines=64, banks=3)

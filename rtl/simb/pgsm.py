@@ -49,13 +49,25 @@ class PGSM(wiring.Component):
         The PEs' ports.
     """
 
-    def __init__(self, *, ports: int, lines: int, latency: int = 1, banks: int | None = None):
+    def __new__(cls, *args, ports: int, lines: int, latency: int = 1,
+                banks: int | None = None, **kwargs):
+        # Checked before the block exists, so a bad parameter leaves no unused block
+        # behind (Amaranth would warn about it).
+        cls._banks(ports, lines, latency, banks)
+        return super().__new__(cls, *args, src_loc_at=1, **kwargs)
+
+    @staticmethod
+    def _banks(ports: int, lines: int, latency: int, banks: int | None) -> int:
         check_int("ports", ports, 1, 64)
         check_pow2("lines", lines, 2, 1 << SPM_BITS)
         check_int("latency", latency, 1, 64)
         if banks is None:
             banks = min(lines, 1 << ceil_log2(ports))
         check_pow2("banks", banks, 1, lines)
+        return banks
+
+    def __init__(self, *, ports: int, lines: int, latency: int = 1, banks: int | None = None):
+        banks = self._banks(ports, lines, latency, banks)
         self.n_ports, self.lines, self.latency, self.banks = ports, lines, latency, banks
         self.addr_bits = max(1, ceil_log2(lines))
         self.port_signature = SPMPortSignature(addr_bits=self.addr_bits, latency=latency)
