@@ -102,6 +102,9 @@ def make_env(cfg, seed, n, **kw):
     (2, {"ipim.scheduler": "fcfs", "ipim.page_policy": "close"}),
     (3, {"ipim.t_pgsm": 3, "ipim.t_vsm": 2, "ipim.t_add": 2, "ipim.t_mac": 3,
          "ipim.dram_queue": 2}),
+    # Latencies past the rtl/fp units' 8 stages: padded pipelines, a 21-slot line.
+    (4, {"ipim.t_add": 12, "ipim.t_mul": 10, "ipim.t_mac": 20, "ipim.t_logic": 3,
+         "ipim.t_alu": 2, "ipim.t_drf": 2, "ipim.dram_queue": 16}),
 ])
 def test_random_program_matches_reference(seed, over):
     print(f"seed {seed}")
