@@ -109,7 +109,7 @@ def make_env(cfg, seed, n, **kw):
 def test_random_program_matches_reference(seed, over):
     print(f"seed {seed}")
     cfg = load_config("default", {**SMALL, **over})
-    env, bank0 = make_env(cfg, seed, 220)
+    env, bank0 = make_env(cfg, seed, 180)
     perf = run_env(cfg, env, 40000)
     bad = env.compare(env.expected(bank0))
     assert not bad, "\n".join(bad[:20])
