@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
-from ..registry import Accelerator, Command, Section
+from ..registry import Accelerator, Bench, Block, Command, Section
 
 __all__ = ["ACCELERATOR"]
 
 _TB = "pimforge.verif.tb"
 
+# ---- simb-pe: the near-bank PE and the PGSM ------------------------------------------------
+# A small PE (16 DataRF/AddrRF entries, 16 KiB bank of 64 rows) with tREFI shortened so that
+# refreshes collide with bank traffic inside a short program.
+_SMALL_PE = {"ipim.drf_bytes": 16 * 16, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_bytes": 16 * 16,
+             "ipim.vsm_bytes": 16 * 32, "ipim.bank_bytes": 16 * 1024,
+             "ipim.row_bytes": 16 * 16, "ipim.timing.tREFI": 300.0, "ipim.timing.tRFC": 40.0}
+_PE_BLOCKS = (
+    Block("simb_pe", "pimforge.rtl.simb.pe:from_config",
+          "iPIM near-bank PE: DataRF, AddrRF, 4-lane FP32/INT32 SIMD, int ALU, bank controller"),
+    Block("simb_pgsm", "pimforge.rtl.simb.pgsm:from_config",
+          "iPIM PG scratchpad: a read/write port per PE, banked, round-robin"),
+)
+_PE_BENCHES = (
+    # One build (about 3 minutes of Verilator): FCFS, close page and other latencies are
+    # covered on the Amaranth simulator (tests/test_simb_pe.py).
+    Bench("simb_pe", "simb_pe", f"{_TB}.simb_pe", overrides=_SMALL_PE),
+)
+
 ACCELERATOR = Accelerator(
     name="ipim",
     doc="iPIM: SIMB control core, near-bank PEs, PGSM/VSM, sync and remote requests",
     sections=(Section("ipim", "pimforge.gen.config.ipim:IPIMConfig"),),
-    blocks=(),
-    benches=(),
+    blocks=(*_PE_BLOCKS,),
+    benches=(*_PE_BENCHES,),
     commands=(
         # simb-tools: assembler, disassembler and instruction-set simulator
         Command("simb", "SIMB programs: asm FILE, disasm FILE.hex, run FILE on the "

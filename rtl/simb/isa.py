@@ -44,7 +44,8 @@ COMP      for each lane ``i`` set in ``vec_mask``: ``d[i] = op(a[i], b[i])``
           SHIFT, CROP_LSB and CROP_MSB read ``b`` as INT32 in both dtypes.
           SHIFT: INT32 ``a << b`` for ``b >= 0``, arithmetic ``a >> -b``
           otherwise (``|b| >= 32`` saturates to 0 or the sign); FP32
-          ``a * 2**b`` rounded once (RNE, LDEXP of ``rtl/fp/shift``; ``b``
+          ``a * 2**b`` rounded once to nearest even (LDEXP of ``rtl/fp/shift``,
+          ``b`` being the lane's bits read as an INT32, not as a float; ``b``
           beyond -512..511 gives the result of the nearer bound, which is
           already +-0 or +-inf for every finite nonzero ``a``). AND/OR/XOR:
           bitwise. CROP_LSB: the ``b`` least significant bits of ``a`` (others
@@ -232,7 +233,10 @@ PE_OPS = frozenset(op for op, f in _FORMAT_OF.items() if "simb_mask" in dict(FOR
 #: Opcodes executed by a vault-level unit or the control core itself.
 VAULT_OPS = frozenset(Opcode) - PE_OPS
 
-_PAYLOAD = data.UnionLayout({name: data.StructLayout(dict(f)) for name, f in FORMATS.items()})
+# Formats without operands (NOP, HALT) have no union member: an empty struct becomes a
+# zero-width Verilog wire ``[-1:0]``, which Verilator's lint rejects (ASCRANGE).
+_PAYLOAD = data.UnionLayout({name: data.StructLayout(dict(f)) for name, f in FORMATS.items()
+                             if f})
 
 #: The 128-bit instruction word: opcode, then the opcode's format.
 INSTRUCTION = data.StructLayout({"opcode": Opcode, "args": _PAYLOAD,
@@ -336,6 +340,8 @@ def _show(v):
 
 
 def _fields_offsets(fmt: str):
+    if not FORMATS[fmt]:
+        return
     lay = _PAYLOAD[fmt].shape
     base = OPCODE_BITS
     for n, _ in FORMATS[fmt]:
