@@ -92,7 +92,8 @@ def make_env(cfg, seed, n, **kw):
     prog += drain_program(g, g.bank // 2)
     env = PEEnv(g, resolve_timing(c.timing, c.tck_ns), prog, r,
                 tag_bits=max(1, (c.inst_queue - 1).bit_length()), bank=bank0,
-                ids=(r.randrange(64), r.randrange(16), r.randrange(64), r.randrange(16)),
+                ids=(r.randrange(c.pes_per_pg), r.randrange(c.pgs), r.randrange(c.vaults),
+                     r.randrange(c.cubes)),
                 pgsm_latency=c.t_pgsm, vsm_latency=c.t_vsm, **kw)
     return env, bank0
 
@@ -111,7 +112,7 @@ def test_random_program_matches_reference(seed, over):
     cfg = load_config("default", {**SMALL, **over})
     env, bank0 = make_env(cfg, seed, 180)
     perf = run_env(cfg, env, 40000)
-    bad = env.compare(env.expected(bank0))
+    bad = env.compare(env.expected(bank0, ipim=cfg.ipim))     # the ISS and the stand-in
     assert not bad, "\n".join(bad[:20])
     print(env.n, "cycles", env.cmds, "ref during bank work", env.ref_busy, perf)
     assert env.cmds.get("REF", 0) > 0 and env.cmds.get("PRE", 0) > 0
@@ -188,7 +189,7 @@ def test_structural_hazard_one_completion_per_cycle():
     env = PEEnv(g, resolve_timing(cfg.ipim.timing, cfg.ipim.tck_ns), prog, random.Random(0),
                 tag_bits=3, bank=bank, p_issue=1.0)
     run_env(cfg, env, 4000)
-    bad = env.compare(env.expected(bank))
+    bad = env.compare(env.expected(bank, ipim=cfg.ipim))
     assert not bad, bad
     assert env.expected(bank).bank[512 + 3] == 0x40000000 * (1 + (1 << 32) + (1 << 64)
                                                                + (1 << 96))

@@ -13,10 +13,11 @@ simulator (``tests/test_simb_pe.py``). It plays
   to the protocol checker of :mod:`pimforge.verif.models.dram_timing`;
 * the PGSM and VSM ports (random back-pressure, the ports' read latency).
 
-Expected values come from :class:`StandInPEModel`, a small per-instruction
-reference built on the FP32 golden models (``verif/models/fp32.py``,
-``fp32_shift.py``). It is a stand-in for the SIMB instruction-set simulator
-(``verif/models/simb_iss.py``), which replaces it when both exist. The final
+Expected values come from the SIMB instruction-set simulator
+(``verif/models/simb_iss.py``, :func:`iss_run`), the golden model, and from
+:class:`StandInPEModel`, a small per-instruction reference built on the FP32
+golden models (``verif/models/fp32.py``, ``fp32_shift.py``) that wraps
+addresses as the RTL does; the two must agree. The final
 DataRF/AddrRF are compared by a drain program (``st_rf`` of every DataRF
 entry, ``mov_drf`` + ``st_rf`` of the AddrRF) run on both, then the whole bank,
 PGSM and VSM.
@@ -24,6 +25,7 @@ PGSM and VSM.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 
@@ -37,6 +39,7 @@ from ...rtl.mem.timing import resolve_timing
 from ...rtl.simb.isa import LANES, AluOp, DType, Instr, Mode, Opcode, accesses, conflicts, encode
 from ..models import fp32, fp32_shift
 from ..models.dram_timing import TimingChecker
+from ..models.simb_iss import SIMBMachine
 from .common import bench, start
 from .common import rng as bench_rng
 
@@ -421,12 +424,26 @@ class PEEnv:
         self.n += 1
         return ins
 
-    def expected(self, bank: dict[int, int], pgsm: dict[int, int] | None = None
-                 ) -> StandInPEModel:
-        """The reference run of the whole program from *bank* (and *pgsm*)."""
+    def expected(self, bank: dict[int, int], pgsm: dict[int, int] | None = None,
+                 ipim=None) -> StandInPEModel:
+        """The reference run of the whole program from *bank* (and *pgsm*).
+
+        With *ipim* (the config section the PE was built from), the program also
+        runs on the SIMB instruction-set simulator, the project's golden model,
+        as the PE its ids name, and the two references must agree exactly (the
+        stand-in wraps addresses as the RTL does, the ISS rejects them; the
+        random programs stay in range).
+        """
         ref = StandInPEModel(self.g, self.ids, bank, pgsm)
         for ins in self.program:
             ref.step(ins)
+        if ipim is not None:
+            got = iss_run(ipim, self.ids, self.program, bank, pgsm)
+            for name in ("bank", "pgsm", "vsm"):
+                a, b = getattr(ref, name), got[name]
+                diff = [k for k in set(a) | set(b) if a.get(k, 0) != b.get(k, 0)]
+                assert not diff, (f"stand-in and ISS differ in {name} at "
+                                  f"{sorted(diff)[:8]}")
         return ref
 
     def compare(self, ref: StandInPEModel) -> list[str]:
@@ -444,6 +461,37 @@ class PEEnv:
         return bad
 
 
+def iss_run(ipim, ids: tuple[int, int, int, int], program: list[Instr], bank: dict[int, int],
+            pgsm: dict[int, int] | None = None) -> dict[str, dict[int, int]]:
+    """*program* (written for ``simb_mask = 1``) on the instruction-set simulator as PE
+    ``ids = (pe, pg, vault, chip)`` of a machine of config section *ipim*; its bank, its
+    PG's PGSM and its vault's VSM afterwards, as dicts of 128-bit vectors."""
+    pe, pg, vault, chip = ids
+    for name, val, top in (("pe", pe, ipim.pes_per_pg), ("pg", pg, ipim.pgs),
+                           ("vault", vault, ipim.vaults), ("chip", chip, ipim.cubes)):
+        if val >= top:
+            raise ValueError(f"PE ids {ids}: {name} {val} is not in the config (< {top})")
+    p = pg * ipim.pes_per_pg + pe
+    m = SIMBMachine(ipim)
+    vi = m.vault_index(chip, vault)
+    v = m.vaults[vi]
+    for a, x in bank.items():
+        m.write_bank(vi, p, a, lanes_of(x))
+    for a, x in (pgsm or {}).items():
+        v.pgsm[pg, a] = lanes_of(x)
+    prog = [dataclasses.replace(i, simb_mask=1 << p) if "simb_mask" in i.operands() else i
+            for i in program]
+    m.load([*prog, Instr(Opcode.HALT)], vaults=[vi])
+    m.run()
+
+    def vec(row) -> int:
+        return vec_of([int(x) for x in row])
+
+    return {"bank": {a: vec(x) for a, x in v.banks[p].items()},
+            "pgsm": {a: vec(x) for a, x in enumerate(v.pgsm[pg]) if x.any()},
+            "vsm": {a: vec(x) for a, x in enumerate(v.vsm) if x.any()}}
+
+
 def fill_bank(rng: random.Random, span: int) -> dict[int, int]:
     """Initial bank contents: FP32 corners, INT corners and random words in the lanes."""
     corners = fp32.corner_values()
@@ -458,7 +506,7 @@ def fill_bank(rng: random.Random, span: int) -> dict[int, int]:
     return out
 
 
-__all__ += ["fill_bank", "int_op", "fp_op", "lanes_of", "vec_of"]
+__all__ += ["fill_bank", "int_op", "fp_op", "lanes_of", "vec_of", "iss_run"]
 
 
 # ---- the cocotb tests ---------------------------------------------------------------------
@@ -474,8 +522,8 @@ def _bench_env(tag: str, n: int, **kw) -> tuple[PEEnv, dict]:
     prog += drain_program(g, g.bank // 2)
     tag_bits = max(1, (c.inst_queue - 1).bit_length())
     env = PEEnv(g, resolve_timing(c.timing, c.tck_ns), prog, r, tag_bits=tag_bits,
-                bank=bank0, ids=(r.randrange(64), r.randrange(16), r.randrange(64),
-                                 r.randrange(16)),
+                bank=bank0, ids=(r.randrange(c.pes_per_pg), r.randrange(c.pgs),
+                                 r.randrange(c.vaults), r.randrange(c.cubes)),
                 pgsm_latency=c.t_pgsm, vsm_latency=c.t_vsm, **kw)
     return env, bank0
 
@@ -501,7 +549,7 @@ async def random_programs_match_reference(dut):
     env, bank0 = _bench_env("random", 300)
     await start(dut)
     await _run(dut, env, 60000)
-    bad = env.compare(env.expected(bank0))
+    bad = env.compare(env.expected(bank0, ipim=from_dict(Config, bench()["config"]).ipim))
     dut._log.info("%d instructions in %d cycles, commands %s, %d REF during bank "
                   "work", len(env.program), env.n, env.cmds, env.ref_busy)
     assert not bad, "\n".join(bad[:20])
@@ -521,7 +569,7 @@ async def back_pressure_and_dense_issue(dut):
     env, bank0 = _bench_env("dense", 200, p_issue=1.0, p_pgsm=0.25, p_vsm=0.15)
     await start(dut)
     await _run(dut, env, 60000)
-    bad = env.compare(env.expected(bank0))
+    bad = env.compare(env.expected(bank0, ipim=from_dict(Config, bench()["config"]).ipim))
     dut._log.info("%d instructions in %d cycles, commands %s", len(env.program), env.n,
                   env.cmds)
     assert not bad, "\n".join(bad[:20])
