@@ -213,7 +213,11 @@ PE_OPS = frozenset(op for op, f in _FORMAT_OF.items() if "simb_mask" in dict(FOR
 #: Opcodes executed by a vault-level unit or the control core itself.
 VAULT_OPS = frozenset(Opcode) - PE_OPS
 
-_PAYLOAD = data.UnionLayout({name: data.StructLayout(dict(f)) for name, f in FORMATS.items()})
+# Formats without operands (nop, halt) have no member: a zero-width member becomes a
+# ``wire [-1:0]`` in the Verilog of every port that carries an instruction, which
+# Verilator's lint rejects (ASCRANGE).
+_PAYLOAD = data.UnionLayout({name: data.StructLayout(dict(f)) for name, f in FORMATS.items()
+                             if f})
 
 #: The 128-bit instruction word: opcode, then the opcode's format.
 INSTRUCTION = data.StructLayout({"opcode": Opcode, "args": _PAYLOAD,
@@ -317,6 +321,8 @@ def _show(v):
 
 
 def _fields_offsets(fmt: str):
+    if not FORMATS[fmt]:
+        return
     lay = _PAYLOAD[fmt].shape
     base = OPCODE_BITS
     for n, _ in FORMATS[fmt]:
