@@ -294,7 +294,7 @@ def run(progs, *, seed: int, pes: int = 4, inst_queue: int = 4, t_alu: int = 1,
                 if ctx.get(v.reply.valid) and ctx.get(v.reply.ready):
                     nic_queue[i].pop(0)
                 if ctx.get(c.landed.valid):
-                    f = st.by_slot[ctx.get(c.landed.payload)]
+                    f = st.by_slot[ctx.get(c.landed.tag)]
                     assert f.ins.opcode is Opcode.REQ and f.done is None, (seed, cyc)
                     f.done = cyc
                 for f in st.flights:

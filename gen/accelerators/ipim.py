@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Accelerator, Section
+from ..registry import Accelerator, Bench, Block, Section
 
 __all__ = ["ACCELERATOR"]
 
@@ -12,7 +12,20 @@ ACCELERATOR = Accelerator(
     name="ipim",
     doc="iPIM: SIMB control core, near-bank PEs, PGSM/VSM, sync and remote requests",
     sections=(Section("ipim", "pimforge.gen.config.ipim:IPIMConfig"),),
-    blocks=(),
-    benches=(),
+    blocks=(
+        # simb-core: the vault's control core and its VSM.
+        Block("simb_core", "pimforge.rtl.simb.core:from_config",
+              "iPIM vault control core: fetch, issued-instruction queue with dependency "
+              "check, SIMB broadcast, CtrlRF, sync, req, counters"),
+        Block("simb_vsm", "pimforge.rtl.simb.vsm:from_config",
+              "iPIM vault scratchpad: one TSV-side port shared round-robin by the PEs, "
+              "the core and the network"),
+    ),
+    benches=(
+        # simb-core: PE models with random latencies and back-pressure, a network model.
+        Bench("simb_core", "simb_core", f"{_TB}.simb_core"),
+        Bench("simb_core_q64", "simb_core", f"{_TB}.simb_core",
+              overrides={"ipim.inst_queue": 64, "ipim.t_alu": 3}),
+    ),
     commands=(),
 )

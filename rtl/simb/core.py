@@ -143,7 +143,8 @@ from .isa import (
     Store,
 )
 
-__all__ = ["ControlCore", "from_config", "req_layout", "reply_layout", "HAZARD",
+__all__ = ["ControlCore", "from_config", "req_layout", "reply_layout", "landed_signature",
+           "HAZARD",
            "OPCODE_CLASSES", "BUSY_UNITS", "BUSY_LAYOUT", "COUNTER_NAMES"]
 
 #: Issued-instruction classes counted by ``perf.issued_<class>``.
@@ -194,6 +195,12 @@ def reply_layout(tag_bits: int) -> data.StructLayout:
     """Payload of a ``req`` reply arriving at the VSM: the line and the request's
     ``vsm``/``tag``."""
     return data.StructLayout({"vsm": SPM_BITS, "tag": tag_bits, "data": VECTOR_BITS})
+
+
+def landed_signature(tag_bits: int) -> wiring.Signature:
+    """The VSM's report that the reply of ``req`` *tag* is written (VSM side):
+    ``valid`` one cycle per reply, ``tag``. No back-pressure."""
+    return wiring.Signature({"valid": Out(1), "tag": Out(tag_bits)})
 
 
 def _int_alu(m: Module, op, a, b, name: str):
@@ -363,7 +370,7 @@ class ControlCore(wiring.Component):
         ``seti_vsm`` writes into the VSM.
     nic_req : Out(stream.Signature(req_layout(tag_bits)))
         ``req`` to the network interface.
-    landed : In(stream.Signature(tag_bits, always_ready=True))
+    landed : In(landed_signature(tag_bits))
         A ``req`` reply of this tag has been written into the VSM.
     sync : Out(SyncSignature())
         The inter-vault barrier.
@@ -427,7 +434,7 @@ class ControlCore(wiring.Component):
             "pe_busy": In(BUSY_LAYOUT).array(pes),
             "vsm": Out(SPMPortSignature(addr_bits=self.vsm_bits, latency=t_vsm)),
             "nic_req": Out(stream.Signature(req_layout(self.tag_bits))),
-            "landed": In(stream.Signature(self.tag_bits, always_ready=True)),
+            "landed": In(landed_signature(self.tag_bits)),
             "sync": Out(SyncSignature()),
             "issue_valid": Out(1), "issue_pc": Out(self.pc_bits),
             "perf": Out(self.PerfSignature(counter_bits)),
@@ -595,7 +602,7 @@ class ControlCore(wiring.Component):
             clr = Signal(P + 1, name=f"slot{s}_clr")
             m.d.comb += clr[U].eq((seti_done & (seti_tag == s))
                                   | (a_v[-1] & (a_t[-1] == s))
-                                  | (self.landed.valid & (self.landed.payload == s)))
+                                  | (self.landed.valid & (self.landed.tag == s)))
             for p in range(P):
                 m.d.comb += clr[p].eq(self.pe[p].done & (self.pe[p].done_tag == s))
             with m.If(fire & needs_slot & (slot == s)):

@@ -45,7 +45,7 @@ from amaranth.utils import ceil_log2
 
 from ..params import check_int, check_pow2
 from .bus import VECTOR_BITS, SPMPortSignature
-from .core import reply_layout
+from .core import landed_signature, reply_layout
 from .isa import LANES, MASK_BITS, SPM_BITS
 
 __all__ = ["VSM", "from_config"]
@@ -64,7 +64,7 @@ class VSM(wiring.Component):
     pe : In(SPMPortSignature(addr_bits, t_tsv + t_vsm)).array(pes)
     core : In(SPMPortSignature(addr_bits, t_vsm))
     reply : In(stream.Signature(reply_layout(tag_bits)))
-    landed : Out(stream.Signature(tag_bits, always_ready=True))
+    landed : Out(landed_signature(tag_bits))
     ext : In(SPMPortSignature(addr_bits, t_vsm))
     """
 
@@ -85,7 +85,7 @@ class VSM(wiring.Component):
                                       latency=t_tsv + t_vsm)).array(pes),
             "core": In(near),
             "reply": In(stream.Signature(reply_layout(tag_bits))),
-            "landed": Out(stream.Signature(tag_bits, always_ready=True)),
+            "landed": Out(landed_signature(tag_bits)),
             "ext": In(near),
         })
 
@@ -138,7 +138,7 @@ class VSM(wiring.Component):
                 m.d.comb += port.ready.eq(any_req & (grant == i))
         m.d.comb += [rep.ready.eq(any_req & (grant == REPLY)),
                      self.landed.valid.eq(any_req & (grant == REPLY)),
-                     self.landed.payload.eq(rep.payload.tag)]
+                     self.landed.tag.eq(rep.payload.tag)]
 
         # Read returns: one delay line of (valid, client) and data, tapped at each
         # port's latency.
