@@ -6,9 +6,10 @@ monitor checks every cycle that no instruction issues while it conflicts, by
 :func:`~pimforge.rtl.simb.isa.conflicts`, with one still in flight, that the
 core never stalls without a cause, and counts what it saw to compare with the
 core's counters. Jumps and the CtrlRF ALU are compared with
-:func:`reference_run`, a tiny control-flow interpreter written here as a
-stand-in for the instruction-set simulator (``verif/models/simb_iss.py``) that
-is being written separately.
+:func:`~pimforge.verif.tb.simb_core.reference_run`, a tiny control-flow
+interpreter kept beside the cocotb bench as a stand-in for the instruction-set
+simulator (``verif/models/simb_iss.py``) that is being written separately; the
+random program generators are shared with that bench too.
 """
 
 from __future__ import annotations
@@ -30,79 +31,23 @@ from pimforge.rtl.simb.isa import (
     Cond,
     DType,
     Instr,
-    Mode,
     Opcode,
     accesses,
     conflicts,
     encode,
 )
 from pimforge.rtl.simb.vsm import VSM
+from pimforge.verif.tb.simb_core import (
+    UNIT_OPS,
+    int_alu,
+    loop_program,
+    rand_instr,
+    reference_run,
+)
 
 log = logging.getLogger(__name__)
 
-UNIT_OPS = (Opcode.SETI_VSM, Opcode.REQ, Opcode.CALC_CRF, Opcode.SETI_CRF)
 M32 = 0xFFFF_FFFF
-
-
-# ---- reference interpreter (stand-in for verif/models/simb_iss.py) ------------------
-
-def _s32(x: int) -> int:
-    x &= M32
-    return x - (1 << 32) if x >> 31 else x
-
-
-def int_alu(op: AluOp, a: int, b: int) -> int:
-    """CALC_CRF / CALC_ARF of isa.py on 32-bit values."""
-    a, b = a & M32, b & M32
-    sb = _s32(b)
-    if op is AluOp.ADD:
-        return (a + b) & M32
-    if op is AluOp.SUB:
-        return (a - b) & M32
-    if op is AluOp.MUL:
-        return (a * b) & M32
-    if op is AluOp.SHIFT:
-        if sb >= 0:
-            return 0 if sb >= 32 else (a << sb) & M32
-        return (M32 if a >> 31 else 0) if -sb >= 32 else (_s32(a) >> -sb) & M32
-    if op is AluOp.AND:
-        return a & b
-    if op is AluOp.OR:
-        return a | b
-    if op is AluOp.XOR:
-        return a ^ b
-    k = min(max(sb, 0), 32)
-    if op is AluOp.CROP_LSB:
-        return a & ((1 << k) - 1)
-    if op is AluOp.CROP_MSB:
-        return a & ~((1 << (32 - k)) - 1) & M32
-    raise ValueError(op)
-
-
-def reference_run(prog: list[Instr], crf_entries: int, limit: int = 100000):
-    """Control flow and CtrlRF of *prog* (PE and vault-unit instructions do nothing
-    here): ``(pc trace, CtrlRF)``."""
-    crf = [0] * crf_entries
-    pc, trace = 0, []
-    for _ in range(limit):
-        ins = prog[pc]
-        trace.append(pc)
-        op = ins.opcode
-        nxt = pc + 1
-        if op is Opcode.HALT:
-            return trace, crf
-        if op is Opcode.SETI_CRF:
-            crf[ins.dst] = ins.imm & M32
-        elif op is Opcode.CALC_CRF:
-            crf[ins.dst] = int_alu(ins.op, crf[ins.src1], crf[ins.src2])
-        elif op in (Opcode.JUMP, Opcode.CJUMP):
-            c = _s32(crf[ins.src])
-            take = op is Opcode.JUMP or {Cond.Z: c == 0, Cond.NZ: c != 0, Cond.LTZ: c < 0,
-                                         Cond.GEZ: c >= 0}[ins.cond]
-            if take:
-                nxt = crf[ins.target]
-        pc = nxt
-    raise AssertionError("reference run did not halt")
 
 
 # ---- the design under test ------------------------------------------------------
@@ -415,62 +360,6 @@ def run(progs, *, seed: int, pes: int = 4, inst_queue: int = 4, t_alu: int = 1,
     return states, out
 
 
-# ---- random instructions ----------------------------------------------------------------
-
-def rand_pe_instr(r: random.Random, pes: int) -> Instr:
-    """A PE instruction over few registers/addresses (many hazards), random mask."""
-    mask = r.choice([(1 << pes) - 1, r.randrange(1 << pes), 1 << r.randrange(pes),
-                     (1 << 63) | r.randrange(1 << pes)])
-    reg = lambda: r.randrange(10)                             # noqa: E731
-    arf = lambda: r.randrange(4, 8)                           # noqa: E731
-    adr = lambda: r.randrange(8)                              # noqa: E731
-    ind = lambda: int(r.random() < 0.2)                       # noqa: E731
-    op = r.choice(sorted(PE_OPS, key=lambda o: o.value))
-    O = Opcode     # noqa: E741
-    if op is O.COMP:
-        return Instr(op, op=r.choice([AluOp.ADD, AluOp.MAC, AluOp.MUL]), dtype=DType.FP32,
-                     mode=r.choice(list(Mode)), lane=r.randrange(4), dst=reg(), src1=reg(),
-                     src2=reg(), vec_mask=r.randrange(1, 16), simb_mask=mask)
-    if op is O.CALC_ARF:
-        return Instr(op, op=AluOp.ADD, dst=arf(), src1=r.randrange(8), src2=arf(),
-                     simb_mask=mask)
-    if op in (O.LD_RF, O.ST_RF):
-        i = ind()
-        return Instr(op, dram=arf() if i else adr(), dram_ind=i, drf=reg(), simb_mask=mask)
-    if op in (O.LD_PGSM, O.ST_PGSM):
-        i, j = ind(), ind()
-        return Instr(op, dram=arf() if i else adr(), dram_ind=i, pgsm=arf() if j else adr(),
-                     pgsm_ind=j, simb_mask=mask)
-    if op in (O.RD_PGSM, O.WR_PGSM):
-        i = ind()
-        return Instr(op, pgsm=arf() if i else adr(), pgsm_ind=i, drf=reg(), simb_mask=mask)
-    if op in (O.RD_VSM, O.WR_VSM):
-        i = ind()
-        return Instr(op, vsm=arf() if i else adr(), vsm_ind=i, drf=reg(), simb_mask=mask)
-    if op in (O.MOV_DRF, O.MOV_ARF):
-        return Instr(op, arf=arf(), drf=reg(), lane=r.randrange(4), simb_mask=mask)
-    return Instr(O.RESET, drf=reg(), simb_mask=mask)
-
-
-def rand_instr(r: random.Random, pes: int) -> Instr:
-    x = r.random()
-    if x < 0.7:
-        return rand_pe_instr(r, pes)
-    if x < 0.78:
-        return Instr(Opcode.SETI_VSM, vsm=r.randrange(4), vec_mask=r.randrange(16),
-                     imm=r.getrandbits(32))
-    if x < 0.86:
-        return Instr(Opcode.REQ, chip=r.randrange(16), vault=r.randrange(64),
-                     pg=r.randrange(16), pe=r.randrange(16), dram=r.getrandbits(24),
-                     vsm=r.randrange(4))
-    if x < 0.92:
-        return Instr(Opcode.CALC_CRF, op=r.choice([AluOp.ADD, AluOp.XOR]), dst=r.randrange(4),
-                     src1=r.randrange(4), src2=r.randrange(4))
-    if x < 0.96:
-        return Instr(Opcode.SETI_CRF, dst=r.randrange(4), imm=r.getrandbits(32))
-    return Instr(Opcode.NOP)
-
-
 # ---- tests ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed, inst_queue, t_alu", [(1, 4, 1), (2, 8, 3), (3, 2, 2),
@@ -614,37 +503,12 @@ def test_partial_mask_retires_after_every_pe():
         assert out["perf"][0]["stall_full"] == f0.done + 1 - st.trace[0][0] - 1
 
 
-def _loop_program(r: random.Random, n: int) -> list[Instr]:
-    """Random CtrlRF arithmetic in a counted loop, a forward jump and a cjump chain."""
-    ops = [o for o in AluOp if o is not AluOp.MAC]
-    body = [Instr(Opcode.CALC_CRF, op=r.choice(ops), dst=r.randrange(8, 12),
-                  src1=r.randrange(6, 12), src2=r.randrange(6, 12)) for _ in range(4)]
-    body.insert(2, Instr(Opcode.COMP, dst=1, src1=1, src2=2, simb_mask=0x3))
-    prog = [Instr(Opcode.SETI_CRF, dst=1, imm=n), Instr(Opcode.SETI_CRF, dst=2, imm=1)]
-    prog += [Instr(Opcode.SETI_CRF, dst=k, imm=r.choice([r.getrandbits(32), r.randrange(-40, 40)]))
-             for k in range(6, 12)]
-    loop = len(prog) + 1
-    prog.append(Instr(Opcode.SETI_CRF, dst=3, imm=loop))
-    prog += body
-    prog.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=1, src1=1, src2=2))
-    prog.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=1, target=3))
-    # A forward jump over a poison seti, then a conditional on a random value.
-    skip = len(prog) + 3
-    prog += [Instr(Opcode.SETI_CRF, dst=4, imm=skip), Instr(Opcode.JUMP, target=4),
-             Instr(Opcode.SETI_CRF, dst=13, imm=0xDEAD)]
-    cond = r.choice(list(Cond))
-    prog += [Instr(Opcode.SETI_CRF, dst=5, imm=len(prog) + 3),
-             Instr(Opcode.CJUMP, cond=cond, src=8, target=5),
-             Instr(Opcode.SETI_CRF, dst=14, imm=77), Instr(Opcode.HALT)]
-    return prog
-
-
 @pytest.mark.parametrize("seed, t_alu", [(11, 1), (12, 3), (13, 2), (14, 1)])
 def test_jump_loops_match_reference(seed, t_alu):
     """Loops of calc_crf/seti_crf/jump/cjump: the issued pc trace and the CtrlRF
     equal the reference interpreter's."""
     r = random.Random(seed)
-    prog = _loop_program(r, r.randrange(2, 6))
+    prog = loop_program(r, r.randrange(2, 6))
     trace, crf = reference_run(prog, 16)
     states, out = run([prog], seed=seed, t_alu=t_alu, inst_queue=4)
     assert [pc for _, pc in states[0].trace] == trace
