@@ -38,11 +38,11 @@ from pimforge.rtl.simb.isa import (
 )
 from pimforge.rtl.simb.vsm import VSM
 from pimforge.verif.tb.simb_core import (
-    UNIT_OPS,
     int_alu,
     loop_program,
     rand_instr,
     reference_run,
+    unit_slot,
 )
 
 log = logging.getLogger(__name__)
@@ -107,8 +107,8 @@ def eff_mask(ins: Instr, pes: int) -> int:
     return ins.simb_mask & ((1 << pes) - 1) if ins.opcode in PE_OPS else 0
 
 
-def needs_slot(ins: Instr, pes: int) -> bool:
-    return bool(eff_mask(ins, pes)) or ins.opcode in UNIT_OPS
+def needs_slot(ins: Instr, pes: int, t_alu: int) -> bool:
+    return bool(eff_mask(ins, pes)) or unit_slot(ins.opcode, t_alu)
 
 
 def class_of(op: Opcode) -> str:
@@ -244,7 +244,7 @@ def run(progs, *, seed: int, pes: int = 4, inst_queue: int = 4, t_alu: int = 1,
                     f.done = cyc
                 for f in st.flights:
                     if f.ins.opcode in (Opcode.CALC_CRF, Opcode.SETI_CRF) \
-                            and f.issued + t_alu == cyc:
+                            and f.issued + t_alu - 1 == cyc:
                         f.done = cyc
                 # the issue stage
                 pc = ctx.get(c.issue_pc)
@@ -253,7 +253,7 @@ def run(progs, *, seed: int, pes: int = 4, inst_queue: int = 4, t_alu: int = 1,
                 rd, wr = accesses(ins)
                 dep = any(conflicts(f.writes, rd | wr) or conflicts(f.reads, wr) for f in live)
                 in_use = sum(1 for f in live if f.slot is not None)
-                slot_need = needs_slot(ins, pes)
+                slot_need = needs_slot(ins, pes, t_alu)
                 mask = eff_mask(ins, pes)
                 valids = [ctx.get(c.pe[p].valid) for p in range(pes)]
                 if not fired:

@@ -43,8 +43,11 @@ Units
 * ``req``: one request on the stream ``nic_req`` (fields of :func:`req_layout`,
   with the slot as ``tag``); the slot retires when ``landed`` reports that tag,
   i.e. when the reply's line has been written into the VSM.
-* ``calc_crf``/``seti_crf``: the integer ALU of the core, ``t_alu`` cycles; the
-  CtrlRF entry is written and the slot retires ``t_alu`` cycles after issue.
+* ``calc_crf``/``seti_crf``: the integer ALU of the core, ``t_alu`` cycles: the
+  CtrlRF entry is written at the end of the ``t_alu``-th cycle counting the
+  issue cycle, so a dependent instruction issues ``t_alu`` cycles after it
+  (``t_alu - 1`` bubbles). With ``t_alu = 1`` the instruction takes no slot;
+  otherwise its slot retires with the write.
 * ``jump``/``cjump``: resolved in the issue stage, once their CtrlRF operands
   have no pending write in the queue (a RAW stall otherwise); the target is
   read from the CtrlRF and presented to the instruction memory in the same
@@ -141,6 +144,7 @@ from .isa import (
     Cond,
     Opcode,
     Store,
+    format_of,
 )
 
 __all__ = ["ControlCore", "from_config", "req_layout", "reply_layout", "landed_signature",
@@ -494,9 +498,12 @@ class ControlCore(wiring.Component):
         with m.Switch(op):
             for o in PE_OPS:
                 with m.Case(o):
-                    m.d.comb += [is_pe_op.eq(1), mask.eq(ins.args[_fmt(o)].simb_mask[:P])]
+                    m.d.comb += [is_pe_op.eq(1), mask.eq(ins.args[format_of(o)].simb_mask[:P])]
+        # A one-cycle ALU writes the CtrlRF at the end of the issue cycle: no slot.
+        slot_ops = [o for o in _UNIT_SLOT_OPS
+                    if self.t_alu > 1 or o not in (Opcode.CALC_CRF, Opcode.SETI_CRF)]
         is_unit_op = Signal()
-        m.d.comb += is_unit_op.eq(Cat(*(op == o for o in _UNIT_SLOT_OPS)).any())
+        m.d.comb += is_unit_op.eq(Cat(*(op == o for o in slot_ops)).any())
         needs_slot = (is_pe_op & mask.any()) | is_unit_op
         full = needs_slot & ~free.any()
         pes_ready = Cat(*(~mask[p] | self.pe[p].ready for p in range(P))).all()
@@ -578,30 +585,31 @@ class ControlCore(wiring.Component):
             m.d.sync += self.nic_req.payload.tag.eq(slot)
         m.d.comb += self.nic_req.valid.eq(req_v)
 
-        # CtrlRF ALU: the result is computed at issue and written t_alu cycles later.
+        # CtrlRF ALU: the result is computed at issue and written at the end of the
+        # t_alu-th cycle (the issue cycle is the first), through t_alu - 1 registers.
         cc = ins.args.calc_crf
         alu = _int_alu(m, cc.op, crf_a.data, crf_b.data, "crf_alu")
-        a_v = [Signal(name=f"alu_v{i}") for i in range(self.t_alu)]
-        a_d = [Signal(cb, name=f"alu_dst{i}") for i in range(self.t_alu)]
-        a_r = [Signal(32, name=f"alu_res{i}") for i in range(self.t_alu)]
-        a_t = [Signal(self.tag_bits, name=f"alu_tag{i}") for i in range(self.t_alu)]
         is_seti_crf = op == Opcode.SETI_CRF
-        m.d.sync += [
-            a_v[0].eq(fire & ((op == Opcode.CALC_CRF) | is_seti_crf)),
-            a_d[0].eq(Mux(is_seti_crf, ins.args.seti_crf.dst, cc.dst)[:cb]),
-            a_r[0].eq(Mux(is_seti_crf, ins.args.seti_crf.imm, alu)),
-            a_t[0].eq(slot),
-        ]
+        a_v = [fire & ((op == Opcode.CALC_CRF) | is_seti_crf)]
+        a_d = [Mux(is_seti_crf, ins.args.seti_crf.dst, cc.dst)[:cb]]
+        a_r = [Mux(is_seti_crf, ins.args.seti_crf.imm, alu)]
+        a_t = [slot]
         for i in range(1, self.t_alu):
-            m.d.sync += [a_v[i].eq(a_v[i - 1]), a_d[i].eq(a_d[i - 1]), a_r[i].eq(a_r[i - 1]),
-                         a_t[i].eq(a_t[i - 1])]
+            v, d = Signal(name=f"alu_v{i}"), Signal(cb, name=f"alu_dst{i}")
+            r, t = Signal(32, name=f"alu_res{i}"), Signal(self.tag_bits, name=f"alu_tag{i}")
+            m.d.sync += [v.eq(a_v[-1]), d.eq(a_d[-1]), r.eq(a_r[-1]), t.eq(a_t[-1])]
+            a_v.append(v)
+            a_d.append(d)
+            a_r.append(r)
+            a_t.append(t)
         m.d.comb += [crf_w.en.eq(a_v[-1]), crf_w.addr.eq(a_d[-1]), crf_w.data.eq(a_r[-1])]
+        alu_done = a_v[-1] if self.t_alu > 1 else 0
 
         # ---- slot bookkeeping ----------------------------------------------------
         for s in range(Q):
             clr = Signal(P + 1, name=f"slot{s}_clr")
             m.d.comb += clr[U].eq((seti_done & (seti_tag == s))
-                                  | (a_v[-1] & (a_t[-1] == s))
+                                  | (alu_done & (a_t[-1] == s))
                                   | (self.landed.valid & (self.landed.tag == s)))
             for p in range(P):
                 m.d.comb += clr[p].eq(self.pe[p].done & (self.pe[p].done_tag == s))
@@ -634,11 +642,6 @@ class ControlCore(wiring.Component):
             with m.Else():
                 m.d.sync += getattr(ctr, n).eq(getattr(ctr, n) + incs[n])
         return m
-
-
-def _fmt(op: Opcode) -> str:
-    from .isa import format_of
-    return format_of(op)
 
 
 def from_config(cfg) -> ControlCore:

@@ -39,12 +39,19 @@ from ...rtl.simb.isa import (
 from .common import bench, rng, start
 
 __all__ = ["reference_run", "int_alu", "rand_pe_instr", "rand_instr", "loop_program",
-           "UNIT_OPS", "STALL_NAMES"]
+           "UNIT_OPS", "STALL_NAMES", "unit_slot"]
 
 M32 = 0xFFFF_FFFF
 _EVERY_LANE = sum(1 << 32 * i for i in range(4))     # imm on each of the 4 lanes
-#: Vault-level opcodes that hold an issued-instruction queue slot.
+#: Vault-level opcodes that hold an issued-instruction queue slot (the CtrlRF ones
+#: only with a multi-cycle ALU, see :func:`unit_slot`).
 UNIT_OPS = (Opcode.SETI_VSM, Opcode.REQ, Opcode.CALC_CRF, Opcode.SETI_CRF)
+
+
+def unit_slot(op: Opcode, t_alu: int) -> bool:
+    """Whether the vault-level opcode *op* holds a slot (a CtrlRF write takes one only
+    when it is not written at the end of its issue cycle)."""
+    return op in UNIT_OPS and (t_alu > 1 or op not in (Opcode.CALC_CRF, Opcode.SETI_CRF))
 STALL_NAMES = ("stall_dep", "stall_full", "stall_unit", "stall_sync")
 
 
@@ -315,7 +322,7 @@ class CoreEnv:
                 replies.append((cyc + r.randint(*self.reply_lat), f.slot))
             for f in flights:
                 if f.ins.opcode in (Opcode.CALC_CRF, Opcode.SETI_CRF) \
-                        and f.issued + self.t_alu == cyc:
+                        and f.issued + self.t_alu - 1 == cyc:
                     f.done = cyc
             pc = int(d.issue_pc.value)
             ins = prog[pc]
@@ -323,7 +330,7 @@ class CoreEnv:
             rd, wr = accesses(ins)
             dep = any(conflicts(f.writes, rd | wr) or conflicts(f.reads, wr) for f in live)
             mask = ins.simb_mask & ((1 << P) - 1) if ins.opcode in PE_OPS else 0
-            need = bool(mask) or ins.opcode in UNIT_OPS
+            need = bool(mask) or unit_slot(ins.opcode, self.t_alu)
             in_use = sum(1 for f in live if f.slot is not None)
             valids = [int(pe_port[p].value) for p in range(P)]
             if not fired:
