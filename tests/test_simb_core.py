@@ -117,8 +117,7 @@ def class_of(op: Opcode) -> str:
 
 def run(progs, *, seed: int, pes: int = 4, inst_queue: int = 4, t_alu: int = 1,
         pe_lat=(1, 12), p_ready: float = 0.7, p_nic: float = 0.6, reply_lat=(1, 20),
-        barrier_delay=(0, 5), max_cycles: int = 20000, crf_entries: int = 16,
-        mutate_check=None):
+        barrier_delay=(0, 5), max_cycles: int = 20000, crf_entries: int = 16):
     """Run one program per core to its halt; return the per-core monitor states
     and the final counters and CtrlRFs."""
     r = random.Random(seed)
@@ -271,11 +270,11 @@ def run(progs, *, seed: int, pes: int = 4, inst_queue: int = 4, t_alu: int = 1,
                                                                 Opcode.SETI_CRF):
                         raise AssertionError((seed, cyc, pc, ins, "stalled without cause"))
                     continue
-                check = mutate_check or (lambda x: x)
-                assert not check(dep), (seed, cyc, pc, ins, "issued across a dependency",
-                                        [(f.ins, f.issued) for f in live
-                                         if conflicts(f.writes, rd | wr)
-                                         or conflicts(f.reads, wr)])
+                if dep:
+                    older = [(f.ins, f.issued) for f in live
+                             if conflicts(f.writes, rd | wr) or conflicts(f.reads, wr)]
+                    raise AssertionError(f"seed {seed} cycle {cyc}: pc {pc} {ins} issued "
+                                         f"across a dependency on {older}")
                 assert not (slot_need and in_use == Q), (seed, cyc, "issued into a full queue")
                 assert valids == [bool(mask >> p & 1) for p in range(pes)], \
                     (seed, cyc, valids, mask)
@@ -381,14 +380,32 @@ def test_random_programs_hazards_and_counters(seed, inst_queue, t_alu):
         assert c["stall_full"] > 0
 
 
-def test_monitor_catches_a_missing_dependency_check():
-    """The monitor fails when the core's dependency check is ignored: a mutated
-    view of the check (``dep`` forced to look present) trips it."""
+@pytest.mark.parametrize("drop", ["war", "whole_store"])
+def test_monitor_catches_a_broken_dependency_check(monkeypatch, drop):
+    """Mutation check of the monitor: the core built with a hazard check that misses
+    anti dependencies, or that compares indirect accesses by address, lets a
+    conflicting instruction issue, and the monitor says so."""
+    from pimforge.rtl.simb import core as core_mod
+
+    reg, mem = core_mod._reg_match, core_mod._mem_match
+
+    def broken_mem(x, y):
+        return x.en & y.en & (x.store == y.store) & (x.addr == y.addr)
+
+    def broken_conflict(new, old):
+        raw = reg(new.rd0, old.wr) | reg(new.rd1, old.wr) | reg(new.rd2, old.wr) \
+            | mem(new.mrd, old.mwr)
+        waw = reg(new.wr, old.wr) | mem(new.mwr, old.mwr)
+        return raw | waw
+
+    if drop == "war":
+        monkeypatch.setattr(core_mod, "_conflict", broken_conflict)
+    else:
+        monkeypatch.setattr(core_mod, "_mem_match", broken_mem)
     r = random.Random(5)
-    prog = [rand_instr(r, 4) for _ in range(30)] + [Instr(Opcode.HALT)]
+    prog = [rand_instr(r, 4) for _ in range(80)] + [Instr(Opcode.HALT)]
     with pytest.raises(AssertionError, match="issued across a dependency"):
-        # Pretend every issue had a dependency: the monitor must object at once.
-        run([prog], seed=5, mutate_check=lambda dep: True)
+        run([prog], seed=5)
 
 
 def test_back_to_back_issue_ipc_one():

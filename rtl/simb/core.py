@@ -14,9 +14,14 @@ Issued-instruction queue
 ``inst_queue`` slots; a slot holds the decoded hazard resources of one issued
 instruction and its outstanding bits: one per PE of ``simb_mask`` (PEs beyond
 ``pes`` are ignored) plus one for a vault-level unit. A PE's ``done`` with the
-slot's number as ``done_tag`` clears its bit; the slot retires, lock-step, in
-the cycle after its last bit cleared. Slots are taken lowest free first and
-retire in any order; the slot number is the instruction's ``tag``.
+slot's number as ``done_tag`` clears its bit at the end of that cycle; the
+slot retires, lock-step, once no bit is left: from the next cycle on it is
+free and its resources no longer block anything (no bypass, so an instruction
+that depends on it issues one cycle after the last ``done`` at the earliest).
+Slots are taken lowest free first and retire in any order; the slot number
+is the instruction's ``tag``. Instructions that finish in their issue cycle
+(jumps, ``nop``, ``sync``, ``halt``, a PE instruction whose mask selects no PE
+of this vault, a CtrlRF write with ``t_alu = 1``) take no slot.
 
 Dependency check
 ----------------
@@ -29,15 +34,17 @@ The instruction in the issue stage waits (a bubble) while any occupied slot
 has a true (its reads against the slot's writes), anti (its writes against
 the slot's reads) or output (writes against writes) dependency with it. An
 AddrRF read whose indirect address operand is 256 or more names no AddrRF
-entry that any instruction can write, so it is dropped from the check. A
-slot's resources are released in the cycle after it retires (no bypass).
+entry that any instruction can write, so it is dropped from the check.
+The check ignores ``simb_mask``: two instructions on disjoint PEs that touch the
+same register or address still wait for each other, as ``conflicts`` says.
 
 Units
 -----
 * PE instructions (:data:`~pimforge.rtl.simb.isa.PE_OPS`): broadcast in one
   cycle on ``pe[p]`` to every PE of the mask, only in a cycle where all of them
   have ``ready`` high (protocol of :class:`~pimforge.rtl.simb.bus.IssueSignature`).
-  A mask with no PE of this vault issues and retires at once.
+  A PE finishes an instruction (``done``) once its effect is in place: a write
+  into the PGSM or the VSM has been accepted by that scratchpad.
 * ``seti_vsm``: one write of the VSM port ``vsm`` (``imm`` on every lane,
   ``vec_mask`` as ``wmask``); the slot retires when the VSM took it.
 * ``req``: one request on the stream ``nic_req`` (fields of :func:`req_layout`,
@@ -59,8 +66,8 @@ Units
   commits in the cycle ``sync.proceed`` is high. ``proceed`` is a one-cycle
   pulse given to every vault at once; an ``arrive`` in the following cycle
   belongs to the next sync.
-* ``halt``: once the queue is empty the core stops (``halted``). ``nop``
-  issues in one cycle.
+* ``halt``: once the queue is empty the core stops (``halted``). ``nop`` and
+  the undefined opcodes (22 to 31) issue in one cycle and do nothing.
 
 Host interface
 --------------
