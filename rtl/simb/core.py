@@ -390,7 +390,7 @@ class ControlCore(wiring.Component):
     perf : Out(ControlCore.PerfSignature(counter_bits))
         Performance counters.
     crf : Memory
-        The CtrlRF (a simulator reads ``crf.data[i]``).
+        The CtrlRF of the last elaboration (a simulator reads ``crf.data[i]``).
     """
 
     class PerfSignature(wiring.Signature):
@@ -436,8 +436,6 @@ class ControlCore(wiring.Component):
         self.pc_bits = ceil_log2(imem_depth)
         self.isa_version = ISA_VERSION
         self.latencies = {"alu": t_alu}
-        # Built here so that a simulator test can read the CtrlRF (``crf.data[i]``).
-        self.crf = Memory(shape=32, depth=crf_entries, init=[])
         super().__init__({
             "imem_we": In(1), "imem_addr": In(self.pc_bits), "imem_data": In(WORD_BITS),
             "start": In(1), "halted": Out(1),
@@ -473,7 +471,8 @@ class ControlCore(wiring.Component):
         op = ins.opcode
 
         # ---- CtrlRF (read in the issue stage, written by the ALU) ----------------
-        m.submodules.crf = crf = self.crf
+        m.submodules.crf = crf = Memory(shape=32, depth=self.crf_entries, init=[])
+        self.crf = crf      # for a simulator's backdoor read, ``crf.data[i]``
         crf_w = crf.write_port()
         crf_a = crf.read_port(domain="comb")
         crf_b = crf.read_port(domain="comb")
