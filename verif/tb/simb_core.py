@@ -393,7 +393,7 @@ async def random_programs_hazards_and_counters(dut):
     dut._log.info("monitor totals %s (IPC %.2f)", total, total["issued"] / total["cycles"])
     assert total["stall_dep"] and total["stall_unit"] and total["stall_sync"]
     # More independent long instructions than slots: the queue fills.
-    env.pe_lat, env.p_ready, env.pe_cap = (30, 60), 1.0, 1 << 20
+    env.pe_lat, env.p_ready, env.pe_cap = (2 * env.Q + 10, 2 * env.Q + 20), 1.0, 1 << 20
     prog = [Instr(Opcode.LD_RF, dram=i, drf=i % 200, simb_mask=r.randrange(1, 1 << env.pes))
             for i in range(env.Q + 4)]
     got = await env.run(prog + [Instr(Opcode.HALT)])
