@@ -191,6 +191,9 @@ _MEM = data.StructLayout({"en": 1, "store": 3, "whole": 1, "addr": DRAM_BITS})
 HAZARD = data.StructLayout({"rd0": _REG, "rd1": _REG, "rd2": _REG, "wr": _REG,
                             "mrd": _MEM, "mwr": _MEM})
 
+# PE_OPS in opcode order: iterating the frozenset would order the generated
+# Verilog by string hashes, which change from run to run (and defeat the build cache).
+_PE_OPS = tuple(sorted(PE_OPS, key=lambda o: o.value))
 # Vault-level opcodes that hold a slot until their unit finishes.
 _UNIT_SLOT_OPS = (Opcode.SETI_VSM, Opcode.REQ, Opcode.CALC_CRF, Opcode.SETI_CRF)
 
@@ -502,7 +505,7 @@ class ControlCore(wiring.Component):
         mask = Signal(P)
         is_pe_op = Signal()
         with m.Switch(op):
-            for o in PE_OPS:
+            for o in _PE_OPS:
                 with m.Case(o):
                     m.d.comb += [is_pe_op.eq(1), mask.eq(ins.args[format_of(o)].simb_mask[:P])]
         # A one-cycle ALU writes the CtrlRF at the end of the issue cycle: no slot.
@@ -519,7 +522,7 @@ class ControlCore(wiring.Component):
         req_v, req_tag = Signal(), Signal(self.tag_bits)
         unit_ready = Signal()
         with m.Switch(op):
-            with m.Case(*PE_OPS):
+            with m.Case(*_PE_OPS):
                 m.d.comb += unit_ready.eq(pes_ready)
             with m.Case(Opcode.SETI_VSM):
                 m.d.comb += unit_ready.eq(~seti_v | self.vsm.ready)
