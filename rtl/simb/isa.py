@@ -233,8 +233,9 @@ PE_OPS = frozenset(op for op, f in _FORMAT_OF.items() if "simb_mask" in dict(FOR
 #: Opcodes executed by a vault-level unit or the control core itself.
 VAULT_OPS = frozenset(Opcode) - PE_OPS
 
-# Formats without operands (NOP, HALT) have no union member: an empty struct becomes a
-# zero-width Verilog wire ``[-1:0]``, which Verilator's lint rejects (ASCRANGE).
+# Formats without operands (nop, halt) have no member: a zero-width member becomes a
+# ``wire [-1:0]`` in the Verilog of every port that carries an instruction, which
+# Verilator's lint rejects (ASCRANGE).
 _PAYLOAD = data.UnionLayout({name: data.StructLayout(dict(f)) for name, f in FORMATS.items()
                              if f})
 
