@@ -2,7 +2,8 @@
 
 ``rtl/simb/pe.py`` and ``rtl/simb/pgsm.py`` are written separately; here a PE
 is a component with the members the vault connects (``issue``, ``vsm``,
-``pgsm``, ``busy``, and an ``ext`` the vault forwards), driven by a Python
+``pgsm``, ``units``, the id inputs, and a ``probe`` the vault forwards as
+``pe_probe``), driven by a Python
 model that moves VSM lines through its real VSM port.
 """
 
@@ -14,8 +15,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from pimforge.rtl.simb.bus import IssueSignature, SPMPortSignature
-from pimforge.rtl.simb.core import BUSY_LAYOUT, ControlCore
+from pimforge.rtl.simb.bus import BUSY_LAYOUT, IssueSignature, SPMPortSignature
+from pimforge.rtl.simb.core import ControlCore
 from pimforge.rtl.simb.isa import Instr, Opcode, decode, encode
 from pimforge.rtl.simb.vault import SIMBVault
 from pimforge.rtl.simb.vsm import VSM
@@ -30,8 +31,9 @@ class _PortOnlyPE(wiring.Component):
         super().__init__({"issue": In(IssueSignature(tag_bits=tag_bits)),
                           "vsm": Out(SPMPortSignature(addr_bits=vsm_bits, latency=vsm_lat)),
                           "pgsm": Out(SPMPortSignature(addr_bits=4, latency=2)),
-                          "busy": Out(BUSY_LAYOUT),
-                          "ext": Out(wiring.Signature({"probe": Out(8)}))})
+                          "units": Out(BUSY_LAYOUT),
+                          "pe_id": In(6), "pg_id": In(4), "vault_id": In(6),
+                          "chip_id": In(4), "probe": Out(8)})
 
     def elaborate(self, platform):
         return Module()
@@ -39,7 +41,7 @@ class _PortOnlyPE(wiring.Component):
 
 class _PortOnlyPGSM(wiring.Component):
     def __init__(self, n):
-        super().__init__({"pe": In(SPMPortSignature(addr_bits=4, latency=2)).array(n)})
+        super().__init__({"ports": In(SPMPortSignature(addr_bits=4, latency=2)).array(n)})
 
     def elaborate(self, platform):
         return Module()
@@ -86,7 +88,7 @@ def test_vault_moves_lines_through_core_vsm_and_network():
         cur = [None] * P
         reply = None
         for p in range(P):
-            ctx.set(pes[p].ext.probe, 0x40 + p)
+            ctx.set(pes[p].probe, 0x40 + p)
         for cyc in range(400):
             if ctx.get(vault.halted):
                 break
@@ -143,7 +145,9 @@ def test_vault_moves_lines_through_core_vsm_and_network():
                 if ctx.get(pes[p].issue.valid):
                     ins = decode(ctx.get(pes[p].issue.instr.as_value()))
                     queues[p].append((ins, ctx.get(pes[p].issue.tag)))
-                assert ctx.get(vault.pe_ext[p].probe) == 0x40 + p
+                assert ctx.get(vault.pe_probe[p]) == 0x40 + p
+                # the ids of A0..A1 are the PE's place in the vault
+                assert (ctx.get(pes[p].pe_id), ctx.get(pes[p].pg_id)) == (p % 2, p // 2)
             await ctx.tick()
         else:
             raise AssertionError("the vault did not halt")

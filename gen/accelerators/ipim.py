@@ -39,6 +39,8 @@ ACCELERATOR = Accelerator(
         Block("simb_vsm", "pimforge.rtl.simb.vsm:from_config",
               "iPIM vault scratchpad: one TSV-side port shared round-robin by the PEs, "
               "the core and the network"),
+        Block("simb_vault", "pimforge.rtl.simb.vault:from_config",
+              "iPIM vault: control core, PGs of near-bank PEs with their PGSMs, VSM"),
     ),
     benches=(
         *_PE_BENCHES,

@@ -32,16 +32,22 @@ the ``sync``.
 
 from __future__ import annotations
 
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..params import check_int
 from .isa import INSTRUCTION, LANES, SPM_BITS
 
-__all__ = ["VECTOR_BITS", "IssueSignature", "SPMPortSignature", "SyncSignature"]
+__all__ = ["VECTOR_BITS", "BUSY_UNITS", "BUSY_LAYOUT", "IssueSignature", "SPMPortSignature",
+           "SyncSignature"]
 
 #: One vector: a DataRF entry, a bank access, a scratchpad line.
 VECTOR_BITS = 32 * LANES
+
+#: The PE units whose busy cycles the control core counts (Fig. 13's utilizations).
+BUSY_UNITS = ("simd", "alu", "arf", "drf", "pgsm", "vsm", "bank")
+#: A PE's per-cycle busy bits, one per unit of :data:`BUSY_UNITS`.
+BUSY_LAYOUT = data.StructLayout({u: 1 for u in BUSY_UNITS})
 
 
 class IssueSignature(wiring.Signature):

@@ -136,7 +136,14 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..params import check_int, check_pow2
-from .bus import VECTOR_BITS, IssueSignature, SPMPortSignature, SyncSignature
+from .bus import (
+    BUSY_LAYOUT,
+    BUSY_UNITS,
+    VECTOR_BITS,
+    IssueSignature,
+    SPMPortSignature,
+    SyncSignature,
+)
 from .isa import (
     DRAM_BITS,
     INSTRUCTION,
@@ -176,8 +183,6 @@ assert sorted(op.value for ops in OPCODE_CLASSES.values() for op in ops) == \
     sorted(op.value for op in Opcode)
 
 #: PE units whose busy cycles the core sums (one bit each in ``pe_busy[p]``).
-BUSY_UNITS = ("simd", "alu", "arf", "drf", "pgsm", "vsm", "bank")
-BUSY_LAYOUT = data.StructLayout({u: 1 for u in BUSY_UNITS})
 
 STALLS = ("stall_dep", "stall_full", "stall_unit", "stall_sync")
 #: Every member of ``perf``, in order.

@@ -13,7 +13,7 @@ from ..mem.port import Cmd, CmdSignature, DRAMArraySignature
 from ..mem.timing import Timing, resolve_timing
 from ..mem.vault_ctrl import VaultController
 from ..params import check, check_choice, check_int, check_pow2
-from .bus import VECTOR_BITS, IssueSignature, SPMPortSignature
+from .bus import BUSY_LAYOUT, VECTOR_BITS, IssueSignature, SPMPortSignature
 from .int_alu import IntALU
 from .isa import INSTRUCTION, LANES, REG_BITS, RESERVED_ARF, SPM_BITS, Opcode
 from .simd import SIMDUnit
@@ -116,6 +116,9 @@ class SIMBPE(wiring.Component):
         The ids of A0..A3 (6, 4, 6, 4 bits).
     perf : Out(SIMBPE.PerfSignature)
         Performance counters.
+    units : Out(BUSY_LAYOUT)
+        The units busy this cycle (SIMD, int ALU, AddrRF, DataRF, a PGSM or VSM
+        request, the bank's controller), for the control core's counters.
     busy : Out(1)
         An instruction is held or in flight.
     latencies : dict
@@ -205,6 +208,7 @@ class SIMBPE(wiring.Component):
             "cmd": Out(CmdSignature(bank_bits=1, row_bits=row_bits, col_bits=col_bits)),
             "pe_id": In(6), "pg_id": In(4), "vault_id": In(6), "chip_id": In(4),
             "perf": Out(self.PerfSignature()),
+            "units": Out(BUSY_LAYOUT),
             "busy": Out(1),
         })
 
@@ -502,6 +506,11 @@ class SIMBPE(wiring.Component):
                 m.d.sync += c.eq(c + 1)
         m.d.comb += self.busy.eq(cur_v | Cat(s.valid for s in line).any() | ~e_idle |
                                  used.any() | ctrl.busy)
+        # The units busy this cycle, summed over the vault by the control core.
+        m.d.comb += [self.units.simd.eq(events["simd"]), self.units.alu.eq(events["alu"]),
+                     self.units.arf.eq(events["arf"]), self.units.drf.eq(events["drf"]),
+                     self.units.pgsm.eq(self.pgsm.valid), self.units.vsm.eq(self.vsm.valid),
+                     self.units.bank.eq(ctrl.busy)]
         return m
 
 

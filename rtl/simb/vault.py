@@ -5,23 +5,26 @@ Wiring (all by :func:`amaranth.lib.wiring.connect`):
 
 * ``core.pe[p]`` -> the ``issue`` port of PE ``p`` (PE ``p % pes_per_pg`` of PG
   ``p // pes_per_pg``, the simb_mask numbering of :mod:`~pimforge.rtl.simb.isa`);
-* PE ``p``'s ``pgsm`` port -> port ``p % pes_per_pg`` of its PG's PGSM (``pe``,
+* PE ``p``'s ``pgsm`` port -> port ``p % pes_per_pg`` of its PG's PGSM (``ports``,
   an array of :class:`~pimforge.rtl.simb.bus.SPMPortSignature`);
 * PE ``p``'s ``vsm`` port -> ``vsm.pe[p]`` (over the TSVs, ``t_tsv + t_vsm``);
-* PE ``p``'s ``busy`` (:data:`~pimforge.rtl.simb.core.BUSY_LAYOUT`) ->
+* PE ``p``'s ``units`` (:data:`~pimforge.rtl.simb.bus.BUSY_LAYOUT`) ->
   ``core.pe_busy[p]``;
+* the ids of A0..A3: ``pe_id = p % pes_per_pg``, ``pg_id = p // pes_per_pg``
+  (constants), ``vault_id``/``chip_id`` from the vault's inputs of those names;
 * ``core.vsm`` -> ``vsm.core`` (``seti_vsm``), ``vsm.landed`` -> ``core.landed``.
 
-A PE is any component with those four members (``issue`` flipped
-:class:`~pimforge.rtl.simb.bus.IssueSignature`, ``pgsm``/``vsm`` scratchpad
-ports, ``busy``); members it has besides them (its DRAM bank array port, for
-instance) are gathered by the PE under one member ``ext`` that the vault
-forwards as ``pe_ext[p]``. A PGSM is any component with the ``pe`` array.
+A PE is any component with those members; every other member of it (the
+near-bank PE's DRAM array port ``arr``, its command trace ``cmd``, its
+counters ``perf``, ``busy``) is forwarded as the vault's ``pe_<name>``, an
+array over the PEs (the DRAM arrays are simulation models outside the RTL).
+A PGSM is any component with the ``ports`` array.
 
 The vault's own ports: the core's program backdoor (``imem_*``, ``start``,
 ``halted``), ``sync``, ``perf``, ``issue_valid``/``issue_pc``, the network's
 ``nic_req`` (out), ``reply`` (in, into the VSM) and ``vsm_ext`` (the VSM's
-port for the network interface and the host), and ``pe_ext``.
+port for the network interface and the host), ``vault_id``/``chip_id`` and the
+forwarded ``pe_<name>`` arrays.
 
 Parameters
 ----------
@@ -40,9 +43,15 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.lib import wiring
 
+from ..hierarchy import Leaf, leaf_name
 from ..params import check
-from .core import BUSY_LAYOUT, ControlCore
+from .bus import BUSY_LAYOUT
+from .core import ControlCore
+from .core import from_config as core_from_config
+from .pe import from_config as pe_from_config
+from .pgsm import from_config as pgsm_from_config
 from .vsm import VSM
+from .vsm import from_config as vsm_from_config
 
 __all__ = ["SIMBVault", "from_config"]
 
@@ -61,8 +70,13 @@ class SIMBVault(wiring.Component):
         The core's ports of the same names.
     reply : the VSM's ``reply`` port.
     vsm_ext : the VSM's ``ext`` port.
-    pe_ext : the PEs' ``ext`` members (when the PEs have one), ``.array(pes)``.
+    vault_id, chip_id : In
+        This vault's numbers (A2, A3 of its PEs).
+    pe_<name> : the PEs' other members, ``.array(pes)``.
     """
+
+    #: PE members the vault wires itself.
+    WIRED = ("issue", "pgsm", "vsm", "units", "pe_id", "pg_id", "vault_id", "chip_id")
 
     def __init__(self, *, core: ControlCore, vsm: VSM, pes: list, pgsms: list):
         n = len(pes)
@@ -78,16 +92,20 @@ class SIMBVault(wiring.Component):
         self.latencies = {**{f"core_{k}": v for k, v in core.latencies.items()},
                           **{f"vsm_{k}": v for k, v in vsm.latencies.items()}}
         for p, pe in enumerate(pes):
-            check(pe.signature.members["busy"].shape == BUSY_LAYOUT, f"pes[{p}].busy",
-                  pe.signature.members["busy"].shape, "of BUSY_LAYOUT")
+            check(pe.signature.members["units"].shape == BUSY_LAYOUT, f"pes[{p}].units",
+                  pe.signature.members["units"].shape, "of BUSY_LAYOUT")
         ports = {}
         for name in ("imem_we", "imem_addr", "imem_data", "start", "halted", "issue_valid",
                      "issue_pc", "sync", "perf", "nic_req"):
             ports[name] = core.signature.members[name]
         ports["reply"] = vsm.signature.members["reply"]
         ports["vsm_ext"] = vsm.signature.members["ext"]
-        if "ext" in pes[0].signature.members:
-            ports["pe_ext"] = pes[0].signature.members["ext"].array(n)
+        pm = pes[0].signature.members
+        ports["vault_id"] = pm["vault_id"]
+        ports["chip_id"] = pm["chip_id"]
+        self.forwarded = tuple(k for k in pm if k not in self.WIRED)
+        for k in self.forwarded:
+            ports[f"pe_{k}"] = pm[k].array(n)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -103,10 +121,19 @@ class SIMBVault(wiring.Component):
             m.submodules[f"pe{p}"] = pe
             wiring.connect(m, core.pe[p], pe.issue)
             wiring.connect(m, pe.vsm, vsm.pe[p])
-            wiring.connect(m, pe.pgsm, self.pgsms[p // self.pes_per_pg].pe[p % self.pes_per_pg])
-            m.d.comb += core.pe_busy[p].eq(pe.busy)
-            if "pe_ext" in self.signature.members:
-                wiring.connect(m, wiring.flipped(self.pe_ext[p]), pe.ext)
+            wiring.connect(m, pe.pgsm,
+                           self.pgsms[p // self.pes_per_pg].ports[p % self.pes_per_pg])
+            m.d.comb += [core.pe_busy[p].eq(pe.units),
+                         pe.pe_id.eq(p % self.pes_per_pg), pe.pg_id.eq(p // self.pes_per_pg),
+                         pe.vault_id.eq(self.vault_id), pe.chip_id.eq(self.chip_id)]
+            for k in self.forwarded:
+                outer, inner = getattr(self, f"pe_{k}")[p], getattr(pe, k)
+                if hasattr(inner, "signature"):          # an interface, not a port
+                    wiring.connect(m, wiring.flipped(outer), inner)
+                elif self.signature.members[f"pe_{k}"].flow is wiring.Out:
+                    m.d.comb += outer.eq(inner)
+                else:
+                    m.d.comb += inner.eq(outer)
         # The vault's ports are the core's and the VSM's own.
         m.d.comb += [core.imem_we.eq(self.imem_we), core.imem_addr.eq(self.imem_addr),
                      core.imem_data.eq(self.imem_data), core.start.eq(self.start),
@@ -121,16 +148,15 @@ class SIMBVault(wiring.Component):
 
 
 def from_config(cfg) -> SIMBVault:
-    """The vault of ``cfg.ipim`` with the PEs of :mod:`pimforge.rtl.simb.pe` and the
-    PGSMs of :mod:`pimforge.rtl.simb.pgsm` (imported here: they are separate blocks)."""
-    # The near-bank PE and the PGSM are separate blocks of their own modules.
-    from . import core as core_mod
-    from . import pe as pe_mod
-    from . import pgsm as pgsm_mod
-    from . import vsm as vsm_mod
-
+    """The vault of ``cfg.ipim``: its control core and VSM, ``pes`` near-bank PEs
+    (:mod:`~pimforge.rtl.simb.pe`) and ``pgs`` PGSMs (:mod:`~pimforge.rtl.simb.pgsm`)."""
     c = cfg.ipim
-    core = core_mod.from_config(cfg)
-    return SIMBVault(core=core, vsm=vsm_mod.from_config(cfg),
-                     pes=[pe_mod.from_config(cfg) for _ in range(c.pes)],
-                     pgsms=[pgsm_mod.from_config(cfg) for _ in range(c.pgs)])
+    vsm = vsm_from_config(cfg)
+    # A PE reaches the VSM over the TSVs: its port's latency is the VSM's PE side.
+    pe_vsm_latency = vsm.signature.members["pe"].signature.latency
+    # One Verilog module for the PEs, instantiated pes times.
+    name = leaf_name("simb_pe", digest=(c, pe_vsm_latency))
+    pes = [Leaf(name, lambda: pe_from_config(cfg, vsm_latency=pe_vsm_latency))
+           for _ in range(c.pes)]
+    return SIMBVault(core=core_from_config(cfg), vsm=vsm, pes=pes,
+                     pgsms=[pgsm_from_config(cfg) for _ in range(c.pgs)])
