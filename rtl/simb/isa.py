@@ -87,7 +87,10 @@ HALT      end of the vault's program (not in Table I: the host needs to know whe
 NOP       does nothing (padding, not in Table I).
 
 When several masked PEs of one PG write one PGSM address, or several PEs one
-VSM address, in the same instruction, the PE with the highest number wins.
+VSM address, in the same instruction, which write lands last is unspecified:
+the hardware serializes them in its scratchpads' round-robin order, the
+instruction-set simulator lets the highest-numbered PE win. Programs give such
+writes per-PE addresses (indirect, from A0/A1) or a one-PE mask.
 A two-instruction move between PEs is ``ld_pgsm`` from the source PE then
 ``rd_pgsm`` into the destination PE (Sec. IV-E).
 
