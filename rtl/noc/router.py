@@ -13,7 +13,11 @@ from ..mem.crossbar import rr_pick
 from ..params import check_int
 from .flit import EAST, LOCAL, NORTH, PORTS, SOUTH, WEST, NoCLink
 
-__all__ = ["Router", "from_config", "router_leaf"]
+__all__ = ["BODY_CYCLES_PER_HOP", "HEAD_CYCLES_PER_HOP", "Router", "from_config", "router_leaf"]
+
+#: Cycles a head flit spends in a router at zero load (route + VC allocation, then
+#: switch allocation + switch and link traversal), and a body flit.
+HEAD_CYCLES_PER_HOP, BODY_CYCLES_PER_HOP = 2, 1
 
 
 class Router(wiring.Component):
@@ -75,7 +79,8 @@ class Router(wiring.Component):
         check_int("depth", depth, 1, 64)
         self.link, self.depth = link, depth
         self.vcs = link.vcs
-        self.latencies = {"head_cycles_per_hop": 2, "body_cycles_per_hop": 1}
+        self.latencies = {"head_cycles_per_hop": HEAD_CYCLES_PER_HOP,
+                          "body_cycles_per_hop": BODY_CYCLES_PER_HOP}
         super().__init__({
             "x": In(max(1, ceil_log2(link.cols))),
             "y": In(max(1, ceil_log2(link.rows))),
