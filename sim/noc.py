@@ -200,34 +200,56 @@ def channel_bound(rows: int, cols: int, traffic: str) -> float:
 
 
 def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
-              warmup: int = 1000, measure: int = 2000, seed: int = 1,
+              warmup: int = 1000, measure: int = 2000, seed: int = 1, refine: int = 3,
               exe: Path | None = None) -> dict:
-    """Latency and accepted throughput over offered rates ``step, 2 step, ... 1`` (plus a
-    near-zero-load point); the JSON-able result."""
+    """Latency and accepted throughput over offered rates ``step, 2 step, ... 1``; the
+    JSON-able result.
+
+    A rate is *stable* when every packet of its measurement window arrived within
+    the drain bound and their average latency is at most three times the zero-load
+    model; the saturation point is the highest stable rate, found by bisecting
+    *refine* times between the last stable and the first unstable rate of the grid.
+    The zero-load latency is measured apart, at 0.01 flits/node/cycle, with every
+    packet counted.
+    """
     n = cfg.noc
     if packet_flits > n.packet_flits:
         raise PimforgeError(f"--packet-flits must be at most noc.packet_flits = "
                             f"{n.packet_flits}, not {packet_flits}")
-    k = round(1 / step)
-    rates = [0.01] + [round(min(1.0, i * step), 4) for i in range(1, k + 1)
-                      if i * step <= 1.0 + 1e-9]
-    if rates[-1] < 1.0:
-        rates.append(1.0)
+    if traffic == "transpose" and n.rows != n.cols:     # before the build
+        raise PimforgeError(f"transpose traffic needs a square mesh, not {n.rows}x{n.cols}")
     # The probes cost little and keep every check of the driver on in measurements too.
-    pts = run_driver(cfg, rates, traffic=traffic, packet_flits=packet_flits, warmup=warmup,
-                     measure=measure, seed=seed, probes=True, exe=exe)
-    srcs = len({s for s, _, _ in _pairs(n.rows, n.cols, traffic)})
-    curve = []
-    for p in pts:
-        stable = bool(p["drained"]) and p["labeled_done"] > 0
-        curve.append({
-            "offered": p["offered"],
-            "accepted": p["accepted_flits"] / (srcs * measure),
-            "latency": p["latency_sum"] / p["labeled_done"] if stable else None,
-            "latency_max": p["latency_max"] if stable else None,
-            "packets": p["labeled"], "stable": stable})
+    exe = exe or build_driver(cfg, probes=True)
     model = zero_load_model(n.rows, n.cols, traffic, packet_flits)
-    sat = max(c["accepted"] for c in curve)
+    srcs = len({s for s, _, _ in _pairs(n.rows, n.cols, traffic)})
+    kw = dict(traffic=traffic, packet_flits=packet_flits, seed=seed, exe=exe)
+
+    def point(p: dict) -> dict:
+        done = bool(p["drained"]) and p["labeled_done"] > 0
+        lat = p["latency_sum"] / p["labeled_done"] if done else None
+        return {"offered": p["offered"], "accepted": p["accepted_flits"] / (srcs * measure),
+                "latency": lat, "latency_max": p["latency_max"] if done else None,
+                "packets": p["labeled"], "stable": done and lat <= 3 * model}
+
+    k = round(1 / step)
+    rates = sorted({round(min(1.0, i * step), 6) for i in range(1, k + 2)})
+    curve = [point(p) for p in run_driver(cfg, rates, warmup=warmup, measure=measure, **kw)]
+    unstable = [i for i, c in enumerate(curve) if not c["stable"]]
+    if unstable and unstable[0] > 0:
+        lo, hi = curve[unstable[0] - 1]["offered"], curve[unstable[0]]["offered"]
+        for _ in range(refine):
+            mid = round((lo + hi) / 2, 6)
+            (c,) = [point(p) for p in run_driver(cfg, [mid], warmup=warmup, measure=measure,
+                                                 **kw)]
+            curve.append(c)
+            lo, hi = (mid, hi) if c["stable"] else (lo, mid)
+        curve.sort(key=lambda c: c["offered"])
+    stable = [c for c in curve if c["stable"]]
+    sat = max(stable, key=lambda c: c["offered"]) if stable else None
+    (z,) = run_driver(cfg, [0.01], warmup=0, measure=max(measure, 5000), drain=5000,
+                      check=True, **kw)
+    zl = z["latency_sum"] / z["labeled_done"] if z["labeled_done"] else None
+    bound = channel_bound(n.rows, n.cols, traffic)
     k_ = n.rows if n.rows == n.cols else None
     return {
         "config": cfg.name, "mesh": f"{n.rows}x{n.cols}", "traffic": traffic,
@@ -237,14 +259,18 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
         "unit": "latency in router cycles; rates in flits per source node per cycle",
         "router": "input-queued, wormhole, static VC per flow, XY routing, credits; "
                   f"{HEAD_CYCLES_PER_HOP} cycles per hop for a head flit, 1 for a body flit",
-        "zero_load_latency": curve[0]["latency"],
+        "zero_load_latency": zl,
+        "zero_load_packets": z["labeled_done"],
+        "zero_load_contention": z["excess_sum"] / z["delivered"] if z["delivered"] else None,
         "zero_load_latency_model": model,
         "zero_load_model_formula": "2 (H + 1) + L - 1",
         "mean_hops": mean_hops(n.rows, n.cols, traffic),
-        "saturation_throughput": sat,
-        "ideal_throughput_xy": channel_bound(n.rows, n.cols, traffic),
+        "saturation_rate": sat["offered"] if sat else None,
+        "saturation_throughput": sat["accepted"] if sat else None,
+        "max_accepted_throughput": max(c["accepted"] for c in curve),
+        "ideal_throughput_xy": bound,
         "ideal_uniform_bisection_4_over_k": (min(1.0, 4 / k_) if k_ else None),
-        "saturation_fraction_of_ideal": sat / channel_bound(n.rows, n.cols, traffic),
+        "saturation_fraction_of_ideal": sat["accepted"] / bound if sat else None,
         "curve": curve,
     }
 
@@ -262,8 +288,9 @@ def plot(path: Path, r: dict) -> None:
             label="measured (RTL)")
     ax.axvline(r["ideal_throughput_xy"], color="k", ls="--", lw=1,
                label=f"XY channel bound {r['ideal_throughput_xy']:.3f}")
-    ax.axvline(r["saturation_throughput"], color="C3", ls=":", lw=1,
-               label=f"accepted at saturation {r['saturation_throughput']:.3f}")
+    if r["saturation_throughput"] is not None:
+        ax.axvline(r["saturation_throughput"], color="C3", ls=":", lw=1,
+                   label=f"saturation throughput {r['saturation_throughput']:.3f}")
     ax.axhline(r["zero_load_latency_model"], color="C2", ls="-.", lw=1,
                label=f"zero-load model {r['zero_load_latency_model']:.1f}")
     ax.set_xlabel("offered load [flits/node/cycle]")
@@ -303,9 +330,11 @@ def run(args) -> int:
     write_json(args.json, r)
     if args.png:
         plot(args.png, r)
+    sat = r["saturation_throughput"]
     print(f"{r['mesh']} {r['traffic']}: zero-load latency {r['zero_load_latency']:.2f} cycles "
           f"(model {r['zero_load_latency_model']:.2f}), saturation throughput "
-          f"{r['saturation_throughput']:.3f} flits/node/cycle "
-          f"({100 * r['saturation_fraction_of_ideal']:.0f}% of the XY bound "
-          f"{r['ideal_throughput_xy']:.3f})")
+          + (f"{sat:.3f} flits/node/cycle ({100 * r['saturation_fraction_of_ideal']:.0f}% of "
+             f"the XY bound {r['ideal_throughput_xy']:.3f})" if sat is not None else
+             "not reached: unstable at the lowest rate")
+          + f", {r['max_accepted_throughput']:.3f} accepted at most")
     return 0

@@ -73,10 +73,15 @@ def test_noc_command_writes_json_and_png(tmp_path, small):
                  "--png", str(png)]) == 0
     r = json.loads(out.read_text())
     assert r["mesh"] == "3x3" and r["traffic"] == "uniform" and r["vcs"] == 2
-    assert [c["offered"] for c in r["curve"]] == [0.01, 0.5, 1.0]
-    assert r["zero_load_latency"] >= r["zero_load_latency_model"] == pytest.approx(
+    offered = [c["offered"] for c in r["curve"]]
+    assert offered == sorted(offered) and {0.5, 1.0} <= set(offered)
+    assert r["zero_load_latency_model"] == pytest.approx(
         2 * (noc.mean_hops(3, 3, "uniform") + 1) + 2)
-    assert 0 < r["saturation_throughput"] <= r["ideal_throughput_xy"] <= 1
+    # without contention the measured packets' latency is the model's, up to sampling
+    assert r["zero_load_latency"] - r["zero_load_contention"] == pytest.approx(
+        r["zero_load_latency_model"], rel=0.15)
+    sat = r["saturation_throughput"]
+    assert 0 < sat <= r["max_accepted_throughput"] and sat <= r["ideal_throughput_xy"] <= 1
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
