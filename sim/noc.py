@@ -208,7 +208,8 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
     A rate is *stable* when every packet of its measurement window arrived within
     the drain bound and their average latency is at most three times the zero-load
     model; the saturation point is the highest stable rate, found by bisecting
-    *refine* times between the last stable and the first unstable rate of the grid.
+    *refine* times between the last stable and the first unstable rate of the grid
+    (0 when even the first is unstable).
     The zero-load latency is measured apart, at 0.01 flits/node/cycle, with every
     packet counted.
     """
@@ -235,8 +236,9 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
     rates = sorted({round(min(1.0, i * step), 6) for i in range(1, k + 2)})
     curve = [point(p) for p in run_driver(cfg, rates, warmup=warmup, measure=measure, **kw)]
     unstable = [i for i, c in enumerate(curve) if not c["stable"]]
-    if unstable and unstable[0] > 0:
-        lo, hi = curve[unstable[0] - 1]["offered"], curve[unstable[0]]["offered"]
+    if unstable:
+        j = unstable[0]
+        lo, hi = (curve[j - 1]["offered"] if j else 0.0), curve[j]["offered"]
         for _ in range(refine):
             mid = round((lo + hi) / 2, 6)
             (c,) = [point(p) for p in run_driver(cfg, [mid], warmup=warmup, measure=measure,
@@ -250,7 +252,7 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
                       check=True, **kw)
     zl = z["latency_sum"] / z["labeled_done"] if z["labeled_done"] else None
     bound = channel_bound(n.rows, n.cols, traffic)
-    k_ = n.rows if n.rows == n.cols else None
+    k_ = n.rows if n.rows == n.cols and traffic == "uniform" else None
     return {
         "config": cfg.name, "mesh": f"{n.rows}x{n.cols}", "traffic": traffic,
         "vcs": n.vcs, "buffer_depth": n.buffer_depth, "flit_bits": n.flit_bits,
