@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mesh", help="ROWSxCOLS, e.g. 8x8 (default: noc.rows x noc.cols)")
     p.add_argument("--traffic", choices=tuple(TRAFFIC), default="uniform")
     p.add_argument("--vcs", type=int_range(1, 8), help="override noc.vcs")
-    p.add_argument("--buffers", type=int_range(1, 64),
+    p.add_argument("--buffers", type=int_range(2, 64),
                    help="override noc.buffer_depth (flits per VC)")
     p.add_argument("--packet-flits", type=int_range(1, 16), default=4,
                    help="flits per packet (default 4)")
@@ -322,6 +322,10 @@ def run(args) -> int:
         changes["rows"], changes["cols"] = parse_mesh(args.mesh)
     if args.vcs is not None:
         changes["vcs"] = args.vcs
+        # The message classes belong to the network interface, which this driver
+        # replaces: an odd --vcs is fine here.
+        if args.vcs % cfg.noc.classes:
+            changes["classes"] = 1
     if args.buffers is not None:
         changes["buffer_depth"] = args.buffers
     if changes:

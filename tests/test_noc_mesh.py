@@ -105,3 +105,16 @@ def test_noc_command_bad_input_is_one_line(tmp_path, capsys, argv, msg):
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("sets, msg", [
+    ({"noc.buffer_depth": 1}, "noc.buffer_depth must be an integer between 2 and 64, not 1"),
+    ({"noc.vcs": 3}, "noc.vcs must be a multiple of noc.classes = 2, not 3"),
+    ({"noc.rows": 1, "noc.cols": 1}, "noc.cols must be at least 2 when noc.rows is 1"),
+    ({"noc.flit_bits": 48}, "noc.flit_bits must be a power of two between 32 and 512, not 48"),
+])
+def test_noc_config_checks(sets, msg):
+    from pimforge.gen.config import ConfigError
+
+    with pytest.raises(ConfigError, match=msg):
+        load_config("default", sets)

@@ -23,13 +23,15 @@ class NoCConfig:
     vcs : int
         Virtual channels per link.
     buffer_depth : int
-        Flits of one input VC buffer, which is also the credits a sender starts with.
+        Flits of one input VC buffer, which is also the credits a sender starts with
+        (at least 2: the credit loop is two cycles).
     packet_flits : int
         Longest packet the network interface sends (its reassembly buffer).
     classes : int
-        Message classes kept on disjoint VC sets (2 for request/reply traffic, so that
-        replies never wait behind requests: no protocol deadlock); ``vcs`` must be a
-        multiple of it.
+        Message classes of the network interface, each on its own VCs and streams
+        (2: iPIM's remote ``req`` requests and their replies, so that replies never
+        wait behind requests: no protocol deadlock); ``vcs`` must be a multiple of
+        it. The routers do not look at it.
     """
 
     rows: int = 4
@@ -38,7 +40,7 @@ class NoCConfig:
     vcs: int = 2
     buffer_depth: int = 4
     packet_flits: int = 4
-    classes: int = 1
+    classes: int = 2
 
     def __post_init__(self):
         check_int("noc.rows", self.rows, 1, 16)
@@ -48,7 +50,9 @@ class NoCConfig:
         # The traffic driver keeps its check fields in the low 32 bits of a flit.
         check_pow2("noc.flit_bits", self.flit_bits, 32, 512)
         check_int("noc.vcs", self.vcs, 1, 8)
-        check_int("noc.buffer_depth", self.buffer_depth, 1, 64)
+        # A credit comes back two cycles after its flit was sent, so two flits per VC
+        # keep a link busy (and Amaranth's one-entry FIFO does not lint).
+        check_int("noc.buffer_depth", self.buffer_depth, 2, 64)
         check_int("noc.packet_flits", self.packet_flits, 1, 16)
         check_int("noc.classes", self.classes, 1, 2)
         check(self.vcs % self.classes == 0, "noc.vcs", self.vcs,

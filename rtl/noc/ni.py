@@ -116,7 +116,7 @@ class NetworkInterface(wiring.Component):
         idxs = []
         for c in range(C):
             msg = self.send[c].payload
-            vc = Signal(range(V), name=f"send{c}_vc")
+            vc = Signal(fl["vc"].shape, name=f"send{c}_vc")
             dest = msg.dest_y * cols + msg.dest_x
             m.d.comb += vc.eq(c * per + (dest % per if per > 1 else 0))
             idx = Signal(ib, name=f"send{c}_idx")
@@ -125,15 +125,13 @@ class NetworkInterface(wiring.Component):
             ok = Signal(name=f"send{c}_ok")
             m.d.comb += ok.eq(self.send[c].valid &
                               Cat(*[(vc == v) & (cred[v] != 0) for v in range(V)]).any())
-            f = Signal(fl, name=f"send{c}_flit")
-            m.d.comb += [f.payload.eq(msg.data[:B]), f.vc.eq(vc), f.head.eq(idx == 0),
-                         f.tail.eq(last), f.dest_x.eq(msg.dest_x), f.dest_y.eq(msg.dest_y),
-                         f.src.eq(self.node)]
+            pay = Signal(B, name=f"send{c}_payload")
+            m.d.comb += pay.eq(msg.data[:B])
             for i in range(1, F):
                 with m.If(idx == i):
-                    m.d.comb += f.payload.eq(msg.data[i * B:(i + 1) * B])
+                    m.d.comb += pay.eq(msg.data[i * B:(i + 1) * B])
             ready.append(ok)
-            flits.append(f)
+            flits.append(pay)
             vcs.append(vc)
             lasts.append(last)
             idxs.append(idx)
@@ -141,7 +139,11 @@ class NetworkInterface(wiring.Component):
         sent_vc = [Signal(name=f"sent_v{v}") for v in range(V)]
         for c in range(C):
             with m.If(grant[c]):
-                m.d.comb += [out.valid.eq(1), out.flit.eq(flits[c]),
+                msg = self.send[c].payload
+                m.d.comb += [out.valid.eq(1), out.flit.payload.eq(flits[c]),
+                             out.flit.vc.eq(vcs[c]), out.flit.head.eq(idxs[c] == 0),
+                             out.flit.tail.eq(lasts[c]), out.flit.dest_x.eq(msg.dest_x),
+                             out.flit.dest_y.eq(msg.dest_y), out.flit.src.eq(self.node),
                              self.send[c].ready.eq(lasts[c])]
                 m.d.sync += idxs[c].eq(Mux(lasts[c], 0, idxs[c] + 1))
                 for v in range(V):
