@@ -196,7 +196,11 @@ class Leaf(wiring.Component):
         if scope is None:
             impl, self._impl = self._impl or self._factory(), None
             m.submodules.impl = impl
-            wiring.connect(m, wiring.flipped(self), impl)
+            # Member by member: Amaranth 0.5's flipped() cannot reach into an array of
+            # interfaces (a router's ports), so wiring.connect(flipped(self), impl) fails.
+            for (_, member, outer), (_, _, inner) in zip(self.signature.flatten(self),
+                                                         impl.signature.flatten(impl)):
+                m.d.comb += inner.eq(outer) if member.flow == In else outer.eq(inner)
             return m
         leaf = scope.modules[self.leaf_name]
         kwargs = {}

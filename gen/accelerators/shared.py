@@ -1,4 +1,5 @@
-"""Shared hardware: the FP32 units and the HMC-like memory system (no accelerator owns them)."""
+"""Shared hardware: the FP32 units, the HMC-like memory system and the mesh NoC (no
+accelerator owns them)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ _SMALL_VAULT = {"hmc.banks_per_vault": 4, "hmc.capacity_per_vault": 4 * 256 * 8,
 
 ACCELERATOR = Accelerator(
     name="shared",
-    doc="FP32 units and the HMC memory system (vault controllers, crossbar, RMAS)",
+    doc="FP32 units, the HMC memory system (vault controllers, crossbar, RMAS) and the mesh NoC",
     sections=(
         Section("fp", "pimforge.gen.config.fp:FPConfig"),
         Section("hmc", "pimforge.gen.config.hmc:HMCConfig"),
+        Section("noc", "pimforge.gen.config.noc:NoCConfig"),
     ),
     blocks=(
         Block("fp32_add", "pimforge.rtl.fp.add:from_config",
@@ -35,6 +37,12 @@ ACCELERATOR = Accelerator(
               "PIM-CapsNet runtime memory access scheduler (Eq. 15) and naive policies"),
         Block("hmc_mem", "pimforge.rtl.mem.hmc_mem:from_config",
               "HMC memory system: crossbar, vault controllers, address decoders, RMAS"),
+        Block("noc_router", "pimforge.rtl.noc.router:from_config",
+              "mesh router: input-queued, wormhole VCs, XY routing, credit flow control"),
+        Block("noc_mesh", "pimforge.rtl.noc.mesh:from_config",
+              "noc.rows x noc.cols mesh of routers, local ports exposed"),
+        Block("noc_ni", "pimforge.rtl.noc.ni:from_config",
+              "network interface: packetizes messages into flits and reassembles them"),
     ),
     benches=(
         Bench("fp32_add", "fp32_add", f"{_TB}.fp_units"),
@@ -56,5 +64,7 @@ ACCELERATOR = Accelerator(
     commands=(
         Command("membench", "drive the HMC memory-system RTL with a traffic pattern",
                 "pimforge.sim.membench", config="positional"),
+        Command("noc", "latency against injection rate of the mesh NoC RTL (uniform, transpose)",
+                "pimforge.sim.noc", config="option"),
     ),
 )
