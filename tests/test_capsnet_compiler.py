@@ -1,5 +1,6 @@
 """ISA, compiler and ISA-level executor of the PIM-CapsNet vault programs."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -96,19 +97,39 @@ def test_placement_respects_address_map(cfg, mapping):
                 assert d.vault == v, (name, v, w)
                 assert 4 * w < cfg.hmc.capacity_per_vault
         # the DRAM table: distinct blocks are distinct (bank, row, column) places
-        bank, row = comp.bank_rows(v, comp.words[v])
+        bank, row, remote = comp.bank_rows(v, comp.words[v])
+        assert not remote.any()            # each vault's data is its own
         col = np.asarray(comp.amap.decode(comp.cube_address(v, 4 * np.arange(bank.size)),
                                           NUMPY_OPS).col)
         keys = (row * cfg.hmc.banks_per_vault + bank) * cfg.hmc.columns + col
         assert np.unique(keys).size == bank.size
         assert bank.max() < cfg.hmc.banks_per_vault and row.max() < cfg.hmc.rows
     if mapping == "capsnet":   # 256 B sub-pages: 16 consecutive blocks share a bank
-        bank, _ = comp.bank_rows(comp.active[0], 4 * 64)
+        bank, _, _ = comp.bank_rows(comp.active[0], 4 * 64)
         assert list(bank[:17]) == [0] * 16 + [1]
     else:                      # max_block_bytes sub-pages
         s = cfg.hmc.max_block_bytes // 16
-        bank, _ = comp.bank_rows(comp.active[0], 4 * 64)
+        bank, _, _ = comp.bank_rows(comp.active[0], 4 * 64)
         assert list(bank[:s + 1]) == [0] * s + [1]
+
+
+def test_flat_placement_spreads_blocks_over_the_vaults(cfg):
+    """PIM-Intra's placement: the vaults' arrays one after the other in the cube's
+    addresses under the low interleave, so (N-1)/N of a vault's blocks are remote,
+    max_block_bytes sub-pages at a time."""
+    comp = dataclasses.replace(
+        compile_routing(network("Caps-MN1").scaled(50), "L", cfg, mapping="default"),
+        placement="flat")
+    nv, s = cfg.hmc.vaults, cfg.hmc.max_block_bytes // 16
+    for v in comp.active:
+        _, _, remote = comp.bank_rows(v, comp.words[v])
+        home = np.asarray(comp.amap.decode(comp.home_address(v, 4 * np.arange(remote.size)),
+                                           NUMPY_OPS).vault)
+        assert (remote == (home != v)).all()
+        # runs of s blocks go round the vaults
+        assert sorted(set(home[:s * nv])) == list(range(nv))
+        assert all(len(set(home[k:k + s])) == 1 for k in range(0, s * nv, s))
+        assert abs(remote.mean() - (nv - 1) / nv) < 0.05
 
 
 @pytest.mark.parametrize("dim", ["B", "L", "H"])
