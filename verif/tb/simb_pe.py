@@ -472,6 +472,11 @@ def iss_run(ipim, ids: tuple[int, int, int, int], program: list[Instr], bank: di
         if val >= top:
             raise ValueError(f"PE ids {ids}: {name} {val} is not in the config (< {top})")
     p = pg * ipim.pes_per_pg + pe
+    # The bench issues the program to the PE itself, not from a vault's instruction
+    # memory: the machine's program memory only has to hold it.
+    words = 1 << len(program).bit_length()
+    if words > ipim.imem_instructions:
+        ipim = dataclasses.replace(ipim, imem_instructions=words)
     m = SIMBMachine(ipim)
     vi = m.vault_index(chip, vault)
     v = m.vaults[vi]
