@@ -219,7 +219,10 @@ def random_program(rng: random.Random, g: PEGeometry, n: int, *, span: int,
     mask = 1
     ptrs = list(range(4, min(g.arf, 12)))
     lim = min(g.pgsm, g.vsm, span)
-    ptr_vec = vec_of([rng.randrange(lim) for _ in range(LANES)])
+    # The odd pointers get peID added (below): their lanes (1 and 3) are drawn in the
+    # lower half, so they stay in range for any peID below lim / 2 (the ISS rejects an
+    # address past a scratchpad's end, the RTL would wrap it).
+    ptr_vec = vec_of([rng.randrange(lim) // (1 + i % 2) for i in range(LANES)])
     P = [Instr(Opcode.LD_RF, dram=0, drf=0, simb_mask=mask)]
     for i, r in enumerate(ptrs):
         P.append(Instr(Opcode.MOV_ARF, arf=r, drf=0, lane=i % LANES, simb_mask=mask))
