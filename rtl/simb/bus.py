@@ -1,4 +1,5 @@
-"""The buses inside an iPIM vault: SIMB issue to the PEs, scratchpad ports, sync.
+"""The buses inside an iPIM vault: SIMB issue to the PEs, scratchpad ports, remote bank
+reads, sync.
 
 Written from the initiator's side; the serving block uses the flipped
 signature.
@@ -23,6 +24,23 @@ One 128-bit line per access. The initiator holds ``valid``, ``we``, ``addr``,
 data comes back ``latency`` cycles later (a property of the signature, the
 ``t_pgsm``/``t_vsm`` of the config) with ``rvalid``, in request order.
 
+Remote bank reads (:class:`RemoteBankSignature`, the vault's request server -> one PE)
+--------------------------------------------------------------------------------------
+A ``req`` instruction of another vault reads one vector of this PE's bank; the
+vault's request server hands it to the PE, which adds it to its bank's DRAM
+request queue beside its own requests (Sec. IV-D). The server holds
+``req.valid`` and the payload (``dram``, a bank vector address that wraps to the
+PE's bank as the PE's own addresses do, and its ``tag``) until ``req.ready``;
+``req.ready`` depends on the PE's registered state only. The PE answers every
+request it took exactly once on ``resp``, with the request's ``tag`` and the
+vector read, in any order between requests (the bank scheduler reorders them);
+it holds ``resp.valid`` and the payload until ``resp.ready``. The server does
+not reuse a tag before its response (so at most ``2**tag_bits`` requests are
+outstanding). A request whose response has not been taken holds one of the PE's
+bank slots, and a response held back waits at the head of the bank's response
+FIFO, before the PE's own responses. Reads only: ``req`` (Table I) reads a
+remote bank and writes the local VSM; nothing writes a remote bank.
+
 Sync (:class:`SyncSignature`, control core -> the machine's barrier)
 ---------------------------------------------------------------------
 The core raises ``arrive`` with ``phase`` once every instruction before its
@@ -32,14 +50,14 @@ the ``sync``.
 
 from __future__ import annotations
 
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..params import check_int
 from .isa import INSTRUCTION, LANES, SPM_BITS
 
 __all__ = ["VECTOR_BITS", "BUSY_UNITS", "BUSY_LAYOUT", "IssueSignature", "SPMPortSignature",
-           "SyncSignature"]
+           "RemoteBankSignature", "SyncSignature"]
 
 #: One vector: a DataRF entry, a bank access, a scratchpad line.
 VECTOR_BITS = 32 * LANES
@@ -137,6 +155,65 @@ class SPMPortSignature(wiring.Signature):
 
     def __repr__(self):
         return f"SPMPortSignature(addr_bits={self.addr_bits}, latency={self.latency})"
+
+
+class RemoteBankSignature(wiring.Signature):
+    """A remote ``req`` read of one PE's bank (initiator: the vault's request server).
+
+    See the module docstring for the protocol.
+
+    Parameters
+    ----------
+    dram_bits : int
+        Width of the bank vector address (the PE's is
+        :data:`~pimforge.rtl.simb.isa.DRAM_BITS`).
+    tag_bits : int
+        Width of the tag that tells outstanding requests apart.
+
+    Members
+    -------
+    req : Out(stream.Signature(StructLayout({"dram": dram_bits, "tag": tag_bits})))
+        One bank vector read.
+    resp : In(stream.Signature(StructLayout({"tag": tag_bits, "data": VECTOR_BITS})))
+        The vector read, with the request's ``tag``.
+    """
+
+    def __init__(self, *, dram_bits: int, tag_bits: int):
+        check_int("dram_bits", dram_bits, 1, 32)
+        check_int("tag_bits", tag_bits, 1, 8)
+        self._dram_bits, self._tag_bits = dram_bits, tag_bits
+        super().__init__({
+            "req": Out(stream.Signature(self.req_layout)),
+            "resp": In(stream.Signature(self.resp_layout)),
+        })
+
+    @property
+    def dram_bits(self) -> int:
+        return self._dram_bits
+
+    @property
+    def tag_bits(self) -> int:
+        return self._tag_bits
+
+    @property
+    def req_layout(self) -> data.StructLayout:
+        """The request payload: ``dram`` address and ``tag``."""
+        return data.StructLayout({"dram": self._dram_bits, "tag": self._tag_bits})
+
+    @property
+    def resp_layout(self) -> data.StructLayout:
+        """The response payload: ``tag`` and the vector ``data``."""
+        return data.StructLayout({"tag": self._tag_bits, "data": VECTOR_BITS})
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and other.dram_bits == self.dram_bits
+                and other.tag_bits == self.tag_bits)
+
+    def __hash__(self):
+        return hash((type(self), self.dram_bits, self.tag_bits))
+
+    def __repr__(self):
+        return f"RemoteBankSignature(dram_bits={self.dram_bits}, tag_bits={self.tag_bits})"
 
 
 class SyncSignature(wiring.Signature):

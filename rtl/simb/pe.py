@@ -13,15 +13,15 @@ from ..mem.port import Cmd, CmdSignature, DRAMArraySignature
 from ..mem.timing import Timing, resolve_timing
 from ..mem.vault_ctrl import VaultController
 from ..params import check, check_choice, check_int, check_pow2
-from .bus import BUSY_LAYOUT, VECTOR_BITS, IssueSignature, SPMPortSignature
+from .bus import BUSY_LAYOUT, VECTOR_BITS, IssueSignature, RemoteBankSignature, SPMPortSignature
 from .int_alu import IntALU
-from .isa import INSTRUCTION, LANES, REG_BITS, RESERVED_ARF, SPM_BITS, Opcode
+from .isa import DRAM_BITS, INSTRUCTION, LANES, REG_BITS, RESERVED_ARF, SPM_BITS, Opcode
 from .simd import SIMDUnit
 
 __all__ = ["SIMBPE", "from_config"]
 
-# Kinds of a bank request slot.
-_LD_RF, _ST_RF, _LD_PGSM, _ST_PGSM = range(4)
+# Kinds of a bank request slot (_REMOTE: a read for the ``remote`` port, not an instruction).
+_LD_RF, _ST_RF, _LD_PGSM, _ST_PGSM, _REMOTE = range(5)
 # Kinds of a fixed-latency completion.
 _W_SIMD, _W_DRF, _W_ARF, _W_NONE = range(4)
 # Scratchpad engine states and jobs.
@@ -48,6 +48,15 @@ class SIMBPE(wiring.Component):
     * the scratchpad engine -- ``rd/wr_pgsm``, ``rd/wr_vsm``, the PGSM read of
       ``st_pgsm`` and the PGSM write of ``ld_pgsm``, one access at a time.
 
+    Remote reads. A read of the bank taken on ``remote`` (another vault's
+    ``req``, Sec. IV-D: "the remote vault adds this request to the DRAM request
+    queue of the corresponding PE") waits in a one-entry register, then goes
+    into the same controller queue as the PE's own requests, in a bank slot of
+    its own, and is scheduled with them. Its response leaves on
+    ``remote.resp``, never through the completion port, and frees the slot
+    when it is taken. It is no instruction of the PE: no ``done``, no register
+    write.
+
     Structural hazards. Every finishing instruction uses the one completion
     port (``done``, the DataRF write port and the AddrRF write port together)
     for one cycle. Fixed-latency instructions reserve their completion cycle at
@@ -58,6 +67,19 @@ class SIMBPE(wiring.Component):
     registered state only). Completions without a fixed latency take the port
     in the cycles left free, the scratchpad engine before bank responses; a
     bank response waits in the controller's response FIFO.
+
+    The controller's one request port takes, in this order: the bank write of
+    an ``st_pgsm`` whose PGSM read is done (it already holds its slot), the
+    pending remote read, then the bank instruction in the decode register. A
+    remote read therefore also takes the free slot ahead of an ``st_pgsm``
+    dispatching in the same cycle. Remote reads are never starved by a busy
+    PE; a stream of them can hold the PE's bank instructions back, bounded by
+    the remote initiator's outstanding requests (its tags). The choice depends
+    on registered state only, and so does ``remote.req.ready`` (the register is
+    empty or goes into the queue this cycle): ``remote.req.valid`` reaches
+    neither ``issue.ready`` nor ``remote.req.ready``. A remote response that is
+    not taken (``remote.resp.ready`` low) holds the head of the response FIFO
+    and, behind it, the PE's own bank responses.
 
     Ordering. RAW/WAR/WAW hazards are the control core's (it never issues an
     instruction conflicting, by :func:`~pimforge.rtl.simb.isa.accesses`, with an
@@ -97,9 +119,12 @@ class SIMBPE(wiring.Component):
     bank_vectors, row_vectors : int
         Bank and row size in 128-bit vectors.
     dram_queue : int
-        Request-queue entries of the bank's controller (and outstanding bank requests).
+        Request-queue entries of the bank's controller (and outstanding bank requests,
+        the PE's own and remote reads together).
     scheduler, page_policy : str
         As :class:`~pimforge.rtl.mem.vault_ctrl.VaultController`.
+    remote_tag_bits : int
+        Tag width of the ``remote`` port.
 
     Attributes
     ----------
@@ -119,8 +144,12 @@ class SIMBPE(wiring.Component):
     units : Out(BUSY_LAYOUT)
         The units busy this cycle (SIMD, int ALU, AddrRF, DataRF, a PGSM or VSM
         request, the bank's controller), for the control core's counters.
+    remote : In(RemoteBankSignature)
+        Reads of the bank for the vault's remote request server
+        (``dram_bits`` = :data:`~pimforge.rtl.simb.isa.DRAM_BITS`,
+        ``tag_bits`` = ``remote_tag_bits``).
     busy : Out(1)
-        An instruction is held or in flight.
+        An instruction is held or in flight, or a remote read is not yet answered.
     latencies : dict
         Issue-to-done cycles of the fixed-latency opcodes (idle PE).
     """
@@ -140,9 +169,11 @@ class SIMBPE(wiring.Component):
             Cycles in which the AddrRF is read or written.
         rdwr, act, pre, ref : Out(32)
             DRAM RD+WR, ACT, PRE and REF commands of the bank.
+        remote : Out(32)
+            Remote reads served (responses taken on ``remote.resp``).
         """
 
-        NAMES = ("simd", "alu", "drf", "arf", "rdwr", "act", "pre", "ref")
+        NAMES = ("simd", "alu", "drf", "arf", "rdwr", "act", "pre", "ref", "remote")
 
         def __init__(self):
             super().__init__({n: Out(32) for n in self.NAMES})
@@ -161,7 +192,8 @@ class SIMBPE(wiring.Component):
                  pgsm_latency: int = 1, vsm_latency: int = 1, t_add: int = 4, t_mul: int = 5,
                  t_mac: int = 8, t_logic: int = 1, t_alu: int = 1, t_arf: int = 1,
                  t_drf: int = 1, bank_vectors: int = 4096, row_vectors: int = 64,
-                 dram_queue: int = 16, scheduler: str = "frfcfs", page_policy: str = "open"):
+                 dram_queue: int = 16, scheduler: str = "frfcfs", page_policy: str = "open",
+                 remote_tag_bits: int = 2):
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, not {timing!r}")
         check_pow2("drf_entries", drf_entries, 4, 1 << REG_BITS)
@@ -176,7 +208,9 @@ class SIMBPE(wiring.Component):
         check_choice("scheduler", scheduler, ("fcfs", "frfcfs"))
         check_choice("page_policy", page_policy, ("open", "close"))
         check(t_mac >= 2, "t_mac", t_mac, "at least 2")
+        check_int("remote_tag_bits", remote_tag_bits, 1, 8)
         self.tag_bits = tag_bits
+        self.remote_tag_bits = remote_tag_bits
         self.timing = timing
         self.drf_entries, self.arf_entries = drf_entries, arf_entries
         self.t_alu, self.t_arf, self.t_drf = t_alu, t_arf, t_drf
@@ -209,6 +243,7 @@ class SIMBPE(wiring.Component):
             "pe_id": In(6), "pg_id": In(4), "vault_id": In(6), "chip_id": In(4),
             "perf": Out(self.PerfSignature()),
             "units": Out(BUSY_LAYOUT),
+            "remote": In(RemoteBankSignature(dram_bits=DRAM_BITS, tag_bits=remote_tag_bits)),
             "busy": Out(1),
         })
 
@@ -346,8 +381,9 @@ class SIMBPE(wiring.Component):
         # ---- bank path -------------------------------------------------------------
         NS = self.dram_queue
         sbits = max(1, ceil_log2(NS))
-        slot_l = data.StructLayout({"kind": 2, "tag": self.tag_bits, "idx": REG_BITS,
-                                    "spm": SPM_BITS})
+        # ``tag``: the issue tag of an instruction's slot, the remote tag of a remote read.
+        slot_l = data.StructLayout({"kind": 3, "tag": max(self.tag_bits, self.remote_tag_bits),
+                                    "idx": REG_BITS, "spm": SPM_BITS})
         slots = Array(Signal(slot_l, name=f"bslot{i}") for i in range(NS))
         used = Signal(NS)
         free_idx = Signal(sbits)
@@ -372,6 +408,21 @@ class SIMBPE(wiring.Component):
         e_breq = e_state == _BREQ
 
         e_slot = Signal(sbits)
+        # A remote read waits in a one-entry register before the queue: were the port's
+        # valid to take part in this cycle's choice, it would reach ``issue.ready``
+        # (through the dispatch of the PE's own bank instruction) combinationally.
+        rmt = self.remote
+        p_v = Signal()
+        p_dram = Signal(DRAM_BITS)
+        p_tag = Signal(self.remote_tag_bits)
+        r_take = Signal()          # the pending remote read goes into the queue
+        m.d.comb += [r_take.eq(p_v & ~e_breq & any_free & req.ready),
+                     rmt.req.ready.eq(~p_v | r_take)]
+        with m.If(rmt.req.valid & rmt.req.ready):
+            m.d.sync += [p_v.eq(1), p_dram.eq(rmt.req.payload.dram),
+                         p_tag.eq(rmt.req.payload.tag)]
+        with m.Elif(r_take):
+            m.d.sync += p_v.eq(0)
         b_we = Signal()
         b_addr = Signal(24)
         b_data = Signal(V)
@@ -380,6 +431,11 @@ class SIMBPE(wiring.Component):
             m.d.comb += [b_we.eq(1), b_addr.eq(e_dram), b_data.eq(e_data),
                          b_slot.kind.eq(_ST_PGSM), b_slot.tag.eq(e_tag)]
             m.d.comb += req.payload.tag.eq(e_slot)
+        # On r_take only: the slot written at dispatch of an st_pgsm in a cycle when the
+        # queue refuses the remote read must be the st_pgsm's.
+        with m.Elif(r_take):
+            m.d.comb += [b_addr.eq(p_dram), b_slot.kind.eq(_REMOTE), b_slot.tag.eq(p_tag)]
+            m.d.comb += req.payload.tag.eq(free_idx)
         with m.Else():
             m.d.comb += [b_we.eq(is_[Opcode.ST_RF]), b_addr.eq(dram_addr), b_data.eq(d_op),
                          b_slot.tag.eq(cur_tag), b_slot.idx.eq(f_drf), b_slot.spm.eq(spm_addr),
@@ -388,7 +444,7 @@ class SIMBPE(wiring.Component):
                                                 Mux(is_[Opcode.ST_PGSM], _ST_PGSM, _LD_RF))))]
             m.d.comb += req.payload.tag.eq(free_idx)
         m.d.comb += [
-            req.valid.eq(e_breq | (bank_op & any_free)),
+            req.valid.eq(e_breq | ((p_v | bank_op) & any_free)),
             req.payload.we.eq(b_we), req.payload.cls.eq(CLS_PE), req.payload.bank.eq(0),
             req.payload.col.eq(b_addr[:col_bits]),
             req.payload.row.eq(b_addr[col_bits:col_bits + row_bits]),
@@ -396,12 +452,13 @@ class SIMBPE(wiring.Component):
         ]
         b_take = req.valid & req.ready
         bank_go = Signal()
-        m.d.comb += bank_go.eq(b_take & ~e_breq)
+        m.d.comb += bank_go.eq(b_take & ~e_breq & ~r_take)
         set_used = Signal(NS)
         clr_used = Signal(NS)
         # A slot is taken by a bank request, or by st_pgsm at dispatch: its bank write
         # comes after the PGSM read, and a slot held from the start means that it
-        # cannot wait behind ld_pgsm responses that wait for the engine.
+        # cannot wait behind ld_pgsm responses that wait for the engine. A remote read
+        # takes its slot when the queue takes it.
         alloc = Signal()
         with m.If(alloc):
             m.d.sync += slots[free_idx].eq(b_slot)
@@ -409,12 +466,17 @@ class SIMBPE(wiring.Component):
 
         r_slot = slots[resp.payload.tag]
         r_ldp = resp.valid & (r_slot.kind == _LD_PGSM)
+        r_rmt = resp.valid & (r_slot.kind == _REMOTE)
+        m.d.comb += [rmt.resp.valid.eq(r_rmt), rmt.resp.payload.tag.eq(r_slot.tag),
+                     rmt.resp.payload.data.eq(resp.payload.data)]
 
         # ---- scratchpad engine -----------------------------------------------------
         e_idle = e_state == _IDLE
         spm_go = Signal()
-        m.d.comb += spm_go.eq(spm_op & e_idle & ~r_ldp & (~is_[Opcode.ST_PGSM] | any_free))
-        m.d.comb += alloc.eq(bank_go | (spm_go & is_[Opcode.ST_PGSM]))
+        # st_pgsm takes the free slot at dispatch: not in a cycle a remote read takes it.
+        m.d.comb += spm_go.eq(spm_op & e_idle & ~r_ldp &
+                              (~is_[Opcode.ST_PGSM] | (any_free & ~r_take)))
+        m.d.comb += alloc.eq(bank_go | r_take | (spm_go & is_[Opcode.ST_PGSM]))
         take_ldp = Signal()
         m.d.comb += take_ldp.eq(r_ldp & e_idle)
         with m.If(take_ldp):
@@ -445,8 +507,10 @@ class SIMBPE(wiring.Component):
         with m.If(e_fin):
             m.d.sync += e_state.eq(_IDLE)
         r_done = Signal()
-        m.d.comb += r_done.eq(resp.valid & ~r_ldp & ~head.valid & ~(e_state == _FIN))
-        m.d.comb += resp.ready.eq(take_ldp | r_done)
+        m.d.comb += r_done.eq(resp.valid & ~r_ldp & ~r_rmt & ~head.valid & ~(e_state == _FIN))
+        r_served = Signal()
+        m.d.comb += r_served.eq(r_rmt & rmt.resp.ready)
+        m.d.comb += resp.ready.eq(take_ldp | r_done | r_served)
         with m.If(resp.valid & resp.ready):
             m.d.comb += clr_used.eq(1 << resp.payload.tag)
         m.d.sync += used.eq((used | set_used) & ~clr_used)
@@ -499,13 +563,14 @@ class SIMBPE(wiring.Component):
             "rdwr": cmd.valid & ((cmd.kind == Cmd.RD) | (cmd.kind == Cmd.WR)),
             "act": cmd.valid & (cmd.kind == Cmd.ACT), "pre": cmd.valid & (cmd.kind == Cmd.PRE),
             "ref": cmd.valid & (cmd.kind == Cmd.REF),
+            "remote": r_served,
         }
         for n, ev in events.items():
             c = getattr(self.perf, n)
             with m.If(ev):
                 m.d.sync += c.eq(c + 1)
         m.d.comb += self.busy.eq(cur_v | Cat(s.valid for s in line).any() | ~e_idle |
-                                 used.any() | ctrl.busy)
+                                 p_v | used.any() | ctrl.busy)
         # The units busy this cycle, summed over the vault by the control core.
         m.d.comb += [self.units.simd.eq(events["simd"]), self.units.alu.eq(events["alu"]),
                      self.units.arf.eq(events["arf"]), self.units.drf.eq(events["drf"]),

@@ -11,7 +11,10 @@ simulator (``tests/test_simb_pe.py``). It plays
   with random issue gaps, and checks that every tag finishes exactly once;
 * the bank's DRAM array (one-cycle synchronous read) with every command fed
   to the protocol checker of :mod:`pimforge.verif.models.dram_timing`;
-* the PGSM and VSM ports (random back-pressure, the ports' read latency).
+* the PGSM and VSM ports (random back-pressure, the ports' read latency);
+* optionally the vault's remote request server on the ``remote`` port
+  (:class:`RemoteReader`: reads of bank vectors at random times, random
+  response back-pressure); without it the port is held idle.
 
 Expected values come from the SIMB instruction-set simulator
 (``verif/models/simb_iss.py``, :func:`iss_run`), the golden model, and from
@@ -36,15 +39,26 @@ from ...gen.config import Config
 from ...gen.config.base import from_dict
 from ...rtl.mem.port import Cmd
 from ...rtl.mem.timing import resolve_timing
-from ...rtl.simb.isa import LANES, AluOp, DType, Instr, Mode, Opcode, accesses, conflicts, encode
+from ...rtl.simb.isa import (
+    DRAM_BITS,
+    LANES,
+    AluOp,
+    DType,
+    Instr,
+    Mode,
+    Opcode,
+    accesses,
+    conflicts,
+    encode,
+)
 from ..models import fp32, fp32_shift
 from ..models.dram_timing import TimingChecker
 from ..models.simb_iss import SIMBMachine
 from .common import bench, start
 from .common import rng as bench_rng
 
-__all__ = ["PEGeometry", "StandInPEModel", "PEEnv", "random_program", "drain_program",
-           "INT_CORNERS"]
+__all__ = ["PEGeometry", "StandInPEModel", "PEEnv", "RemoteReader", "random_program",
+           "drain_program", "INT_CORNERS"]
 
 M32 = 0xFFFF_FFFF
 SIGN = 0x8000_0000
@@ -323,6 +337,106 @@ class _SPMModel:
         return ins
 
 
+class RemoteReader:
+    """The vault's request server on a PE's ``remote`` port: reads of bank vectors.
+
+    Requests go out in the order of *addrs*, each after a random gap (probability
+    *p_req* per cycle), with a random free tag, up to ``2**tag_bits`` outstanding,
+    each held until ``req.ready``. ``resp.ready`` is high with probability
+    *p_ready*, or, with *stall*, low for random stretches of up to *stall* cycles.
+    Checked here: every response carries an outstanding tag and the bank's vector
+    (the caller reads only vectors nothing writes while they are outstanding),
+    ``resp.valid`` and its payload stay put until taken, and ``busy`` is high while
+    a read is outstanding.
+
+    Parameters
+    ----------
+    rng : random.Random
+    tag_bits : int
+        The port's tag width.
+    addrs : list of int
+        The ``dram`` addresses to read (they may have bits above the bank's size).
+    p_req, p_ready : float
+    stall : int
+        Longest stretch of ``resp.ready`` low (0: no stretches, *p_ready* per cycle).
+    """
+
+    def __init__(self, rng: random.Random, *, tag_bits: int, addrs: list[int],
+                 p_req: float = 0.3, p_ready: float = 1.0, stall: int = 0):
+        self.rng, self.tag_bits = rng, tag_bits
+        self.todo = list(addrs)
+        self.p_req, self.p_ready, self.stall = p_req, p_ready, stall
+        self.req: tuple[int, int] | None = None          # (tag, addr) held on req
+        self.outstanding: dict[int, tuple[int, int]] = {}  # tag -> (addr, accept cycle)
+        # (tag, addr, accept cycle, response cycle), in the order the responses came
+        self.served: list[tuple[int, int, int, int]] = []
+        self.accepted: list[int] = []     # accept cycles
+        self.errors: list[str] = []
+        self._held: tuple[int, int] | None = None   # a response seen and not taken
+        self._stalled = 0
+        self.most = 0        # most reads outstanding at once
+        self.held = 0        # cycles a response waited for resp.ready
+
+    @property
+    def finished(self) -> bool:
+        return not self.todo and self.req is None and not self.outstanding
+
+    def cycle(self, n: int, o: dict, bank: dict[int, int], size: int) -> tuple[dict, bool]:
+        """This cycle's inputs of the port, and whether a request was taken."""
+        if self.outstanding and not o["busy"]:
+            self.errors.append(f"cycle {n}: busy low with remote reads outstanding")
+        ins = {"remote__resp__ready": 0}
+        if o["remote__resp__valid"]:
+            pay = o["remote__resp__payload"]
+            tag, dat = pay & ((1 << self.tag_bits) - 1), pay >> self.tag_bits
+            if self._held is not None and self._held != (tag, dat):
+                self.errors.append(f"cycle {n}: remote response changed while not taken")
+            if self.stall:
+                if self._stalled == 0 and self.rng.random() < 0.3:
+                    self._stalled = self.rng.randint(1, self.stall)
+                take = self._stalled == 0
+                self._stalled = max(0, self._stalled - 1)
+            else:
+                take = self.rng.random() < self.p_ready
+            if take:
+                ins["remote__resp__ready"] = 1
+                self._held = None
+                if tag not in self.outstanding:
+                    self.errors.append(f"cycle {n}: remote response for tag {tag}, "
+                                       f"which is not outstanding")
+                else:
+                    addr, t0 = self.outstanding.pop(tag)
+                    want = bank.get(addr & (size - 1), 0)
+                    if dat != want:
+                        self.errors.append(f"cycle {n}: remote read of {addr:#x} (tag {tag}) "
+                                           f"returned {dat:#034x}, expected {want:#034x}")
+                    self.served.append((tag, addr, t0, n))
+            else:
+                self._held = (tag, dat)
+                self.held += 1
+        elif self._held is not None:
+            self.errors.append(f"cycle {n}: remote response withdrawn before it was taken")
+            self._held = None
+        # The request: held until ready (ready depends on the PE's registers only).
+        if self.req is None and self.todo and self.rng.random() < self.p_req:
+            free = [t for t in range(1 << self.tag_bits) if t not in self.outstanding]
+            if free:
+                self.req = (self.rng.choice(free), self.todo.pop(0))
+        taken = False
+        if self.req is not None:
+            tag, addr = self.req
+            ins |= {"remote__req__valid": 1,
+                    "remote__req__payload": addr | tag << DRAM_BITS}
+            if o["remote__req__ready"]:
+                self.outstanding[tag] = (addr, n)
+                self.most = max(self.most, len(self.outstanding))
+                self.accepted.append(n)
+                self.req, taken = None, True
+        else:
+            ins |= {"remote__req__valid": 0, "remote__req__payload": 0}
+        return ins, taken
+
+
 class PEEnv:
     """One PE's world, one call of :meth:`cycle` per clock (see the module docstring).
 
@@ -340,17 +454,25 @@ class PEEnv:
         peID, pgID, vaultID, chipID.
     p_issue, p_pgsm, p_vsm : float
         Probability of issuing when possible; of a scratchpad taking a request.
+    remote : RemoteReader, optional
+        Plays the ``remote`` port (held idle without it). Its requests taken while a
+        bank instruction was in flight are counted in ``remote_busy``; those taken
+        while one waited in the PE's decode register (``issue.ready`` low, the last
+        instruction issued a bank access) are listed in ``remote_races`` as (cycle
+        taken, issue cycle of the waiting instruction).
     """
 
     OUTS = ("issue__ready", "issue__done", "issue__done_tag", "arr__re", "arr__we",
             "arr__addr", "arr__wdata", "cmd__valid", "cmd__kind", "cmd__row", "cmd__col",
             *(f"{p}__{n}" for p in ("pgsm", "vsm") for n in ("valid", "we", "addr", "wdata",
-                                                               "wmask")))
+                                                               "wmask")),
+            "remote__req__ready", "remote__resp__valid", "remote__resp__payload", "busy")
 
     def __init__(self, g: PEGeometry, timing, program: list[Instr], rng: random.Random, *,
                  tag_bits: int, bank: dict[int, int], ids=(1, 0, 0, 0), pgsm_latency: int = 1,
                  vsm_latency: int = 1, p_issue: float = 0.8, p_pgsm: float = 0.7,
-                 p_vsm: float = 0.5, real_pgsm: bool = False):
+                 p_vsm: float = 0.5, real_pgsm: bool = False,
+                 remote: RemoteReader | None = None):
         self.g, self.rng, self.program = g, rng, list(program)
         self.ids = ids
         self.tags = 1 << tag_bits
@@ -369,10 +491,15 @@ class PEEnv:
         self.errors: list[str] = []
         self.cmds: dict[str, int] = {}
         self.ref_busy = 0          # REFs issued while an instruction waited on the bank
+        self.remote = remote
+        self.remote_busy = 0
+        self.remote_races: list[tuple[int, int]] = []
+        self._last: tuple[Instr, int] | None = None      # the last instruction issued, when
 
     @property
     def finished_all(self) -> bool:
-        return self.pc == len(self.program) and not self.inflight
+        return self.pc == len(self.program) and not self.inflight and \
+            (self.remote is None or self.remote.finished)
 
     def inputs(self) -> dict:
         """Inputs that are constant (ids)."""
@@ -404,6 +531,19 @@ class PEEnv:
         if self.pgsm is not None:
             ins |= self.pgsm.cycle(n, o, "pgsm")
         ins |= self.vsm.cycle(n, o, "vsm")
+        if self.remote is None:
+            ins |= {"remote__req__valid": 0, "remote__req__payload": 0,
+                    "remote__resp__ready": 1}
+        else:
+            r_ins, taken = self.remote.cycle(n, o, self.bank, self.g.bank)
+            ins |= r_ins
+            bank_ops = (Opcode.LD_RF, Opcode.ST_RF, Opcode.LD_PGSM, Opcode.ST_PGSM)
+            if taken and any(i.opcode in bank_ops for i, *_ in self.inflight.values()):
+                self.remote_busy += 1
+            # issue__ready low: the last instruction issued waits in the decode register.
+            if taken and not o["issue__ready"] and self._last is not None and \
+                    self._last[0].opcode in bank_ops[:3]:
+                self.remote_races.append((n, self._last[1]))
         # The control core: retire, then issue (a retired slot is reusable at once).
         if o["issue__done"]:
             t = o["issue__done_tag"]
@@ -422,6 +562,7 @@ class PEEnv:
             if ok and free:
                 t = self.rng.choice(free)
                 self.inflight[t] = (nxt, r, w, n)
+                self._last = (nxt, n)
                 self.pc += 1
                 ins |= {"issue__valid": 1, "issue__tag": t, "issue__instr": encode(nxt)}
         self.n += 1
@@ -451,7 +592,7 @@ class PEEnv:
 
     def compare(self, ref: StandInPEModel) -> list[str]:
         """Differences between this run's storage and *ref*'s (empty when equal)."""
-        bad = list(self.errors)
+        bad = list(self.errors) + (self.remote.errors if self.remote else [])
         stores = [("bank", self.bank, ref.bank), ("vsm", self.vsm.mem, ref.vsm)]
         if self.pgsm is not None:
             stores.append(("pgsm", self.pgsm.mem, ref.pgsm))
@@ -581,3 +722,33 @@ async def back_pressure_and_dense_issue(dut):
     dut._log.info("%d instructions in %d cycles, commands %s", len(env.program), env.n,
                   env.cmds)
     assert not bad, "\n".join(bad[:20])
+
+
+@cocotb.test()
+async def remote_reads_beside_a_program(dut):
+    """Remote reads (4 tags, random response back-pressure, some addresses with bits above
+    the bank's) of a region the program never writes, while it runs: each returns the
+    bank's vector once, the program's result is unchanged, and some were taken while a
+    bank instruction of the PE waited to dispatch."""
+    env, bank0 = _bench_env("remote", 200, p_issue=1.0)
+    g, r = env.g, bench_rng("remote-reads")
+    lo, hi = g.bank // 4, g.bank // 2      # the program stays below lo, drains at hi
+    region = {a: v for a, v in fill_bank(r, hi).items() if a >= lo}
+    bank0 |= region
+    env.bank |= region
+    rows = r.sample(range(lo // g.row, hi // g.row), 3)
+    addrs = [r.choice(rows) * g.row + r.randrange(g.row) +
+             (r.randrange(1, (1 << DRAM_BITS) // g.bank) * g.bank if r.random() < 0.2 else 0)
+             for _ in range(100)]
+    env.remote = RemoteReader(r, tag_bits=len(dut.remote__req__payload) - DRAM_BITS,
+                              addrs=addrs, p_req=0.15, stall=6)
+    await start(dut)
+    await _run(dut, env, 60000)
+    bad = env.compare(env.expected(bank0, ipim=from_dict(Config, bench()["config"]).ipim))
+    dut._log.info("%d instructions in %d cycles, %d remote reads, %d taken while a bank "
+                  "instruction waited", len(env.program), env.n, len(env.remote.served),
+                  len(env.remote_races))
+    assert not bad, "\n".join(bad[:20])
+    assert len(env.remote.served) == len(addrs)
+    assert int(dut.perf__remote.value) == len(addrs)
+    assert env.remote_races, "no remote read met a waiting bank instruction"
