@@ -22,7 +22,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, UnusedElaboratable
+from amaranth.hdl import (ClockSignal, Elaboratable, Instance, Module, ResetSignal,
+                          UnusedElaboratable)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
@@ -92,13 +93,34 @@ def leaf_scope() -> Iterator[_Scope]:
         _discard(scope.spare)
 
 
+def _holds_blocks(v: object) -> bool:
+    """*v* is a block or a list/tuple of blocks."""
+    items = v if isinstance(v, (list, tuple)) else (v,)
+    return any(isinstance(x, Elaboratable) for x in items)
+
+
 def _discard(blocks: list[wiring.Component]) -> None:
     """Free *blocks*, built only to be described, without Amaranth's warning that
     they were never elaborated; the warning stays on for every other block."""
     if not blocks:
         return
+    # A block built for its signature may hold blocks of its own (a vault's PEs and
+    # scratchpads): they go unused with it.
+    every: dict[int, object] = {}
+    todo = list(blocks)
+    while todo:
+        b = todo.pop()
+        if id(b) in every:
+            continue
+        every[id(b)] = b
+        for v in vars(b).values():
+            for x in (v if isinstance(v, (list, tuple)) else (v,)):
+                if isinstance(x, Elaboratable):
+                    todo.append(x)
+    texts = [f"{b!r} created but never used" for b in every.values()]
+    del every, todo, b          # no reference may keep them past the collection below
     with warnings.catch_warnings():
-        for text in [f"{b!r} created but never used" for b in blocks]:
+        for text in texts:
             warnings.filterwarnings("ignore", re.escape(text), UnusedElaboratable)
         blocks.clear()
         gc.collect()  # Amaranth blocks refer to themselves: only the collector frees them
@@ -146,8 +168,11 @@ class Leaf(wiring.Component):
         self._factory = factory
         proto = factory()
         signature = proto.signature
+        # Sub-blocks are not parameters: a leaf describes its block, it does not hold
+        # the copy's parts (which would also outlive the copy, unused).
         self.params = {k: v for k, v in vars(proto).items()
-                       if not k.startswith("_") and k not in signature.members}
+                       if not k.startswith("_") and k not in signature.members
+                       and not _holds_blocks(v)}
         # What must agree between two leaves of one name (a cheap guard against a
         # name that does not encode every parameter).
         fingerprint = (type(proto).__qualname__, repr(signature),

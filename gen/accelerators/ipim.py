@@ -41,6 +41,11 @@ ACCELERATOR = Accelerator(
               "the core and the network"),
         Block("simb_vault", "pimforge.rtl.simb.vault:from_config",
               "iPIM vault: control core, PGs of near-bank PEs with their PGSMs, VSM"),
+        Block("simb_nic", "pimforge.rtl.simb.nic:from_config",
+              "iPIM vault NIC: remote req out over the mesh, remote req served from "
+              "the PEs' bank queues, replies into the VSM"),
+        Block("ipim_cube", "pimforge.rtl.top.ipim_cube:from_config",
+              "iPIM cube: vaults with their NICs on a 2D mesh, inter-vault sync barrier"),
     ),
     benches=(
         *_PE_BENCHES,

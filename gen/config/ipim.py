@@ -85,6 +85,9 @@ class IPIMConfig:
         Request-queue entries of each PE's in-DRAM memory controller.
     imem_instructions : int
         Instructions of a vault's program memory (128-bit words).
+    remote_slot_bits : int
+        ``2**remote_slot_bits`` remote ``req`` reads a vault's NIC serves at once
+        (its service slots; the tag width of each PE's remote bank port).
     bank_bytes, row_bytes : int
         DRAM bank capacity (a sparse simulation model: a large bank costs
         address bits only) and row-buffer size of one PE's bank.
@@ -127,6 +130,7 @@ class IPIMConfig:
     inst_queue: int = 8
     dram_queue: int = 4
     imem_instructions: int = 256
+    remote_slot_bits: int = 2
     bank_bytes: int = 64 * 1024
     row_bytes: int = 1024
     arf_bytes: int = 256
@@ -172,6 +176,7 @@ class IPIMConfig:
         check_int("ipim.inst_queue", self.inst_queue, 1, 256)
         check_int("ipim.dram_queue", self.dram_queue, 1, 64)
         check_pow2("ipim.imem_instructions", self.imem_instructions, 16, 1 << 16)
+        check_int("ipim.remote_slot_bits", self.remote_slot_bits, 1, 8)
         check_pow2("ipim.row_bytes", self.row_bytes, _VEC * 2, 16384)
         check_pow2("ipim.bank_bytes", self.bank_bytes, self.row_bytes * 2,
                    _VEC << DRAM_BITS)

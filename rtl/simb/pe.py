@@ -591,6 +591,6 @@ def from_config(cfg, **overrides) -> SIMBPE:
           "t_alu": c.t_alu, "t_arf": c.t_arf, "t_drf": c.t_drf,
           "bank_vectors": c.bank_vectors, "row_vectors": c.row_vectors,
           "dram_queue": max(2, c.dram_queue), "scheduler": c.scheduler,
-          "page_policy": c.page_policy}
+          "page_policy": c.page_policy, "remote_tag_bits": c.remote_slot_bits}
     kw.update(overrides)
     return SIMBPE(**kw)

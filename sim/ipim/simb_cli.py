@@ -54,6 +54,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--dump", type=out_dir, help="write the final state (.npy, state.json) here")
     r.add_argument("--max-steps", type=int_range(1), default=DEFAULT_MAX_STEPS,
                    help="instructions one vault may execute before it counts as runaway")
+    r.add_argument("--rtl", action="store_true",
+                   help="also run it on the Verilated cube (ipim_cube) and compare every "
+                   "bank with the instruction-set simulator")
+    r.add_argument("--max-cycles", type=int_range(1, 10**10), default=10_000_000,
+                   help="with --rtl: cycles before the cube counts as hung")
 
 
 def _read(path: str) -> str:
@@ -105,6 +110,12 @@ def _run(args) -> int:
     prog = read_program(args.file)
     m = SIMBMachine(cfg, max_steps=args.max_steps)
     m.load(prog)
+    if args.rtl:
+        # The cube starts from the same (empty) banks: keep a copy before the ISS runs.
+        rtl_cfg = cfg
+        if cfg.ipim.cubes != 1:
+            raise PimforgeError(f"--rtl runs one cube; config {cfg.name} has "
+                                f"{cfg.ipim.cubes} (set --set ipim.cubes=1)")
     total = m.run()
     ip = cfg.ipim
     print(f"{len(m.vaults)} vaults ({ip.cubes} cubes x {ip.vaults}), {ip.pes} PEs each: "
@@ -125,6 +136,32 @@ def _run(args) -> int:
             files.path("state.json").write_text(json.dumps(summary, indent=2) + "\n",
                                                 encoding="utf-8")
         print(f"wrote the final state to {args.dump}")
+    if args.rtl:
+        return _run_rtl(rtl_cfg, prog, m, args.max_cycles)
+    return 0
+
+
+def _run_rtl(cfg, prog: list[Instr], m: SIMBMachine, max_cycles: int) -> int:
+    from ..ipim.rtl_run import run_cube
+
+    ip = cfg.ipim
+    run = run_cube(cfg, {v: prog for v in range(ip.vaults)}, {}, max_cycles=max_cycles,
+                   bare=True)
+    bad = 0
+    for v, vault in enumerate(m.vaults):
+        for p, bank in enumerate(vault.banks):
+            exp = {a: sum(int(x) << (32 * k) for k, x in enumerate(row))
+                   for a, row in bank.items() if row.any()}
+            got = run.banks.get((v, p), {})
+            bad += sum(got.get(a, 0) != exp.get(a, 0) for a in set(got) | set(exp))
+    print(f"RTL cube: {run.cycles} cycles, {run.issued} instructions issued, IPC "
+          f"{run.ipc:.3f} per vault, {run.barriers} barriers; {run.cycles_per_s:,.0f} "
+          f"cycles/s ({run.cycles_per_s * ip.vaults:,.0f} vault-cycles/s), bare native "
+          f"loop {run.bare_cycles_per_s:,.0f} cycles/s")
+    if bad:
+        print(f"RTL and instruction-set simulator differ in {bad} bank vectors")
+        return 1
+    print("banks equal to the instruction-set simulator's")
     return 0
 
 
