@@ -14,12 +14,18 @@ import pytest
 from pimforge.gen.config import load_config
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import SimulationError
-from pimforge.rtl.simb.isa import AluOp, DType, Instr, Opcode
+from pimforge.rtl.simb.isa import Instr, Opcode
 from pimforge.sim import verilator as vl
 from pimforge.sim.ipim.rtl_run import build_cube_driver, run_cube
-from pimforge.verif.models.simb_iss import SIMBMachine
 from pimforge.verif.tb.simb_pe import fill_bank, lanes_of, vec_of
-from pimforge.verif.tb.simb_programs import drain_vault, random_vault_program
+from pimforge.verif.tb.simb_programs import (
+    bank_diff,
+    drain_vault,
+    iss_banks,
+    random_vault_program,
+    req_all_to_all,
+    sync_then_req,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,32 +44,6 @@ def exe(cfg):
     return build_cube_driver(cfg)
 
 
-def _iss(cfg, programs, banks):
-    m = SIMBMachine(cfg)
-    for (v, p), b in banks.items():
-        for a, x in b.items():
-            m.write_bank(v, p, a, lanes_of(x))
-    for v, prog in programs.items():
-        m.load(prog, vaults=[v])
-    m.load([Instr(Opcode.HALT)], vaults=[v for v in range(cfg.ipim.vaults)
-                                         if v not in programs])
-    m.run()
-    return {(v, p): {a: vec_of([int(x) for x in row]) for a, row in bank.items()
-                     if row.any()}
-            for v, vault in enumerate(m.vaults) for p, bank in enumerate(vault.banks)}
-
-
-def _diff(got, exp) -> list[str]:
-    bad = []
-    for k in sorted(set(got) | set(exp)):
-        g, e = got.get(k, {}), exp.get(k, {})
-        for a in sorted(set(g) | set(e)):
-            if g.get(a, 0) != e.get(a, 0):
-                bad.append(f"vault {k[0]} PE {k[1]} bank[{a}] = {g.get(a, 0):#034x}, ISS "
-                           f"{e.get(a, 0):#034x}")
-    return bad
-
-
 def test_cube_generates_and_lints(cfg, tmp_path):
     el = elaborate("ipim_cube", cfg)
     assert el.manifest["latencies"]["nic_reply_flits"] >= 2
@@ -80,26 +60,11 @@ def test_req_reads_every_pe_of_every_vault(cfg, exe):
     its VSM, then stores them in its PE 0's bank: exact words, the ISS agrees."""
     c = cfg.ipim
     V, P = c.vaults, c.pes
-    banks = {(v, p): {3: vec_of([v, p, 0xC0DE, 7 * v + p])} for v in range(V)
-             for p in range(P)}
-    programs = {}
-    for v in range(V):
-        prog = [Instr(Opcode.SYNC, phase=1)]
-        for k in range(V * P):
-            u, p = divmod((k + v * P) % (V * P), P)     # start at a different vault each
-            prog.append(Instr(Opcode.REQ, chip=0, vault=u, pg=p // c.pes_per_pg,
-                              pe=p % c.pes_per_pg, dram=3, vsm=k))
-        prog.append(Instr(Opcode.SYNC, phase=2))
-        for k in range(V * P):
-            prog += [Instr(Opcode.RD_VSM, vsm=k, drf=1, simb_mask=1),
-                     Instr(Opcode.ST_RF, dram=100 + k, drf=1, simb_mask=1)]
-        programs[v] = prog + [Instr(Opcode.HALT)]
+    programs, banks, expected = req_all_to_all(c)
     run = run_cube(cfg, programs, banks, exe=exe, max_cycles=50_000)
-    for v in range(V):
-        for k in range(V * P):
-            u, p = divmod((k + v * P) % (V * P), P)
-            assert lanes_of(run.banks[(v, 0)][100 + k]) == [u, p, 0xC0DE, 7 * u + p], (v, k)
-    assert not _diff(run.banks, _iss(cfg, programs, banks))
+    for (v, a), x in expected.items():
+        assert run.banks[(v, 0)][a] == x, (v, a)
+    assert not bank_diff(run.banks, iss_banks(cfg, programs, banks))
     assert run.nic["sent"] == [V * P] * V
     assert run.nic["served"] == [V * P] * V
     assert run.nic["received"] == [V * P] * V
@@ -109,29 +74,13 @@ def test_req_reads_every_pe_of_every_vault(cfg, exe):
 
 
 def test_sync_orders_writes_before_remote_reads(cfg, exe):
-    """Vault 0 computes a value late (a chain of dependent adds) and stores it; the other
-    vaults read it with req after a sync: they must see the new value, never the old
-    one (a barrier that let them through early would fail)."""
-    c = cfg.ipim
-    old = vec_of([1, 1, 1, 1])
-    banks = {(0, 0): {5: old, 6: vec_of([2, 2, 2, 2])}}
-    slow = [Instr(Opcode.LD_RF, dram=5, drf=0, simb_mask=1),
-            Instr(Opcode.LD_RF, dram=6, drf=1, simb_mask=1)]
-    slow += [Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, dst=0, src1=0, src2=1,
-                   vec_mask=0xF, simb_mask=1) for _ in range(40)]
-    slow += [Instr(Opcode.ST_RF, dram=5, drf=0, simb_mask=1)]
-    programs = {0: slow + [Instr(Opcode.SYNC, phase=7), Instr(Opcode.HALT)]}
-    for v in range(1, c.vaults):
-        programs[v] = [Instr(Opcode.SYNC, phase=7),
-                       Instr(Opcode.REQ, chip=0, vault=0, pg=0, pe=0, dram=5, vsm=2),
-                       Instr(Opcode.SYNC, phase=8),
-                       Instr(Opcode.RD_VSM, vsm=2, drf=3, simb_mask=1),
-                       Instr(Opcode.ST_RF, dram=9, drf=3, simb_mask=1),
-                       Instr(Opcode.HALT)]
+    """Vault 0 computes a value late and stores it; the other vaults read it with req
+    after a sync: they must see the new value, never the old one."""
+    programs, banks, expected = sync_then_req(cfg.ipim)
     run = run_cube(cfg, programs, banks, exe=exe, max_cycles=50_000)
-    for v in range(1, c.vaults):
-        assert lanes_of(run.banks[(v, 0)][9]) == [81] * 4, v
-    assert not _diff(run.banks, _iss(cfg, programs, banks))
+    for (v, a), x in expected.items():
+        assert run.banks[(v, 0)][a] == x, (v, lanes_of(run.banks[(v, 0)].get(a, 0)))
+    assert not bank_diff(run.banks, iss_banks(cfg, programs, banks))
 
 
 @pytest.mark.parametrize("seed", [21, 22])
@@ -167,7 +116,7 @@ def test_random_cube_programs_match_the_iss(cfg, exe, seed):
             phase += 2
         programs[v] = prog + drain_vault(c, 128)
     run = run_cube(cfg, programs, banks, exe=exe, max_cycles=400_000, bare=True)
-    bad = _diff(run.banks, _iss(cfg, programs, banks))
+    bad = bank_diff(run.banks, iss_banks(cfg, programs, banks))
     log.info("%d cycles, IPC %.3f, %.0f cycles/s (bare loop %.0f)", run.cycles, run.ipc,
              run.cycles_per_s, run.bare_cycles_per_s)
     assert not bad, "\n".join(bad[:20])

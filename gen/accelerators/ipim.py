@@ -14,6 +14,12 @@ _TB = "pimforge.verif.tb"
 _SMALL_PE = {"ipim.drf_bytes": 16 * 16, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_bytes": 16 * 16,
              "ipim.vsm_bytes": 16 * 32, "ipim.bank_bytes": 16 * 1024,
              "ipim.row_bytes": 16 * 16, "ipim.timing.tREFI": 300.0, "ipim.timing.tRFC": 40.0}
+# ipim_small's 2x2 mesh of vaults with one PG of 2 PEs each, small register files,
+# scratchpads and banks (a Verilator build of about 3 minutes; the native-driver tests
+# in tests/test_ipim_cube.py run 2 PGs).
+_SMALL_CUBE = {"ipim.drf_bytes": 16 * 8, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_bytes": 16 * 8,
+               "ipim.vsm_bytes": 16 * 32, "ipim.bank_bytes": 16 * 1024,
+               "ipim.row_bytes": 16 * 16, "ipim.pgs": 1}
 _PE_BLOCKS = (
     Block("simb_pe", "pimforge.rtl.simb.pe:from_config",
           "iPIM near-bank PE: DataRF, AddrRF, 4-lane FP32/INT32 SIMD, int ALU, bank controller"),
@@ -53,6 +59,9 @@ ACCELERATOR = Accelerator(
         # (Table III's 64-entry queue elaborates and lints, but its Verilator build
         # takes minutes; queues of 1 to 8 slots run in tests/test_simb_core.py.)
         Bench("simb_core", "simb_core", f"{_TB}.simb_core"),
+        # The cube: req across the mesh and sync across the vaults, against the ISS.
+        Bench("ipim_cube", "ipim_cube", f"{_TB}.ipim_cube", config="ipim_small",
+              overrides=_SMALL_CUBE),
     ),
     commands=(
         # simb-tools: assembler, disassembler and instruction-set simulator

@@ -1,4 +1,5 @@
-"""Random SIMB programs for whole vaults and cubes, shared by the vault and cube tests.
+"""SIMB programs for whole vaults and cubes, shared by the vault and cube tests (pytest
+and cocotb), and the comparison of their banks with the instruction-set simulator.
 
 Each program's state can be compared with the instruction-set simulator's bank by
 bank: :func:`drain_vault` stores every DataRF, AddrRF, PGSM and the VSM into the
@@ -10,8 +11,10 @@ from __future__ import annotations
 import random
 
 from ...rtl.simb.isa import AluOp, DType, Instr, Mode, Opcode
+from ..models.simb_iss import SIMBMachine
 
-__all__ = ["random_vault_program", "drain_vault"]
+__all__ = ["random_vault_program", "drain_vault", "req_all_to_all", "sync_then_req",
+           "iss_banks", "bank_diff"]
 
 
 def random_vault_program(r: random.Random, c, n: int, span: int) -> list[Instr]:
@@ -125,3 +128,91 @@ def drain_vault(c, base: int) -> list[Instr]:
         P += [Instr(Opcode.RD_VSM, vsm=k, drf=1, simb_mask=1),
               Instr(Opcode.ST_RF, dram=b + k, drf=1, simb_mask=1)]
     return P + [Instr(Opcode.HALT)]
+
+
+# ---- cube programs: req across the mesh, sync across the vaults ---------------------------
+
+def req_all_to_all(c) -> tuple[dict, dict, dict]:
+    """Each vault of a cube (config section *c*) fetches bank vector 3 of every PE of
+    every vault, itself included, into its VSM (each vault starting at a different
+    vault), then stores them in its PE 0's bank from vector 100.
+
+    Returns
+    -------
+    programs, banks, expected
+        ``{vault: program}``; ``{(vault, pe): {addr: vector}}``; ``{(vault, addr):
+        vector}`` that PE 0 of each vault must hold afterwards.
+    """
+    V, P = c.vaults, c.pes
+    banks = {(v, p): {3: _vec([v, p, 0xC0DE, 7 * v + p])} for v in range(V)
+             for p in range(P)}
+    programs, expected = {}, {}
+    for v in range(V):
+        prog = [Instr(Opcode.SYNC, phase=1)]
+        for k in range(V * P):
+            u, p = divmod((k + v * P) % (V * P), P)
+            prog.append(Instr(Opcode.REQ, chip=0, vault=u, pg=p // c.pes_per_pg,
+                              pe=p % c.pes_per_pg, dram=3, vsm=k))
+            expected[(v, 100 + k)] = _vec([u, p, 0xC0DE, 7 * u + p])
+        prog.append(Instr(Opcode.SYNC, phase=2))
+        for k in range(V * P):
+            prog += [Instr(Opcode.RD_VSM, vsm=k, drf=1, simb_mask=1),
+                     Instr(Opcode.ST_RF, dram=100 + k, drf=1, simb_mask=1)]
+        programs[v] = prog + [Instr(Opcode.HALT)]
+    return programs, banks, expected
+
+
+def sync_then_req(c, adds: int = 40) -> tuple[dict, dict, dict]:
+    """Vault 0 computes a value late (*adds* dependent INT32 adds of 2 onto 1) and
+    stores it over the old one; the other vaults read it with ``req`` after a ``sync``
+    and store it at vector 9 of their PE 0: a barrier that let them through early
+    would give them the old value. Same returns as :func:`req_all_to_all`."""
+    banks = {(0, 0): {5: _vec([1, 1, 1, 1]), 6: _vec([2, 2, 2, 2])}}
+    slow = [Instr(Opcode.LD_RF, dram=5, drf=0, simb_mask=1),
+            Instr(Opcode.LD_RF, dram=6, drf=1, simb_mask=1)]
+    slow += [Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, dst=0, src1=0, src2=1,
+                   vec_mask=0xF, simb_mask=1) for _ in range(adds)]
+    slow += [Instr(Opcode.ST_RF, dram=5, drf=0, simb_mask=1)]
+    programs = {0: slow + [Instr(Opcode.SYNC, phase=7), Instr(Opcode.HALT)]}
+    expected = {}
+    for v in range(1, c.vaults):
+        programs[v] = [Instr(Opcode.SYNC, phase=7),
+                       Instr(Opcode.REQ, chip=0, vault=0, pg=0, pe=0, dram=5, vsm=2),
+                       Instr(Opcode.SYNC, phase=8),
+                       Instr(Opcode.RD_VSM, vsm=2, drf=3, simb_mask=1),
+                       Instr(Opcode.ST_RF, dram=9, drf=3, simb_mask=1),
+                       Instr(Opcode.HALT)]
+        expected[(v, 9)] = _vec([1 + 2 * adds] * 4)
+    return programs, banks, expected
+
+
+def iss_banks(cfg, programs: dict, banks: dict) -> dict:
+    """The banks after *programs* (``{vault: program}``, the other vaults halt at once)
+    run on the instruction-set simulator of *cfg*'s first cube from *banks*; the same
+    form as *banks*, nonzero vectors only."""
+    m = SIMBMachine(cfg)
+    for (v, p), b in banks.items():
+        for a, x in b.items():
+            m.write_bank(v, p, a, [(x >> (32 * k)) & 0xFFFFFFFF for k in range(4)])
+    for v, prog in programs.items():
+        m.load(prog, vaults=[v])
+    m.load([Instr(Opcode.HALT)], vaults=[v for v in range(len(m.vaults)) if v not in programs])
+    m.run()
+    return {(v, p): {a: _vec([int(x) for x in row]) for a, row in bank.items() if row.any()}
+            for v, vault in enumerate(m.vaults) for p, bank in enumerate(vault.banks)}
+
+
+def bank_diff(got: dict, exp: dict) -> list[str]:
+    """Every vector where two sets of banks (as :func:`iss_banks` gives) differ."""
+    bad = []
+    for k in sorted(set(got) | set(exp)):
+        g, e = got.get(k, {}), exp.get(k, {})
+        for a in sorted(set(g) | set(e)):
+            if g.get(a, 0) != e.get(a, 0):
+                bad.append(f"vault {k[0]} PE {k[1]} bank[{a}] = {g.get(a, 0):#034x}, ISS "
+                           f"{e.get(a, 0):#034x}")
+    return bad
+
+
+def _vec(lanes) -> int:
+    return sum((int(x) & 0xFFFFFFFF) << (32 * i) for i, x in enumerate(lanes))
