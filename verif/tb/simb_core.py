@@ -9,11 +9,10 @@ cycle that no instruction issues while it conflicts, by
 :func:`~pimforge.rtl.simb.isa.conflicts`, with one still in flight, and counts
 issues and stalls by cause; the core's counters must equal those counts.
 
-:func:`reference_run` is a tiny control-flow interpreter (CtrlRF, jumps) used
-as a stand-in for the instruction-set simulator
-(``verif/models/simb_iss.py``) that is being written separately; the
-simulator tests in ``tests/test_simb_core.py`` share it and the random
-program generators of this module.
+:func:`reference_run` is a tiny control-flow interpreter (CtrlRF, jumps, with the
+instruction-set simulator's integer ALU) that follows a program's pcs without the
+PEs' state; the simulator tests in ``tests/test_simb_core.py`` share it and the
+random program generators of this module.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from ...rtl.simb.isa import (
     decode,
     encode,
 )
+from ..models.simb_iss import int_alu as iss_int_alu
 from .common import bench, rng, start
 
 __all__ = ["reference_run", "int_alu", "rand_pe_instr", "rand_instr", "loop_program",
@@ -55,7 +55,7 @@ def unit_slot(op: Opcode, t_alu: int) -> bool:
 STALL_NAMES = ("stall_dep", "stall_full", "stall_unit", "stall_sync")
 
 
-# ---- reference interpreter (stand-in for verif/models/simb_iss.py) ------------------
+# ---- reference interpreter: control flow only ----------------------------------------
 
 def _s32(x: int) -> int:
     x &= M32
@@ -63,31 +63,8 @@ def _s32(x: int) -> int:
 
 
 def int_alu(op: AluOp, a: int, b: int) -> int:
-    """CALC_CRF / CALC_ARF of isa.py on 32-bit values."""
-    a, b = a & M32, b & M32
-    sb = _s32(b)
-    if op is AluOp.ADD:
-        return (a + b) & M32
-    if op is AluOp.SUB:
-        return (a - b) & M32
-    if op is AluOp.MUL:
-        return (a * b) & M32
-    if op is AluOp.SHIFT:
-        if sb >= 0:
-            return 0 if sb >= 32 else (a << sb) & M32
-        return (M32 if a >> 31 else 0) if -sb >= 32 else (_s32(a) >> -sb) & M32
-    if op is AluOp.AND:
-        return a & b
-    if op is AluOp.OR:
-        return a | b
-    if op is AluOp.XOR:
-        return a ^ b
-    k = min(max(sb, 0), 32)
-    if op is AluOp.CROP_LSB:
-        return a & ((1 << k) - 1)
-    if op is AluOp.CROP_MSB:
-        return a & ~((1 << (32 - k)) - 1) & M32
-    raise ValueError(op)
+    """CALC_CRF / CALC_ARF of isa.py on 32-bit values (the instruction-set simulator's ALU)."""
+    return int(iss_int_alu(op, [a & M32], [b & M32])[0])
 
 
 def reference_run(prog: list[Instr], crf_entries: int,
