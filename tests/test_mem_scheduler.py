@@ -132,3 +132,71 @@ def test_frfcfs_serves_a_younger_row_hit_first(policy, expect):
 
     sim.add_testbench(tb)
     sim.run()
+
+
+def _random_state(r):
+    n = r.randint(0, Q)
+    idle = r.random() < 0.2
+    entries = [{"we": r.randrange(2), "bank": r.randrange(NB), "row": r.randrange(3),
+                "col": r.randrange(4)} for _ in range(n)]
+    banks = []
+    for _ in range(NB):
+        is_open = not idle and r.random() < 0.4
+        banks.append({"is_open": is_open, "open_row": r.randrange(3),
+                      "act_ok": (not is_open) and r.random() < 0.9,
+                      "pre_ok": is_open and r.random() < 0.8,
+                      "col_ok": is_open and r.random() < 0.8})
+    return entries, banks, r.random() < 0.1, r.random() < 0.9
+
+
+def _trace(policy, seed, gate, p_ok):
+    """The scheduler's commands on one seeded random input sequence; with *gate*,
+    ``act_ok`` is high with probability *p_ok*, and the gate's rules are checked."""
+    r = random.Random(seed)
+    ok_r = random.Random(seed + 1000)
+    dut = Scheduler(timing=T, banks=NB, layout=LAYOUT, queue_depth=Q, scheduler=policy,
+                    starvation_limit=16, act_gate=gate)
+    out = []
+
+    async def tb(ctx):
+        for cyc in range(500):
+            _set_state(ctx, dut, *_random_state(r))
+            if gate:
+                # act_want must not follow act_ok within the cycle.
+                ctx.set(dut.act_ok, 0)
+                want0 = ctx.get(dut.act_want)
+                ctx.set(dut.act_ok, 1)
+                assert ctx.get(dut.act_want) == want0, (seed, cyc)
+                ok = ok_r.random() < p_ok
+                ctx.set(dut.act_ok, ok)
+                kind = Cmd(ctx.get(dut.cmd.kind))
+                if want0:
+                    assert kind == (Cmd.ACT if ok else Cmd.NOP), (seed, cyc, kind)
+                    if not ok:
+                        assert not ctx.get(dut.queue.take), (seed, cyc)
+                        assert not any(ctx.get(getattr(dut.banks[b], k)) for b in range(NB)
+                                       for k in ("act", "pre", "rd", "wr", "ref"))
+                else:
+                    assert kind != Cmd.ACT, (seed, cyc)
+            out.append((ctx.get(dut.cmd.kind), ctx.get(dut.cmd.bank), ctx.get(dut.cmd.row),
+                        ctx.get(dut.cmd.col), ctx.get(dut.queue.take_index)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()
+    return out
+
+
+@pytest.mark.parametrize("policy, seed", [("frfcfs", 5), ("fcfs", 6)])
+def test_act_gate(policy, seed):
+    """With ``act_gate`` and ``act_ok`` always high the scheduler issues exactly what it
+    issues without the gate; with ``act_ok`` at random, ``act_want`` marks the cycles
+    whose pick is an ACT, independent of ``act_ok``, and a refused ACT issues nothing."""
+    log.info("seed %d", seed)
+    print(f"seed {seed}")
+    plain = _trace(policy, seed, False, 1.0)
+    assert _trace(policy, seed, True, 1.0) == plain
+    assert sum(k == Cmd.ACT for k, *_ in plain) >= 20
+    _trace(policy, seed, True, 0.5)

@@ -7,7 +7,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ..params import check_choice, check_int, check_pow2
+from ..params import check_bool, check_choice, check_int, check_pow2
 from .bank import BankMachine, TimingCounter
 from .cmd_queue import CommandQueue
 from .port import Cmd, CmdSignature
@@ -36,6 +36,21 @@ class Scheduler(wiring.Component):
     A column command also needs ``resp_space`` (a response slot is free) and
     takes its entry out of the queue.
 
+    External ACT gate (``act_gate=True``). Banks of other controllers on the
+    same DRAM die share its power limits (tRRD, tFAW across controllers), which
+    a block outside the controller enforces. ``act_want`` is high in a cycle in
+    which the pick above is an ACT, i.e. every constraint this scheduler knows
+    (the bank's, its own tRRD/tFAW, no refresh pending) allows it and nothing of
+    higher priority is legal; it depends on registered state and the queue,
+    never on ``act_ok``. The ACT issues only when ``act_ok`` is high in the same
+    cycle; otherwise nothing issues that cycle. Issuing nothing is what keeps
+    the ordering rules: the ACT was the pick, so issuing a lower-priority
+    command in its place (a younger request's column command under FCFS, a
+    close-page PRE) could overtake it. With one bank nothing is lost: an ACT is
+    picked only while the bank is closed and no refresh is pending, when no
+    PRE, RD, WR or REF is legal anyway. Refresh is never held back by the gate
+    (a pending refresh picks no ACT, so ``act_want`` is low).
+
     Parameters
     ----------
     timing : Timing
@@ -52,6 +67,9 @@ class Scheduler(wiring.Component):
         ``"open"`` or ``"close"``.
     starvation_limit : int
         Cycles the queue head may wait before FR-FCFS falls back to FCFS.
+    act_gate : bool
+        Add the ``act_want``/``act_ok`` ports (see above); off, every ACT the
+        scheduler picks issues.
 
     Attributes
     ----------
@@ -67,24 +85,30 @@ class Scheduler(wiring.Component):
         The command issued this cycle.
     sel : Out(layout)
         The request the command serves.
+    act_want : Out(1)
+        With ``act_gate``: the pick this cycle is an ACT.
+    act_ok : In(1)
+        With ``act_gate``: the picked ACT may issue this cycle.
     """
 
     def __init__(self, *, timing: Timing, banks: int, layout: data.StructLayout,
                  queue_depth: int, scheduler: str = "frfcfs", page_policy: str = "open",
-                 starvation_limit: int = 256):
+                 starvation_limit: int = 256, act_gate: bool = False):
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, not {timing!r}")
         check_pow2("banks", banks, 1, 64)
         check_choice("scheduler", scheduler, ("fcfs", "frfcfs"))
         check_choice("page_policy", page_policy, ("open", "close"))
         check_int("starvation_limit", starvation_limit, 1, 1 << 20)
+        check_bool("act_gate", act_gate)
+        self.act_gate = act_gate
         self.timing, self.nbanks, self.layout = timing, banks, layout
         self.queue_depth, self.scheduler, self.page_policy = queue_depth, scheduler, page_policy
         self.starvation_limit = starvation_limit
         self.bank_bits = max(1, ceil_log2(banks))
         row_bits = Shape.cast(layout["row"].shape).width
         col_bits = Shape.cast(layout["col"].shape).width
-        super().__init__({
+        ports = {
             "queue": In(CommandQueue.Signature(layout=layout, depth=queue_depth)),
             "banks": In(BankMachine.Signature(row_bits=row_bits)).array(banks),
             "refresh": In(Refresher.Signature()),
@@ -92,7 +116,10 @@ class Scheduler(wiring.Component):
             "cmd": Out(CmdSignature(bank_bits=self.bank_bits, row_bits=row_bits,
                                     col_bits=col_bits)),
             "sel": Out(layout),
-        })
+        }
+        if act_gate:
+            ports |= {"act_want": Out(1), "act_ok": In(1)}
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -188,32 +215,38 @@ class Scheduler(wiring.Component):
         sel_entry = Signal(range(Q))
         sel_bank = Signal(self.bank_bits)
         kind = Signal(3)
+        # With the gate, the selection below drives the pick; kind is the pick unless
+        # it is an ACT that act_ok refuses.
+        pick = Signal(3) if self.act_gate else kind
         with m.If(refreshing):
             with m.If(all_idle):
-                m.d.comb += kind.eq(Cmd.REF)
+                m.d.comb += pick.eq(Cmd.REF)
             for b in reversed(range(NB)):
                 with m.If(ref_pre[b]):
-                    m.d.comb += [kind.eq(Cmd.PRE), sel_bank.eq(b)]
+                    m.d.comb += [pick.eq(Cmd.PRE), sel_bank.eq(b)]
         with m.Else():
             # Lowest priority first, so the last matching assignment wins.
             for b in reversed(range(NB)):
                 with m.If(close_c[b]):
-                    m.d.comb += [kind.eq(Cmd.PRE), sel_bank.eq(b)]
+                    m.d.comb += [pick.eq(Cmd.PRE), sel_bank.eq(b)]
             if self.scheduler == "frfcfs":
                 with m.If(reorder):
                     for i in reversed(range(Q)):
                         with m.If(row_c[i]):
-                            m.d.comb += [kind.eq(Mux(b_open[ent[i].bank], Cmd.PRE, Cmd.ACT)),
+                            m.d.comb += [pick.eq(Mux(b_open[ent[i].bank], Cmd.PRE, Cmd.ACT)),
                                          sel_bank.eq(ent[i].bank), sel_entry.eq(i)]
                     for i in reversed(range(Q)):
                         with m.If(col_c[i]):
-                            m.d.comb += [kind.eq(Mux(ent[i].we, Cmd.WR, Cmd.RD)),
+                            m.d.comb += [pick.eq(Mux(ent[i].we, Cmd.WR, Cmd.RD)),
                                          sel_bank.eq(ent[i].bank), sel_entry.eq(i)]
                 with m.Else():
-                    self._fcfs_select(m, ent, row_c, col_c, b_open, kind, sel_bank, sel_entry)
+                    self._fcfs_select(m, ent, row_c, col_c, b_open, pick, sel_bank, sel_entry)
             else:
-                self._fcfs_select(m, ent, row_c, col_c, b_open, kind, sel_bank, sel_entry)
+                self._fcfs_select(m, ent, row_c, col_c, b_open, pick, sel_bank, sel_entry)
 
+        if self.act_gate:
+            m.d.comb += [self.act_want.eq(pick == Cmd.ACT),
+                         kind.eq(Mux(self.act_want & ~self.act_ok, Cmd.NOP, pick))]
         sel = self.sel
         m.d.comb += sel.eq(Array(e.as_value() for e in ent)[sel_entry])
         m.d.comb += [

@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..hierarchy import Leaf, leaf_name
-from ..params import check_choice, check_int, check_pow2
+from ..params import check_bool, check_choice, check_int, check_pow2
 from .bank import bank_leaf
 from .cmd_queue import CommandQueue
 from .port import PE, Cmd, CmdSignature, DRAMArraySignature, VaultPortSignature
@@ -75,6 +75,11 @@ class VaultController(wiring.Component):
         See above.
     block_bytes : int
         Access granularity.
+    act_gate : bool
+        Add ``act_want``/``act_ok``: an ACT issues only when a block outside
+        allows it (the power limits shared with other controllers' banks on one
+        DRAM die); see :class:`~pimforge.rtl.mem.scheduler.Scheduler`. Off, the
+        controller and its Verilog are as without the parameter.
 
     Attributes
     ----------
@@ -92,11 +97,17 @@ class VaultController(wiring.Component):
         Queued requests whose bank holds another row open this cycle.
     busy : Out(1)
         Requests queued or responses in flight.
+    act_want : Out(1)
+        With ``act_gate``: the scheduler's pick this cycle is an ACT that meets
+        every constraint of this controller (independent of ``act_ok``).
+    act_ok : In(1)
+        With ``act_gate``: that ACT may issue this cycle; low, no command issues.
     """
 
     def __init__(self, *, timing: Timing, banks: int = 16, rows: int = 64, columns: int = 16,
                  queue_depth: int = 16, tag_bits: int = 8, scheduler: str = "frfcfs",
-                 page_policy: str = "open", starvation_limit: int = 256, block_bytes: int = 16):
+                 page_policy: str = "open", starvation_limit: int = 256, block_bytes: int = 16,
+                 act_gate: bool = False):
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, not {timing!r}")
         check_pow2("banks", banks, 1, 64)
@@ -107,6 +118,8 @@ class VaultController(wiring.Component):
         check_choice("scheduler", scheduler, ("fcfs", "frfcfs"))
         check_choice("page_policy", page_policy, ("open", "close"))
         check_int("starvation_limit", starvation_limit, 1, 1 << 20)
+        check_bool("act_gate", act_gate)
+        self.act_gate = act_gate
         self.timing = timing
         self.banks, self.rows, self.columns = banks, rows, columns
         self.queue_depth, self.tag_bits = queue_depth, tag_bits
@@ -127,12 +140,15 @@ class VaultController(wiring.Component):
         self.cmd_signature = CmdSignature(bank_bits=self.bank_bits, row_bits=self.row_bits,
                                           col_bits=self.col_bits)
         qbits = ceil_log2(queue_depth + 1)
-        super().__init__({
+        ports = {
             "bus": In(self.port_signature),
             "arr": Out(self.arr_signature), "cmd": Out(self.cmd_signature),
             "pe_count": Out(qbits), "occupancy": Out(qbits), "conflict_now": Out(qbits),
             "busy": Out(1),
-        })
+        }
+        if act_gate:
+            ports |= {"act_want": Out(1), "act_ok": In(1)}
+        super().__init__(ports)
         self.latencies = {"read": timing.rd_latency, "write_ack": timing.rd_latency}
 
     def elaborate(self, platform):
@@ -151,7 +167,8 @@ class VaultController(wiring.Component):
         sched = m.submodules.scheduler = Scheduler(
             timing=t, banks=NB, layout=self.port_signature.req_layout,
             queue_depth=self.queue_depth, scheduler=self.scheduler,
-            page_policy=self.page_policy, starvation_limit=self.starvation_limit)
+            page_policy=self.page_policy, starvation_limit=self.starvation_limit,
+            act_gate=self.act_gate)
         wiring.connect(m, wiring.flipped(req), queue.req)
         wiring.connect(m, queue.view, sched.queue)
         wiring.connect(m, refresher, sched.refresh)
@@ -159,6 +176,8 @@ class VaultController(wiring.Component):
             wiring.connect(m, b, port)
 
         wiring.connect(m, sched.cmd, wiring.flipped(self.cmd))
+        if self.act_gate:
+            m.d.comb += [self.act_want.eq(sched.act_want), sched.act_ok.eq(self.act_ok)]
 
         sel = sched.sel
         issue_rd = sched.cmd.kind == Cmd.RD
