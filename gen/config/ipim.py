@@ -35,8 +35,10 @@ class IPIMTimingNs(DRAMTimingNs):
     power limits tRRDS 4, tRRDL 6, tFAW 16. The others are not stated and take
     HBM2-like values: tCL = tRCD, tRC = tRAS + tRP, tCWL 4, tBL 2 (128 bits at
     the CAS width in two beats, = tCCD), tWTR 4, tWR 15, tRFC 260, tREFI 3900.
-    ``tRRD`` is tRRDS (ACTs of two PGs); ``tRRDL`` applies between ACTs of
-    banks of one PG (one DRAM die).
+    The PEs of one PG share a DRAM die, whose ACT window enforces them:
+    ``tRRD`` is tRRDS, between any two ACTs of the PG's banks; ``tRRDL``
+    between two ACTs of one bank group (PE ``p`` of a PG is in bank group
+    ``p % 4``); tFAW over the PG's banks.
     """
 
     tCL: float = 14.0

@@ -95,10 +95,16 @@ class SIMBPE(wiring.Component):
 
     Simplifications. The scratchpad engine serves one access at a time (an
     ``rd_pgsm`` occupies it for the request, the read latency and the
-    completion). The power limits between the banks of one PG (tRRDL, tFAW
-    across the PEs of a DRAM die) are not enforced: each PE's controller has
-    one bank, where tRC already exceeds them; the vault can observe every ACT
-    on ``cmd``. Each PE refreshes its bank on its own tREFI counter.
+    completion). Each PE refreshes its bank on its own tREFI counter.
+
+    Power limits. The bank's controller enforces the bank's own timing; the
+    limits between the banks of one DRAM die (tRRDS, tRRDL, tFAW across the
+    PEs of a PG) are the PG's :class:`~pimforge.rtl.simb.act_window.ActWindow`,
+    which the vault joins to ``act_want``/``act_ok``: the controller raises
+    ``act_want`` when its pick is an ACT and issues it only in a cycle when
+    ``act_ok`` is high, and nothing else meanwhile (with one bank, nothing else
+    is legal while an ACT is the pick). A PE on its own needs ``act_ok`` held
+    high.
 
     Parameters
     ----------
@@ -137,6 +143,11 @@ class SIMBPE(wiring.Component):
         The bank's array (``addr`` = column, row, then one bank bit that is 0).
     cmd : Out(CmdSignature)
         DRAM command issued this cycle (observation: protocol checks, ACT windows).
+    act_want : Out(1)
+        The bank's controller would issue an ACT this cycle (its own constraints
+        met); never depends on ``act_ok``.
+    act_ok : In(1)
+        That ACT may issue this cycle (the PG's ACT window grants it).
     pe_id, pg_id, vault_id, chip_id : In
         The ids of A0..A3 (6, 4, 6, 4 bits).
     perf : Out(SIMBPE.PerfSignature)
@@ -223,7 +234,7 @@ class SIMBPE(wiring.Component):
             "timing": timing, "banks": 1, "rows": bank_vectors // row_vectors,
             "columns": row_vectors, "queue_depth": dram_queue,
             "tag_bits": max(1, ceil_log2(dram_queue)), "scheduler": scheduler,
-            "page_policy": page_policy, "block_bytes": VECTOR_BITS // 8}
+            "page_policy": page_policy, "block_bytes": VECTOR_BITS // 8, "act_gate": True}
         self.rows, self.columns = bank_vectors // row_vectors, row_vectors
         row_bits, col_bits = ceil_log2(self.rows), ceil_log2(self.columns)
         self.pgsm_bits = max(1, ceil_log2(pgsm_lines))
@@ -240,6 +251,7 @@ class SIMBPE(wiring.Component):
             "arr": Out(DRAMArraySignature(addr_bits=1 + row_bits + col_bits,
                                           data_bits=VECTOR_BITS)),
             "cmd": Out(CmdSignature(bank_bits=1, row_bits=row_bits, col_bits=col_bits)),
+            "act_want": Out(1), "act_ok": In(1),
             "pe_id": In(6), "pg_id": In(4), "vault_id": In(6), "chip_id": In(4),
             "perf": Out(self.PerfSignature()),
             "units": Out(BUSY_LAYOUT),
@@ -253,6 +265,7 @@ class SIMBPE(wiring.Component):
         ctrl = m.submodules.ctrl = VaultController(**self._ctrl_kw)
         wiring.connect(m, wiring.flipped(self.arr), ctrl.arr)
         wiring.connect(m, wiring.flipped(self.cmd), ctrl.cmd)
+        m.d.comb += [self.act_want.eq(ctrl.act_want), ctrl.act_ok.eq(self.act_ok)]
         iss = self.issue
         V = VECTOR_BITS
         ND, NA = self.drf_entries, self.arf_entries

@@ -12,7 +12,12 @@ Wiring (all by :func:`amaranth.lib.wiring.connect`):
   ``core.pe_busy[p]``;
 * the ids of A0..A3: ``pe_id = p % pes_per_pg``, ``pg_id = p // pes_per_pg``
   (constants), ``vault_id``/``chip_id`` from the vault's inputs of those names;
-* ``core.vsm`` -> ``vsm.core`` (``seti_vsm``), ``vsm.landed`` -> ``core.landed``.
+* ``core.vsm`` -> ``vsm.core`` (``seti_vsm``), ``vsm.landed`` -> ``core.landed``;
+* PE ``p``'s ``act_want``/``act_ok`` -> bit ``p % pes_per_pg`` of ``want``/``ok``
+  of its PG's :class:`~pimforge.rtl.simb.act_window.ActWindow` (the power
+  limits of the PG's DRAM die: tRRDS, tRRDL, tFAW), or, built without windows
+  (``act_windows=None``, for tests that must see those limits broken),
+  ``act_ok`` tied high. A PE without ``act_want`` takes no window.
 
 A PE is any component with those members; every other member of it (the
 near-bank PE's DRAM array port ``arr``, its command trace ``cmd``, its
@@ -36,15 +41,21 @@ pes : list of components
     ``pgs * pes_per_pg`` PEs, in simb_mask order.
 pgsms : list of components
     ``pgs`` PGSMs.
+act_windows : list of ActWindow, optional
+    ``pgs`` ACT windows of ``pes_per_pg`` PEs each (see above).
 """
 
 from __future__ import annotations
+
+import math
 
 from amaranth import Module
 from amaranth.lib import wiring
 
 from ..hierarchy import Leaf, leaf_name
+from ..mem.timing import resolve_timing
 from ..params import check
+from .act_window import ActWindow
 from .bus import BUSY_LAYOUT
 from .core import ControlCore
 from .core import from_config as core_from_config
@@ -61,7 +72,7 @@ class SIMBVault(wiring.Component):
 
     Parameters
     ----------
-    core, vsm, pes, pgsms
+    core, vsm, pes, pgsms, act_windows
         See the module docstring.
 
     Attributes
@@ -76,9 +87,11 @@ class SIMBVault(wiring.Component):
     """
 
     #: PE members the vault wires itself.
-    WIRED = ("issue", "pgsm", "vsm", "units", "pe_id", "pg_id", "vault_id", "chip_id")
+    WIRED = ("issue", "pgsm", "vsm", "units", "pe_id", "pg_id", "vault_id", "chip_id",
+             "act_want", "act_ok")
 
-    def __init__(self, *, core: ControlCore, vsm: VSM, pes: list, pgsms: list):
+    def __init__(self, *, core: ControlCore, vsm: VSM, pes: list, pgsms: list,
+                 act_windows: list | None = None):
         n = len(pes)
         check(n == core.pes and n == vsm.pes, "pes", n,
               f"one PE per simb_mask bit of the core ({core.pes}) and per VSM port ({vsm.pes})")
@@ -88,6 +101,13 @@ class SIMBVault(wiring.Component):
               f"the core's tag width {core.tag_bits}")
         self.core, self.vsm, self.pe_list, self.pgsms = core, vsm, list(pes), list(pgsms)
         self.pes_per_pg = n // len(pgsms)
+        self.gated = "act_want" in pes[0].signature.members
+        if act_windows is not None:
+            check(self.gated, "act_windows", act_windows, "None for PEs without act_want")
+            check(len(act_windows) == len(pgsms) and
+                  all(w.pes == self.pes_per_pg for w in act_windows), "act_windows",
+                  act_windows, f"{len(pgsms)} windows of {self.pes_per_pg} PEs (one per PG)")
+        self.act_windows = None if act_windows is None else list(act_windows)
         self.isa_version = core.isa_version
         self.latencies = {**{f"core_{k}": v for k, v in core.latencies.items()},
                           **{f"vsm_{k}": v for k, v in vsm.latencies.items()}}
@@ -117,6 +137,8 @@ class SIMBVault(wiring.Component):
         wiring.connect(m, vsm.landed, core.landed)
         for i, g in enumerate(self.pgsms):
             m.submodules[f"pgsm{i}"] = g
+        for i, w in enumerate(self.act_windows or ()):
+            m.submodules[f"act_window{i}"] = w
         for p, pe in enumerate(self.pe_list):
             m.submodules[f"pe{p}"] = pe
             wiring.connect(m, core.pe[p], pe.issue)
@@ -126,6 +148,11 @@ class SIMBVault(wiring.Component):
             m.d.comb += [core.pe_busy[p].eq(pe.units),
                          pe.pe_id.eq(p % self.pes_per_pg), pe.pg_id.eq(p // self.pes_per_pg),
                          pe.vault_id.eq(self.vault_id), pe.chip_id.eq(self.chip_id)]
+            if self.act_windows is not None:
+                w, i = self.act_windows[p // self.pes_per_pg], p % self.pes_per_pg
+                m.d.comb += [w.want[i].eq(pe.act_want), pe.act_ok.eq(w.ok[i])]
+            elif self.gated:
+                m.d.comb += pe.act_ok.eq(1)
             for k in self.forwarded:
                 outer, inner = getattr(self, f"pe_{k}")[p], getattr(pe, k)
                 if hasattr(inner, "signature"):          # an interface, not a port
@@ -147,9 +174,12 @@ class SIMBVault(wiring.Component):
         return m
 
 
-def from_config(cfg) -> SIMBVault:
+def from_config(cfg, *, act_windows: bool = True) -> SIMBVault:
     """The vault of ``cfg.ipim``: its control core and VSM, ``pes`` near-bank PEs
-    (:mod:`~pimforge.rtl.simb.pe`) and ``pgs`` PGSMs (:mod:`~pimforge.rtl.simb.pgsm`)."""
+    (:mod:`~pimforge.rtl.simb.pe`), ``pgs`` PGSMs (:mod:`~pimforge.rtl.simb.pgsm`)
+    and ``pgs`` ACT windows of ``cfg.ipim.timing``'s tRRD (tRRDS), tRRDL and tFAW
+    in cycles (rounded up as the bank timing is); ``act_windows=False`` leaves
+    them out (the PEs' ACTs are then not limited across the die)."""
     c = cfg.ipim
     vsm = vsm_from_config(cfg)
     # A PE reaches the VSM over the TSVs: its port's latency is the VSM's PE side.
@@ -158,5 +188,14 @@ def from_config(cfg) -> SIMBVault:
     name = leaf_name("simb_pe", digest=(c, pe_vsm_latency))
     pes = [Leaf(name, lambda: pe_from_config(cfg, vsm_latency=pe_vsm_latency))
            for _ in range(c.pes)]
+    windows = None
+    if act_windows:
+        tm = resolve_timing(c.timing, c.tck_ns)
+        # tRRDL is no field of Timing (one controller's banks share no die with
+        # others'); it is resolved with the same rounding.
+        t_rrd_l = max(1, math.ceil(round(c.timing.tRRDL / c.tck_ns, 6)))
+        windows = [ActWindow(pes=c.pes_per_pg, t_rrd_s=tm.tRRD, t_rrd_l=t_rrd_l,
+                             t_faw=tm.tFAW) for _ in range(c.pgs)]
     return SIMBVault(core=core_from_config(cfg), vsm=vsm, pes=pes,
-                     pgsms=[pgsm_from_config(cfg) for _ in range(c.pgs)])
+                     pgsms=[pgsm_from_config(cfg) for _ in range(c.pgs)],
+                     act_windows=windows)

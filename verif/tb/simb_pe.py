@@ -502,9 +502,9 @@ class PEEnv:
             (self.remote is None or self.remote.finished)
 
     def inputs(self) -> dict:
-        """Inputs that are constant (ids)."""
+        """Inputs that are constant (ids; ``act_ok`` high: a PE alone on its die)."""
         return {"pe_id": self.ids[0], "pg_id": self.ids[1], "vault_id": self.ids[2],
-                "chip_id": self.ids[3]}
+                "chip_id": self.ids[3], "act_ok": 1}
 
     def cycle(self, o: dict) -> dict:
         n = self.n
