@@ -1,0 +1,13 @@
+"""NicePIM: a DRAM-PIM DNN accelerator template, a mesh of PIM-nodes (Fig. 3, Tables I, II)."""
+
+from __future__ import annotations
+
+from ..registry import Accelerator, Section
+
+__all__ = ["ACCELERATOR"]
+
+ACCELERATOR = Accelerator(
+    name="nicepim",
+    doc="NicePIM: PIM-nodes (NN engine, buffers, DRAM banks, router) on a mesh",
+    sections=(Section("nicepim", "pimforge.gen.config.nicepim:NicePIMConfig"),),
+)
