@@ -24,6 +24,11 @@ Conventions shared by all benchmarks
   ``float32(1/k)``. ``a / b`` between two computed values is the correctly
   rounded float32 quotient. ``int(v)`` truncates toward zero (``v >= 0`` here).
   ``k*v`` with an integer-valued constant ``k`` is ``float32(k) * v``.
+- ``atol`` covers another order of the continuous arithmetic only. The steps that
+  turn a float into an integer (the bilateral grid's bin ``int(val * inv_r +
+  0.5)``, the local Laplacian's table index) are discontinuous: an implementation
+  computes them exactly as written (a product rounded, then the sum), or a pixel
+  near a bin edge may land in the neighbouring bin.
 - Pyramid level ``l`` of an ``n``-pixel axis has ``ceil(n / 2**l)`` pixels.
 
 The benchmarks
