@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ...rtl.nn.params import DATA_BITS as _DATA_BITS
+from ...rtl.nn.params import PSUM_BITS as _PSUM_BITS
 from .base import check, check_choice, check_float, check_int, check_pow2
 from .hmc import PAGE_POLICIES, SCHEDULERS, DRAMTimingNs
 
@@ -26,8 +28,6 @@ __all__ = ["DATAFLOWS", "NicePIMTimingNs", "NicePIMConfig"]
 #: Weight-stationary and output-stationary systolic dataflows.
 DATAFLOWS = ("ws", "os")
 
-_DATA_BITS = 16
-_PSUM_BITS = 32
 #: Table II: 16x16 DRAM banks.
 _MAX_BANKS = 256
 _KIB = 1024
@@ -134,7 +134,8 @@ class NicePIMConfig:
         check_pow2("nicepim.task_entries", self.task_entries, 4, 4096)
         check_int("nicepim.noc_vcs", self.noc_vcs, 1, 8)
         check_int("nicepim.noc_buffer_depth", self.noc_buffer_depth, 2, 64)
-        check_int("nicepim.noc_packet_flits", self.noc_packet_flits, 1, 16)
+        # A data-sharing message is an address flit and the two halves of a DRAM word.
+        check_int("nicepim.noc_packet_flits", self.noc_packet_flits, 3, 16)
         check_float("nicepim.dram_pj_per_bit", self.dram_pj_per_bit, 0.0, 1e6)
         check_float("nicepim.noc_pj_per_bit_hop", self.noc_pj_per_bit_hop, 0.0, 1e6)
 

@@ -1,0 +1,103 @@
+"""Golden model of the NicePIM PIM-node: int64 numpy convolution and matrix
+multiplication, the NN engine's tile and its cycle formula, the DRAM layouts.
+
+Inputs and weights are 16-bit signed, partial sums 32-bit: the hardware's sums
+wrap at 32 bits, which :func:`wrap32` applies to the exact int64 results (equal
+to them when no sum leaves the int32 range, as in the tests' data).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...rtl.nn.engine import tile_cycles
+from ...rtl.nn.params import DATA_BITS, PSUM_BITS, Layout, element_address
+
+__all__ = ["conv2d", "engine_tile", "from_layout", "matmul", "tile_cycles", "to_layout",
+           "wrap32"]
+
+
+def wrap32(x: np.ndarray) -> np.ndarray:
+    """*x* (integers) wrapped to int32 two's complement, as int64."""
+    x = np.asarray(x, dtype=np.int64)
+    return ((x + (1 << (PSUM_BITS - 1))) % (1 << PSUM_BITS)) - (1 << (PSUM_BITS - 1))
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, pad: int = 0,
+           groups: int = 1) -> np.ndarray:
+    """Convolution of one image ``x[C, H, W]`` with ``w[CO, C / groups, KH, KW]``, int64.
+
+    Returns ``[CO, OH, OW]`` with ``OH = (H + 2 pad - KH) // stride + 1``.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    w = np.asarray(w, dtype=np.int64)
+    C, H, W = x.shape
+    CO, CG, KH, KW = w.shape
+    if C != CG * groups or CO % groups:
+        raise ValueError(f"channels {C} -> {CO} do not split into {groups} groups of "
+                         f"{CG} input channels")
+    xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
+    OH = (H + 2 * pad - KH) // stride + 1
+    OW = (W + 2 * pad - KW) // stride + 1
+    out = np.zeros((CO, OH, OW), dtype=np.int64)
+    og = CO // groups
+    for g in range(groups):
+        xs = xp[g * CG:(g + 1) * CG]
+        for u in range(KH):
+            for v in range(KW):
+                patch = xs[:, u:u + stride * (OH - 1) + 1:stride,
+                           v:v + stride * (OW - 1) + 1:stride]            # [CG, OH, OW]
+                out[g * og:(g + 1) * og] += np.einsum("oc,chw->ohw",
+                                                      w[g * og:(g + 1) * og, :, u, v], patch)
+    return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in int64."""
+    return np.asarray(a, dtype=np.int64) @ np.asarray(b, dtype=np.int64)
+
+
+def engine_tile(x: np.ndarray, w: np.ndarray, *, stride: int, pad: int, oh: int,
+                ow: int) -> np.ndarray:
+    """What one engine tile leaves in the output buffer: ``[oh * ow, CO]`` 32-bit sums of
+    the window ``x[K, nh, nw]`` convolved with ``w[CO, K, kh, kw]`` (the first ``oh x ow``
+    outputs, pixels outside the window reading 0)."""
+    x = np.asarray(x, dtype=np.int64)
+    K, nh, nw = x.shape
+    kh, kw = w.shape[2:]
+    # Pad generously so that every pixel the tile reads exists (zeros outside).
+    ext = max(0, (oh - 1) * stride + kh - pad - nh, (ow - 1) * stride + kw - pad - nw)
+    xp = np.pad(x, ((0, 0), (pad, pad + ext), (pad, pad + ext)))
+    out = conv2d(xp, w, stride=stride)[:, :oh, :ow]
+    return wrap32(out.reshape(out.shape[0], -1).T)
+
+
+def to_layout(x: np.ndarray, layout: int) -> np.ndarray:
+    """The flat element order of ``x[N, C, H, W]`` in *layout* (NCHW[C8] pads channels
+    to a multiple of 8 with zeros)."""
+    x = np.asarray(x)
+    dims = x.shape
+    size = element_address(layout, dims, dims[0] - 1, dims[1] - 1, dims[2] - 1,
+                           dims[3] - 1) + 1
+    if layout == Layout.NCHWC8:
+        size = dims[0] * -(-dims[1] // 8) * 8 * dims[2] * dims[3]
+    flat = np.zeros(size, dtype=x.dtype)
+    n, c, h, w = np.indices(dims).reshape(4, -1)
+    flat[_addresses(layout, dims, n, c, h, w)] = x.reshape(-1)
+    return flat
+
+
+def from_layout(flat: np.ndarray, layout: int, dims: tuple[int, int, int, int]) -> np.ndarray:
+    """``x[N, C, H, W]`` back from its flat *layout* order."""
+    n, c, h, w = np.indices(dims).reshape(4, -1)
+    return np.asarray(flat)[_addresses(layout, dims, n, c, h, w)].reshape(dims)
+
+
+def _addresses(layout, dims, n, c, h, w):
+    return np.array([element_address(layout, dims, *e) for e in zip(n, c, h, w,
+                                                                     strict=True)],
+                    dtype=np.int64)
+
+
+#: Bits of an input/weight element (re-exported for the drivers' packing).
+ELEMENT_BITS = DATA_BITS
