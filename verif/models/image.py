@@ -693,9 +693,13 @@ def check_input(name: str, img: np.ndarray, **params) -> None:
         raise ImageInputError(f"{name}: the image must be at least {b.min_size}x{b.min_size} "
                               f"pixels, not {w}x{h}")
     if b.input_kind != "u8":
-        if not np.isfinite(img).all() or img.min() < 0 or img.max() > 1:
+        bad = int((~np.isfinite(img)).sum())
+        if bad:
             raise ImageInputError(f"{name}: pixel values must be finite and in [0, 1] "
-                                  f"(found {np.nanmin(img):.4g} .. {np.nanmax(img):.4g})")
+                                  f"(found {bad} NaN or infinite)")
+        if img.min() < 0 or img.max() > 1:
+            raise ImageInputError(f"{name}: pixel values must be finite and in [0, 1] "
+                                  f"(found {img.min():.4g} .. {img.max():.4g})")
         if b.input_kind == "rgba" and (img[..., :3] > img[..., 3:4]).any():
             raise ImageInputError(f"{name}: RGBA must be premultiplied (each of r, g, b at "
                                   f"most alpha)")
