@@ -254,6 +254,20 @@ def test_matches_halide_on_a_photograph(name):
     _compare(name, img, "astronaut 40x32")
 
 
+@pytest.mark.parametrize("name", ["blur", "bilateral_grid", "interpolate", "local_laplacian",
+                                  "stencil_chain"])
+def test_another_legal_order_stays_within_atol(name):
+    # Halide without strict_float fuses multiply-adds: a different but legal float32 order
+    rng = _rng(40 + list(BENCHES).index(name))
+    img = _random_input(BENCHES[name].input_kind, 12, 20, rng)
+    ref = reference(name, img)
+    got = halide_reference(name, img, strict_float=False)
+    finite = np.isfinite(ref)
+    err = float(np.abs(ref[finite].astype(np.float64) - got[finite]).max())
+    print(f"{name}, Halide without strict_float: max error {err:.3g} (atol {BENCHES[name].atol:g})")
+    assert err <= BENCHES[name].atol
+
+
 # --- input checks -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, img, match", [
