@@ -129,7 +129,13 @@ class Workload:
         Module with ``add_arguments(parser)`` (the workload's own options;
         ``--config``, ``--set`` and ``--json`` are added by ``pimforge run``)
         and ``run(args, config)`` returning a result with ``to_json()``,
-        ``summary()`` and ``ok``.
+        ``summary()`` and ``ok``. It may also define ``prepare(args, config)``,
+        which builds what ``run`` will need (a Verilator build) into the build
+        cache and returns nothing; ``pimforge sweep`` runs it once for the points
+        that share a config, before their runs, so that N runs of one config do not
+        build it N times. ``PREPARE_OPTIONS`` (a tuple of option dest names) lists
+        the options the build depends on besides the config (all of them when
+        absent); ``prepare`` must be idempotent and cheap once the build exists.
     """
 
     name: str

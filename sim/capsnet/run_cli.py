@@ -10,7 +10,10 @@ The workload itself (steps, result, ablations) is
 - :func:`run` runs with an already-resolved config and returns the
   :class:`~pimforge.sim.capsnet.workload.CapsNetRun`; the dispatcher prints its
   ``summary()``, writes its ``to_json()`` to ``--json`` and exits 0 when it is
-  ``ok``, else 1. ``--dump`` is the workload's own output folder.
+  ``ok``, else 1. ``--dump`` is the workload's own output folder;
+- :func:`prepare` builds the Verilated vault driver of a config into the build
+  cache before ``pimforge sweep`` runs the points that share it
+  (:data:`PREPARE_OPTIONS`: the options the build depends on besides the config).
 
 """
 
@@ -22,12 +25,16 @@ from typing import TYPE_CHECKING
 from ...gen.args import int_range, nonempty, number_range, out_dir, seed
 from ...gen.errors import PimforgeError
 from .. import verilator as vl
-from .workload import ABLATIONS, CapsNetRun, CapsNetRunOptions, run_ablations
+from .rtl_run import build_vault_driver
+from .workload import ABLATIONS, CapsNetRun, CapsNetRunOptions, resolve_config, run_ablations
 
 if TYPE_CHECKING:
     from ...gen.config import Config
 
-__all__ = ["add_arguments", "options", "run"]
+__all__ = ["PREPARE_OPTIONS", "add_arguments", "options", "prepare", "run"]
+
+#: The options :func:`prepare`'s build depends on besides the config.
+PREPARE_OPTIONS = ("model_only", "freq")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,3 +81,12 @@ def run(args: argparse.Namespace, config: Config) -> CapsNetRun:
     if not args.model_only:
         vl.preflight()          # the RTL run is a Verilated build: say so before the work
     return run_ablations(args.net, config, options(args), dump=args.dump)
+
+
+def prepare(args: argparse.Namespace, config: Config) -> None:
+    """Build the Verilated vault driver that :func:`run` will use into the build cache
+    (nothing for ``--model-only``); ``pimforge sweep`` runs it once per config."""
+    if args.model_only:
+        return
+    vl.preflight()
+    build_vault_driver(resolve_config(config, args.freq))
