@@ -165,10 +165,31 @@ def add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the registered workloads")
     sub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
     for name, w in workloads().items():
-        wp = sub.add_parser(name, help=w.doc, description=w.doc)
-        add_config_option(wp)
-        wp.add_argument("--json", type=out_file, help="write the results JSON here")
-        resolve(w.cli).add_arguments(wp)
+        add_workload_arguments(sub.add_parser(name, help=w.doc, description=w.doc), name)
+
+
+def add_workload_arguments(p: argparse.ArgumentParser, name: str) -> None:
+    """The options of ``pimforge run NAME``: ``--config``, ``--set``, ``--json`` and the
+    workload's own."""
+    add_config_option(p)
+    p.add_argument("--json", type=out_file, help="write the results JSON here")
+    resolve(workloads()[name].cli).add_arguments(p)
+
+
+def workload_parser(name: str, parser_class: type[argparse.ArgumentParser] | None = None
+                    ) -> argparse.ArgumentParser:
+    """A parser of the arguments after ``pimforge run NAME`` (``pimforge sweep`` parses
+    each point with it)."""
+    p = (parser_class or Parser)(prog=f"pimforge run {name}")
+    add_workload_arguments(p, name)
+    return p
+
+
+def run_workload(name: str, args: argparse.Namespace):
+    """Resolve the config of parsed *args* and run workload *name*: the result object
+    (``to_json()``, ``summary()``, ``ok``) that ``pimforge run`` prints and writes."""
+    resolve_config(args)
+    return resolve(workloads()[name].cli).run(args, args.config)
 
 
 def cmd_run(args) -> int:
@@ -180,12 +201,18 @@ def cmd_run(args) -> int:
         raise PimforgeError("name a workload: pimforge run WORKLOAD ... "
                             f"({', '.join(sorted(workloads()))}; `pimforge run --list`)")
     out = args.json
-    resolve_config(args)
-    result = resolve(workloads()[args.workload].cli).run(args, args.config)
+    result = run_workload(args.workload, args)
     print(result.summary())
     if out is not None:
         write_json(out, result.to_json())
     return 0 if result.ok else 1
+
+
+def _sweep_cli():
+    # imported when used: the sweep command module builds on this one's workload parser
+    from ..sim.sweep import cli
+
+    return cli
 
 
 # -- the parser ----------------------------------------------------------------------
@@ -198,6 +225,9 @@ CORE = {
                cmd_config),
     "run": ("run a registered workload end to end on the RTL (`pimforge run --list`)",
             add_run, cmd_run),
+    "sweep": ("run a grid of workload runs from a spec on Dask (local cores, a scheduler, "
+              "Slurm/PBS)", lambda p: _sweep_cli().add_arguments(p),
+              lambda args: _sweep_cli().run(args)),
 }
 
 
