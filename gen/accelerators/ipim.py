@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Accelerator, Bench, Block, Command, Section
+from ..registry import Accelerator, Bench, Block, Command, Section, Workload
 
 __all__ = ["ACCELERATOR"]
 
@@ -63,7 +63,14 @@ ACCELERATOR = Accelerator(
         Bench("ipim_cube", "ipim_cube", f"{_TB}.ipim_cube", config="ipim_small",
               overrides=_SMALL_CUBE),
     ),
+    workloads=(
+        Workload("image", "Table II image pipelines compiled to SIMB, run on the cube RTL "
+                 "and checked against numpy", "pimforge.sim.ipim.image_cli"),
+    ),
     commands=(
+        Command("compile", "the iPIM compiler: compile image --bench NAME prints the SIMB "
+                "assembly and its instruction breakdown", "pimforge.sim.ipim.compile_cli",
+                config="option", default_config="ipim_small"),
         # simb-tools: assembler, disassembler and instruction-set simulator
         Command("simb", "SIMB programs: asm FILE, disasm FILE.hex, run FILE on the "
                 "instruction-set simulator", "pimforge.sim.ipim.simb_cli"),

@@ -1,0 +1,55 @@
+"""``pimforge compile image --bench NAME [--config C] [--size WxH] [--opt LEVEL] [-o FILE.s]``:
+the iPIM compiler's output for a Table II benchmark: one vault's SIMB assembly, the
+kernels it is made of and the static instruction breakdown by opcode.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ...gen.args import out_file
+from ...gen.errors import PimforgeError
+from ...gen.output import write_text
+from ...rtl.simb.asm import disassemble
+from .backend import OPT_LEVELS
+from .image_benches import PIPELINES
+from .image_cli import size_arg
+from .image_run import compile_bench
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="what", metavar="{image}", required=True)
+    i = sub.add_parser("image", help="compile a Table II benchmark to SIMB assembly",
+                       description="compile a Table II benchmark to SIMB assembly")
+    i.add_argument("--bench", required=True, choices=sorted(PIPELINES),
+                   help="benchmark to compile")
+    i.add_argument("--size", type=size_arg, default=(64, 64), metavar="WxH",
+                   help="input size (default 64x64)")
+    i.add_argument("--opt", choices=sorted(OPT_LEVELS), default="opt",
+                   help="compiler options of Fig. 12 (default opt)")
+    i.add_argument("--vault", type=int, default=0, help="whose program to print (default 0)")
+    i.add_argument("-o", dest="out", type=out_file, help="write the assembly here")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = args.config
+    w, h = args.size
+    prog = compile_bench(args.bench, h, w, cfg, args.opt)
+    if args.vault not in prog.programs:
+        raise PimforgeError(f"vault {args.vault} is not in the machine "
+                            f"(0..{len(prog.programs) - 1})")
+    asm = disassemble(prog.programs[args.vault])
+    if args.out is not None:
+        write_text(args.out, asm + "\n")
+    else:
+        print(asm)
+    print(f"# {args.bench} {w}x{h}, {args.opt}: "
+          f"{len(prog.programs[args.vault])} instructions in vault {args.vault}")
+    for k in prog.kernels:
+        print(f"#   {k}")
+    total = sum(prog.breakdown().values())
+    for op, n in prog.breakdown().items():
+        print(f"#   {op:10s} {n:7d}  {100 * n / total:5.1f}%")
+    return 0

@@ -1,0 +1,136 @@
+"""``pimforge run image``: the Table II benchmarks on the iPIM cube.
+
+``pimforge run image --bench {NAME,all} [--config C] [--photo NAME | --image PATH]
+[--size WxH] [--opt LEVEL] [--engine rtl|iss] [--dump DIR] --json OUT`` compiles each
+benchmark, runs it on a real photograph (scikit-image's, resized) on the Verilated
+cube and checks the output against the numpy reference
+(:mod:`pimforge.verif.models.image`); ``--dump DIR`` writes ``DIR/<bench>/input.npy``,
+``output.npy`` (the RTL's result, ``(rows, cols)``) and ``params.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from ...gen.args import out_dir
+from ...gen.errors import PimforgeError
+from ...gen.output import FileSet
+from ...verif.models.image import BENCHES, check_input
+from ..result import WorkloadResult
+from .backend import OPT_LEVELS
+from .image_benches import PIPELINES
+from .image_run import run_bench
+from .photos import PHOTOS, load_image, load_photo
+
+__all__ = ["ImageResult", "add_arguments", "run", "size_arg"]
+
+
+def size_arg(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must be WxH, e.g. 64x64, not {text!r}") from None
+    if not (16 <= w <= 8192 and 4 <= h <= 8192):
+        raise argparse.ArgumentTypeError(f"size {text} is out of range (W 16..8192, H 4..8192)")
+    return w, h
+
+
+def _bench_names(text: str) -> list[str]:
+    if text == "all":
+        return [b for b in BENCHES if b in PIPELINES]
+    if text not in BENCHES:
+        raise argparse.ArgumentTypeError(f"unknown benchmark {text!r}; choose all or one of "
+                                         f"{', '.join(BENCHES)}")
+    return [text]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bench", type=_bench_names, required=True, metavar="{NAME,all}",
+                   help=f"Table II benchmark: {', '.join(BENCHES)}, or all")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--photo", choices=PHOTOS, default="camera",
+                     help="scikit-image photograph (default camera)")
+    src.add_argument("--image", help="PNG, JPEG or .npy file instead of a photo")
+    p.add_argument("--size", type=size_arg, default=(64, 64), metavar="WxH",
+                   help="resize the input to this (default 64x64)")
+    p.add_argument("--opt", choices=sorted(OPT_LEVELS), default="opt",
+                   help="compiler options of Fig. 12 (default opt)")
+    p.add_argument("--engine", choices=["rtl", "iss"], default="rtl",
+                   help="run on the Verilated cube (default) or the instruction-set simulator")
+    p.add_argument("--dump", type=out_dir, help="write input/output .npy and params per bench")
+
+
+@dataclass(frozen=True)
+class ImageResult(WorkloadResult):
+    """The runs of ``pimforge run image`` (schema ``pimforge.run.image``)."""
+
+    SCHEMA: ClassVar[str] = "pimforge.run.image"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    config: str
+    source: str
+    size: list[int]
+    engine: str
+    opt: str
+    benches: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(b["matches_reference"] for b in self.benches.values())
+
+    def summary(self) -> str:
+        lines = [f"iPIM image benchmarks on {self.config} ({self.engine}), {self.source} "
+                 f"{self.size[0]}x{self.size[1]}, compiler {self.opt}",
+                 f"{'bench':16s} {'match':>5s} {'max err':>9s} {'cycles':>10s} {'IPC':>6s} "
+                 f"{'energy uJ':>10s}"]
+        for n, b in self.benches.items():
+            cyc = "-" if b["cycles"] is None else f"{b['cycles']:,}"
+            ipc = "-" if b["ipc"] is None else f"{b['ipc']:.3f}"
+            en = b["energy_nj"].get("total")
+            en_s = "-" if en is None else f"{en / 1e3:.2f}"
+            lines.append(f"{n:16s} {'yes' if b['matches_reference'] else 'NO':>5s} "
+                         f"{b['max_abs_error']:9.2e} {cyc:>10s} {ipc:>6s} {en_s:>10s}")
+        return "\n".join(lines)
+
+
+def _input(args, bench: str) -> np.ndarray:
+    kind = BENCHES[bench].input_kind
+    if args.image:
+        return load_image(args.image, args.size, kind)
+    return load_photo(args.photo, args.size, kind)
+
+
+def run(args: argparse.Namespace, config) -> ImageResult:
+    missing = [b for b in args.bench if b not in PIPELINES]
+    if missing:
+        raise PimforgeError(f"the iPIM compiler has no pipeline for {', '.join(missing)} yet; "
+                            f"run one of {', '.join(sorted(PIPELINES))}")
+    benches: dict[str, dict] = {}
+    dumps = []
+    for b in args.bench:
+        img = _input(args, b)
+        check_input(b, img)
+        r = run_bench(b, img, config, opt=args.opt, engine=args.engine)
+        benches[b] = r.to_json()
+        dumps.append((b, img, r))
+        print(f"{b}: {'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
+              f"(max error {r.max_abs_error:.2e})", flush=True)
+    res = ImageResult(config=config.name, source=str(args.image or args.photo),
+                      size=list(args.size), engine=args.engine, opt=args.opt, benches=benches)
+    if args.dump is not None:
+        for b, img, r in dumps:
+            with FileSet(args.dump / b, "params.json") as fs:
+                np.save(fs.path("input.npy"), img)
+                np.save(fs.path("output.npy"), r.output)
+                fs.path("params.json").write_text(json.dumps({
+                    "bench": b, "params": dict(BENCHES[b].params), "size": list(args.size),
+                    "source": args.image or args.photo, "config": config.name,
+                    "opt": args.opt, "engine": args.engine,
+                    "input_kind": BENCHES[b].input_kind,
+                    "output_shape": list(r.output.shape)}, indent=2))
+    return res

@@ -1,0 +1,183 @@
+"""Run a Table II benchmark end to end: compile it, place the image in the banks, run the
+programs on the Verilated cube (or the instruction-set simulator), read the result back
+and check it against the numpy reference.
+
+Measured per run: ``cycles`` (RTL), ``ipc`` (instructions issued per cycle per vault,
+Fig. 13), the control core's stall breakdown and issue classes, the PE counters as
+unit utilizations (busy fraction of the cycles: SIMD unit, integer ALU, DataRF,
+AddrRF, bank reads/writes), the dynamic instruction breakdown (Fig. 11, from the
+instruction-set simulator, which executes the same programs) and an energy estimate
+from Table III's per-access energies (``ipim.e_*``):
+
+- DRAM: ``rdwr * e_rdwr_nj + act * e_act_pre_nj`` (every PE's bank counters);
+- SIMD unit, integer ALU, DataRF and AddrRF: their access counters times
+  ``e_simd_pj``, ``e_alu_pj``, ``e_drf_pj``, ``e_arf_pj``;
+- TSV: 128 bits per VSM access and per ``req`` line (``e_tsv_pj_bit``); PE bus: 128
+  bits per PGSM access (``e_pebus_pj_bit``). The control core and the NoC routers
+  are not counted (Table III gives no figure for them).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...rtl.simb.isa import LANES
+from ...verif.models.image import BENCHES, reference
+from ...verif.models.simb_iss import SIMBMachine
+from .backend import OPT_LEVELS, Options
+from .image_benches import build
+from .lower import Program, compile_pipeline, place
+
+__all__ = ["ImageRun", "compile_bench", "run_bench", "energy_nj"]
+
+
+@dataclass
+class ImageRun:
+    """One benchmark run."""
+
+    bench: str
+    shape: tuple[int, ...]
+    opt: str
+    output: np.ndarray
+    reference: np.ndarray
+    program: Program
+    engine: str
+    counts: dict[str, int]
+    cycles: int | None = None
+    ipc: float | None = None
+    stalls: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+    pe_counters: dict = field(default_factory=dict)
+    energy: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+    cycles_per_s: float | None = None
+
+    @property
+    def max_abs_error(self) -> float:
+        if self.output.shape != self.reference.shape:
+            return float("inf")
+        d = np.abs(self.output.astype(np.float64) - self.reference.astype(np.float64))
+        return float(d.max()) if d.size else 0.0
+
+    @property
+    def matches_reference(self) -> bool:
+        return self.max_abs_error <= BENCHES[self.bench].atol
+
+    def to_json(self) -> dict:
+        return {
+            "bench": self.bench, "input_shape": list(self.shape), "opt": self.opt,
+            "engine": self.engine, "output_shape": list(self.output.shape),
+            "matches_reference": self.matches_reference,
+            "max_abs_error": self.max_abs_error, "atol": BENCHES[self.bench].atol,
+            "cycles": self.cycles, "ipc": self.ipc, "stalls": self.stalls,
+            "unit_utilization": self.units, "pe_counters": self.pe_counters,
+            "instruction_breakdown": self.counts,
+            "static_instructions": {str(v): len(p) for v, p in self.program.programs.items()},
+            "kernels": self.program.kernels, "energy_nj": self.energy,
+            "wall_s": self.wall_s, "rtl_cycles_per_s": self.cycles_per_s,
+            "options": {"regalloc": self.program.opts.regalloc,
+                        "reorder": self.program.opts.reorder,
+                        "mem_order": self.program.opts.mem_order},
+        }
+
+
+def compile_bench(name: str, H: int, W: int, cfg, opts: Options | str = "opt",
+                  **params) -> Program:
+    """Compile benchmark *name* for an ``(H, W)`` input on *cfg*."""
+    o = OPT_LEVELS[opts] if isinstance(opts, str) else opts
+    out, layout, crop = build(name, H, W, **params)
+    return compile_pipeline(out, layout, cfg, o, out_shape=crop)
+
+
+def energy_nj(ip, pe: dict, core: dict) -> dict[str, float]:
+    """Table III energy of the counted events (module docstring), nJ."""
+    s = {k: sum(v) for k, v in pe.items()}
+    c = {k: sum(v) for k, v in core.items()}
+    out = {
+        "dram": s["rdwr"] * ip.e_rdwr_nj + s["act"] * ip.e_act_pre_nj,
+        "simd": s["simd"] * ip.e_simd_pj / 1e3,
+        "alu": s["alu"] * ip.e_alu_pj / 1e3,
+        "drf": s["drf"] * ip.e_drf_pj / 1e3,
+        "arf": s["arf"] * ip.e_arf_pj / 1e3,
+        "tsv": (c.get("issued_vsm", 0) + c.get("issued_req", 0)) * 128 * ip.e_tsv_pj_bit / 1e3,
+        "pe_bus": c.get("issued_pgsm", 0) * 128 * ip.e_pebus_pj_bit / 1e3,
+    }
+    out["total"] = sum(out.values())
+    return out
+
+
+def _crop(out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return out[tuple(slice(0, n) for n in shape)]
+
+
+def _iss(prog: Program, banks: dict, cfg) -> tuple[SIMBMachine, dict]:
+    m = SIMBMachine(cfg)
+    for v, p in prog.programs.items():
+        m.load(p, vaults=[v])
+    for (v, pe), blk in banks.items():
+        for a, vec in blk.items():
+            m.vaults[v].banks[pe][a] = vec.copy()
+    m.run()
+    return m, dict(m.counts)
+
+
+def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
+              engine: str = "rtl", max_cycles: int = 50_000_000, exe=None,
+              **params) -> ImageRun:
+    """Compile and run benchmark *name* on *img*; see the module docstring.
+
+    ``engine`` is ``"rtl"`` (the Verilated cube, with the instruction-set simulator
+    for the dynamic instruction counts) or ``"iss"`` (the simulator alone: no
+    cycles).
+    """
+    ip = cfg.ipim
+    ref = reference(name, img, **params)
+    H, W = img.shape[:2]
+    prog = compile_bench(name, H, W, cfg, opt, **params)
+    opt_name = opt if isinstance(opt, str) else "custom"
+    banks: dict = {}
+    for arr in prog.inputs.values():
+        for key, blk in place(arr, img, ip).items():
+            banks.setdefault(key, {}).update({arr.base + i: vec for i, vec in enumerate(blk)})
+    m, counts = _iss(prog, banks, cfg)
+    if engine == "iss":
+        def fetch(v, pe, base, n):
+            b = m.vaults[v].banks[pe]
+            z = np.zeros(LANES, np.uint32)
+            return np.array([b.get(base + i, z) for i in range(n)], dtype=np.uint32)
+        out = _crop(prog.read(fetch, ip), prog.out_shape)
+        return ImageRun(name, img.shape, opt_name, out, ref, prog, "iss", counts)
+    from .rtl_run import run_cube  # the RTL path needs the Verilated cube
+
+    if ip.cubes != 1:
+        raise ValueError("the RTL runs one cube: set ipim.cubes = 1")
+    rtl_banks = {}
+    for (v, pe), blk in banks.items():
+        rtl_banks[(v, pe)] = {a: sum(int(x) << (32 * k) for k, x in enumerate(vec))
+                              for a, vec in blk.items()}
+    t = time.perf_counter()
+    run = run_cube(cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe)
+    wall = time.perf_counter() - t
+
+    def fetch(v, pe, base, n):
+        b = run.banks.get((v, pe), {})
+        words = [b.get(base + i, 0) for i in range(n)]
+        return np.array([[(w >> (32 * k)) & 0xFFFFFFFF for k in range(LANES)] for w in words],
+                        dtype=np.uint32).reshape(-1, LANES)
+    out = _crop(prog.read(fetch, ip), prog.out_shape)
+    core_tot = {k: sum(v) for k, v in run.core.items()}
+    vault_cycles = sum(run.core["cycles"]) or 1
+    units = {}
+    for k in ("simd", "alu", "drf", "arf", "rdwr"):
+        units[k] = sum(run.pe[k]) / (vault_cycles * ip.pes)
+    stalls = {k: core_tot[k] for k in core_tot if k.startswith("stall_")}
+    stalls.update({k: core_tot[k] for k in core_tot if k.startswith("issued_")})
+    return ImageRun(name, img.shape, opt_name, out, ref, prog, "rtl", counts,
+                    cycles=run.cycles, ipc=run.ipc, stalls=stalls, units=units,
+                    pe_counters={k: sum(v) for k, v in run.pe.items()},
+                    energy=energy_nj(ip, run.pe, run.core), wall_s=wall,
+                    cycles_per_s=run.cycles_per_s)
+

@@ -1,0 +1,463 @@
+"""A Halide-style front end for iPIM: the algorithm apart from the schedule (Sec. V-A).
+
+An image pipeline is a set of :class:`Func` s over two pure variables ``x`` (column)
+and ``y`` (row), each defined by one :class:`Expr` of the values of other funcs and
+input images (:class:`ImageParam`) at affine coordinates, with FP32/INT32
+arithmetic, ``select``, ``min``/``max``/``clamp`` and casts. The schedule is kept
+apart, on the output func, as in Listing 1::
+
+    x, y, xi, yi = Var("x"), Var("y"), Var("xi"), Var("yi")
+    inp = ImageParam("in", FP32)
+    blur_x = Func("blur_x")
+    blur_x[x, y] = (inp[x, y] + inp[x + 1, y] + inp[x + 2, y]) / 3.0
+    out = Func("out")
+    out[x, y] = (blur_x[x, y] + blur_x[x, y + 1] + blur_x[x, y + 2]) / 3.0
+    out.compute_root().ipim_tile(x, y, xi, yi, 8, 8).load_pgs().vectorize(xi, 4)
+
+Funcs without ``compute_root`` are inlined into their consumers (Halide's default);
+every ``compute_root`` func becomes a kernel that writes its values to the DRAM
+banks, which the next kernel reads (:mod:`pimforge.sim.ipim.lower`).
+
+Coordinates
+-----------
+A func's argument in ``x`` (or ``y``) must be ``(a*x + b) // d`` with ``a`` and
+``d`` in {1, 2} and an integer ``b`` (``x + 1``, ``2*x - 1``, ``x // 2``,
+``(x + 1) // 2``): the stencils and the power-of-two resamplings of the
+benchmarks. Reads outside the producer's domain clamp to its edge (the
+benchmarks' boundary condition), so the domain of every func is a rectangle
+stated by its ``size``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...gen.errors import PimforgeError
+
+__all__ = ["FP32", "INT32", "CompileError", "Expr", "Const", "Call", "Bin", "Select", "Cast",
+           "Var", "Func", "ImageParam", "RDom", "Affine", "select", "min_", "max_", "clamp",
+           "cast"]
+
+FP32 = "fp32"
+INT32 = "int32"
+
+
+class CompileError(PimforgeError):
+    """A pipeline or schedule the iPIM compiler cannot lower, with what to change."""
+
+
+class Expr:
+    """A value of a pipeline: FP32 or INT32 (:attr:`dtype`)."""
+
+    dtype: str
+
+    def _bin(self, op: str, other, swap: bool = False) -> Expr:
+        o = lift(other, self.dtype)
+        a, b = (o, self) if swap else (self, o)
+        if a.dtype != b.dtype:
+            raise CompileError(f"{op} of {a.dtype} and {b.dtype}: cast one side first "
+                               f"(cast(FP32, e) or cast(INT32, e))")
+        if op == "/":
+            if not isinstance(b, Const) or b.value == 0:
+                raise CompileError("division is by a nonzero constant only: the SIMB ISA "
+                                   "(Table I) has no divide; multiply by a reciprocal")
+            if a.dtype == FP32:
+                return Bin("*", a, Const(float(np.float32(1.0) / np.float32(b.value)), FP32))
+            raise CompileError("integer division of values is not supported; use a shift")
+        return Bin(op, a, b)
+
+    def __add__(self, o):
+        return self._bin("+", o)
+
+    def __radd__(self, o):
+        return self._bin("+", o, True)
+
+    def __sub__(self, o):
+        return self._bin("-", o)
+
+    def __rsub__(self, o):
+        return self._bin("-", o, True)
+
+    def __mul__(self, o):
+        return self._bin("*", o)
+
+    def __rmul__(self, o):
+        return self._bin("*", o, True)
+
+    def __truediv__(self, o):
+        return self._bin("/", o)
+
+    def __and__(self, o):
+        return self._bin("&", o)
+
+    def __or__(self, o):
+        return self._bin("|", o)
+
+    def __xor__(self, o):
+        return self._bin("^", o)
+
+    def __lshift__(self, n: int):
+        return Bin("<<", self, Const(int(n), INT32))
+
+    def __rshift__(self, n: int):
+        return Bin("<<", self, Const(-int(n), INT32))
+
+    def __lt__(self, o):
+        return Cmp("<", self, lift(o, self.dtype))
+
+    def __gt__(self, o):
+        return Cmp("<", lift(o, self.dtype), self)
+
+    def __le__(self, o):
+        return Cmp("<=", self, lift(o, self.dtype))
+
+    def __ge__(self, o):
+        return Cmp("<=", lift(o, self.dtype), self)
+
+    __hash__ = object.__hash__
+
+
+def lift(v, dtype: str = FP32) -> Expr:
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise CompileError(f"{v!r} is not a pipeline value")
+    if dtype == INT32 and float(v).is_integer():
+        return Const(int(v), INT32)
+    return Const(float(np.float32(v)), FP32)
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: float | int
+    dtype: str = FP32
+
+
+@dataclass(eq=False)
+class Bin(Expr):
+    """``+ - * & | ^`` and ``<<`` (a negative count shifts right, arithmetic for INT32;
+    ``2**n`` scaling for FP32)."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.a.dtype
+
+
+@dataclass(eq=False)
+class Cmp:
+    """A comparison: only a condition of :func:`select`."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+
+@dataclass(eq=False)
+class Select(Expr):
+    cond: Cmp
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.a.dtype
+
+
+@dataclass(eq=False)
+class Cast(Expr):
+    """FP32 <-> INT32: ``int`` truncates (non-negative values below 2**22), ``float``
+    is exact below 2**23 (the ranges the benchmarks use, checked by the ISA's
+    bit tricks)."""
+
+    dtype: str
+    a: Expr
+
+
+def select(cond: Cmp, a, b) -> Expr:
+    if not isinstance(cond, Cmp):
+        raise CompileError("select needs a comparison (a < b, a <= b, a > b, a >= b)")
+    a = lift(a, cond.a.dtype)
+    b = lift(b, a.dtype)
+    if a.dtype != b.dtype:
+        raise CompileError("select arms must have one type")
+    return Select(cond, a, b)
+
+
+def min_(a, b) -> Expr:
+    a = lift(a)
+    b = lift(b, a.dtype)
+    return select(a < b, a, b)
+
+
+def max_(a, b) -> Expr:
+    a = lift(a)
+    b = lift(b, a.dtype)
+    return select(a < b, b, a)
+
+
+def clamp(v, lo, hi) -> Expr:
+    return min_(max_(v, lo), hi)
+
+
+def cast(dtype: str, e) -> Expr:
+    e = lift(e)
+    if dtype not in (FP32, INT32):
+        raise CompileError(f"cast to {dtype!r}: use FP32 or INT32")
+    return e if e.dtype == dtype else Cast(dtype, e)
+
+
+# -- coordinates -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Var:
+    """A pure variable (``x`` is the column, ``y`` the row of the first two arguments)."""
+
+    name: str
+
+    def _aff(self) -> Affine:
+        return Affine(self, 1, 0, 1)
+
+    def __add__(self, b: int):
+        return self._aff() + b
+
+    __radd__ = __add__
+
+    def __sub__(self, b: int):
+        return self._aff() - b
+
+    def __mul__(self, a: int):
+        return self._aff() * a
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, d: int):
+        return self._aff() // d
+
+
+@dataclass(frozen=True)
+class Affine:
+    """``(a * var + b) // d``."""
+
+    var: Var
+    a: int
+    b: int
+    d: int
+
+    def __add__(self, b: int):
+        if self.d != 1:
+            raise CompileError("add to a coordinate before dividing it: (x + 1) // 2")
+        return Affine(self.var, self.a, self.b + int(b), 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, b: int):
+        return self + (-int(b))
+
+    def __mul__(self, a: int):
+        if self.d != 1 or self.b != 0:
+            raise CompileError("scale a coordinate first: 2*x + 1")
+        return Affine(self.var, self.a * int(a), 0, 1)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, d: int):
+        if self.d != 1:
+            raise CompileError("divide a coordinate once")
+        return Affine(self.var, self.a, self.b, int(d))
+
+    def check(self) -> Affine:
+        if self.a not in (1, 2) or self.d not in (1, 2) or (self.a == 2 and self.d == 2):
+            raise CompileError(f"coordinate ({self.a}*{self.var.name} + {self.b}) // {self.d}: "
+                               "only x + b, 2*x + b and (x + b) // 2 are supported")
+        return self
+
+    def at(self, v: int) -> int:
+        return (self.a * v + self.b) // self.d
+
+
+def _affine(arg) -> Affine:
+    if isinstance(arg, Var):
+        return arg._aff()
+    if isinstance(arg, Affine):
+        return arg.check()
+    raise CompileError(f"a func argument must be a Var or an affine form of one, not {arg!r}")
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    """The value of *func* at ``(x, y) = (ax, ay)``."""
+
+    func: Func | ImageParam
+    ax: Affine
+    ay: Affine
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.func.dtype
+
+
+# -- funcs --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RDom:
+    """A reduction domain: every pixel ``(r.x, r.y)`` of an input image."""
+
+    image: ImageParam
+
+    @property
+    def x(self) -> Var:
+        return Var(f"{self.image.name}.rx")
+
+    @property
+    def y(self) -> Var:
+        return Var(f"{self.image.name}.ry")
+
+
+@dataclass(eq=False)
+class _Bucket(Expr):
+    """``f[index]`` on the right of an update: the current value of a bucket."""
+
+    func: Func
+    index: Call
+    dtype: str = INT32
+
+
+@dataclass(eq=False)
+class ImageParam:
+    """An input image: ``(rows, cols)`` of FP32 or INT32 values."""
+
+    name: str
+    dtype: str = FP32
+
+    def __getitem__(self, key) -> Call:
+        ax, ay = key
+        return Call(self, _affine(ax), _affine(ay))
+
+
+@dataclass
+class Schedule:
+    root: bool = False
+    tile: tuple[int, int] | None = None
+    vector: int = 1
+    load_pgs: bool = False
+
+
+@dataclass(eq=False)
+class Func:
+    """A stage of the pipeline: ``f[x, y] = expr``."""
+
+    name: str
+    x: Var | None = None
+    y: Var | None = None
+    expr: Expr | None = None
+    schedule: Schedule = field(default_factory=Schedule)
+    #: ``(image, increment)`` of a histogram update ``f[image(r.x, r.y)] += increment``
+    update: tuple | None = None
+    buckets: int = 0
+
+    @property
+    def dtype(self) -> str:
+        if self.expr is None:
+            raise CompileError(f"func {self.name} is used before it is defined")
+        return self.expr.dtype
+
+    def __setitem__(self, key, value) -> None:
+        if isinstance(key, Var):                 # f[x] = 0: a 1-D func of buckets
+            v = lift(value, INT32)
+            if not (isinstance(v, Const) and v.value == 0 and v.dtype == INT32):
+                raise CompileError(f"{self.name}[x] = ...: a 1-D func starts as the integer 0 "
+                                   "(the buckets of a histogram)")
+            self.x, self.expr = key, v
+            return
+        if isinstance(key, Call):                # f[in(r.x, r.y)] += k: a histogram
+            if not (isinstance(value, Bin) and value.op == "+" and
+                    isinstance(value.a, _Bucket) and value.a.func is self and
+                    isinstance(value.b, Const) and value.b.dtype == INT32):
+                raise CompileError(f"{self.name}[in(r.x, r.y)] takes only += an integer")
+            img = key.func
+            if not isinstance(img, ImageParam) or img.dtype != INT32 or \
+                    (key.ax.var, key.ay.var) != (RDom(img).x, RDom(img).y) or \
+                    (key.ax.a, key.ax.b, key.ax.d, key.ay.a, key.ay.b, key.ay.d) != (1, 0, 1) * 2:
+                raise CompileError(f"{self.name}[...] += k: the index must be an INT32 input "
+                                   "at (r.x, r.y) of an RDom over it")
+            if self.expr is None or self.y is not None:
+                raise CompileError(f"define {self.name}[x] = 0 before its update")
+            self.update = (img, int(value.b.value))
+            return
+        x, y = key
+        if not (isinstance(x, Var) and isinstance(y, Var)) or x == y:
+            raise CompileError(f"{self.name}[x, y] = ...: the left side takes two distinct Vars")
+        if self.expr is not None:
+            raise CompileError(f"func {self.name} is defined twice")
+        self.x, self.y, self.expr = x, y, lift(value)
+
+    def __getitem__(self, key) -> Call:
+        if isinstance(key, Call):
+            return _Bucket(self, key)
+        ax, ay = key
+        return Call(self, _affine(ax), _affine(ay))
+
+    def bound(self, x: Var, lo: int, n: int) -> Func:
+        """The buckets ``lo <= x < lo + n`` of a 1-D func."""
+        if x != self.x or lo != 0 or not 1 <= n <= 4096:
+            raise CompileError(f"bound({self.name}): buckets 0..n-1 of its variable, n <= 4096")
+        self.buckets = int(n)
+        return self
+
+    # -- schedule (Sec. V-A) ------------------------------------------------------
+
+    def compute_root(self) -> Func:
+        """Compute the whole func into the DRAM banks before its consumers run."""
+        self.schedule.root = True
+        return self
+
+    def ipim_tile(self, x: Var, y: Var, xi: Var, yi: Var, tx: int, ty: int) -> Func:
+        """Partition the func into ``tx x ty`` tiles spread over the PEs of every vault."""
+        if (x, y) != (self.x, self.y):
+            raise CompileError(f"ipim_tile of {self.name} names {x.name}, {y.name}; its "
+                               f"variables are {self.x.name}, {self.y.name}")
+        if tx < 1 or ty < 1:
+            raise CompileError(f"ipim_tile sizes must be positive, not {tx}x{ty}")
+        self.schedule.tile = (int(tx), int(ty))
+        return self
+
+    def load_pgs(self, *_m) -> Func:
+        """Share the inputs of neighbouring tiles through the PG scratchpad."""
+        self.schedule.load_pgs = True
+        return self
+
+    def vectorize(self, xi: Var, n: int) -> Func:
+        """Compute ``n`` columns per SIMD instruction (the PE's 4 lanes)."""
+        if n != 4:
+            raise CompileError(f"vectorize({xi.name}, {n}): the SIMD unit has 4 lanes")
+        self.schedule.vector = 4
+        return self
+
+
+def calls(e) -> list[Call]:
+    """Every :class:`Call` in *e* (depth first)."""
+    out: list[Call] = []
+
+    def walk(n):
+        if isinstance(n, Call):
+            out.append(n)
+        elif isinstance(n, Bin):
+            walk(n.a)
+            walk(n.b)
+        elif isinstance(n, Select):
+            walk(n.cond.a)
+            walk(n.cond.b)
+            walk(n.a)
+            walk(n.b)
+        elif isinstance(n, Cast):
+            walk(n.a)
+
+    walk(e)
+    return out
