@@ -126,6 +126,10 @@ class NicePIMConfig:
               f"at most {_MAX_BANKS // self.nodes} with {self.nodes} nodes (Table II: "
               f"{_MAX_BANKS} banks in all)")
         check_pow2("nicepim.bank_width_bits", self.bank_width_bits, 32, 1024)
+        # A flit carries a DRAM word address (data-sharing messages): at least 32 bits.
+        check(self.node_bank_bits >= 64, "nicepim.bank_width_bits", self.bank_width_bits,
+              f"at least {64 // self.banks_per_node} with {self.banks_per_node} banks per node "
+              "(flits of at least 32 bits)")
         check_pow2("nicepim.row_bytes", self.row_bytes, max(64, self.bank_width_bits // 4),
                    16384)
         check_pow2("nicepim.bank_bytes", self.bank_bytes, self.row_bytes * 2, 1 << 30)

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..params import check_int
 from .params import DATA_BITS, PSUM_BITS
 
-__all__ = ["PEArray"]
+__all__ = ["PEArray", "from_config"]
 
 
 class PEArray(wiring.Component):
@@ -94,3 +94,8 @@ class PEArray(wiring.Component):
             v = d
         m.d.comb += self.y_valid.eq(v)
         return m
+
+
+def from_config(cfg) -> PEArray:
+    """The PE array of a PIM-node of ``cfg.nicepim``."""
+    return PEArray(rows=cfg.nicepim.pe_rows, cols=cfg.nicepim.pe_cols)

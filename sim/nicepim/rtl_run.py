@@ -1,0 +1,375 @@
+"""Run task lists on the Verilated NicePIM array with the native driver ``nicepim_main.cpp``.
+
+One Verilog model of :class:`~pimforge.rtl.top.nicepim_array.NicePIMArray` is built
+(cached) with the driver, which loads each node's task list through its task-memory
+backdoor, serves every node's DRAM banks from a sparse model, clocks the array until
+every started node is done and writes back the counters and the final DRAM. Python
+writes the tasks and the DRAM words and reads the results: it is never woken per
+cycle. The driver can also clock the same model from the same start for the same
+number of cycles with nothing but the clock (``bare``): the ceiling of a native loop
+on this Verilog.
+
+Besides the run, this module has what a task list is made of: :func:`task` encodes
+one task, :func:`place_tensor` and :func:`read_tensor` move tensors between numpy and
+a node's DRAM words in a :class:`~pimforge.rtl.nn.params.Layout`, and
+:func:`conv_tasks` lowers a convolution (stride, padding, groups; a matmul is a
+1 x M image) on one node to tiles that fit its buffers.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from amaranth.hdl import UnusedElaboratable
+
+from ...gen.elaborate import elaborate
+from ...gen.errors import CapacityError, SimulationError
+from ...rtl.nn.node import COUNTERS
+from ...rtl.nn.params import (
+    DATA_BITS,
+    PSUM_BITS,
+    SIGNED_FIELDS,
+    TASK_LAYOUT,
+    TASK_WORDS,
+    Layout,
+    Op,
+    element_address,
+)
+from ...rtl.nn.share import MESSAGE_FLITS
+from ..build import build_verilated
+from ..drivers import params_header, sources
+from ..drivers.io import read_fields, write_fields, write_table
+from ..drivers.pins import driver_top
+
+__all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "build_array_driver", "conv_tasks",
+           "link_names", "pins", "place_tensor", "read_tensor", "run_array", "send_tasks",
+           "task", "tensor_words"]
+
+
+def task(op: Op, **fields: int) -> int:
+    """One task word of :data:`~pimforge.rtl.nn.params.TASK_LAYOUT` (unnamed fields 0)."""
+    word = 0
+    known = dict(TASK_LAYOUT)
+    for name, value in {"op": int(op), **fields}.items():
+        if name not in known:
+            raise ValueError(f"unknown task field {name!r}; fields: {', '.join(known)}")
+        f = known[name]
+        w = f.width
+        lo, hi = (-(1 << (w - 1)), 1 << (w - 1)) if name in SIGNED_FIELDS else (0, 1 << w)
+        if not lo <= int(value) < hi:
+            raise CapacityError(f"task field {name} = {value} does not fit its {w} bits")
+        word |= (int(value) & ((1 << w) - 1)) << f.offset
+    return word
+
+
+def pins(nodes: int, links: int) -> dict[str, object]:
+    """Driver pin -> port(s) of the array: the only place the driver names its ports."""
+    N = range(nodes)
+    out: dict[str, object] = {"start": "start", "done": "done", "overflow": "overflow"}
+    for n in ("en", "addr", "data"):
+        out[f"prog_{n}"] = [f"prog__{i}__{n}" for i in N]
+    for n in ("re", "we", "addr", "wdata", "rdata"):
+        out[f"arr_{n}"] = [f"arr__{i}__{n}" for i in N]
+    for n in COUNTERS:
+        out[f"perf_{n}"] = [f"perf__{i}__{n}" for i in N]
+    out["link_flits"] = [f"link_flits__{k}" for k in range(max(1, links))]
+    return out
+
+
+def link_names(cfg) -> list[tuple[int, str]]:
+    """The array's mesh links in ``link_flits`` order: (node, direction)."""
+    from ...rtl.noc.flit import PORT_NAMES, NoCLink
+    from ...rtl.noc.mesh import Mesh
+
+    n = cfg.nicepim
+    # A mesh built only to read its link list (Amaranth would warn that it is never
+    # elaborated when it is freed).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        mesh = Mesh(link=NoCLink.Signature(rows=n.na_rows, cols=n.na_cols, vcs=n.noc_vcs,
+                                           flit_bits=n.flit_bits), depth=n.noc_buffer_depth,
+                    probes=True)
+        out = [(k, PORT_NAMES[d]) for k, d in mesh.probe_links]
+        del mesh
+        gc.collect()
+    return out
+
+
+def build_array_driver(cfg) -> Path:
+    """The (cached) native driver of *cfg*'s NicePIM array."""
+    n = cfg.nicepim
+    el = elaborate("nicepim_array", cfg)
+    links = len(link_names(cfg))
+    top = driver_top(el.verilog, el.top, el.manifest["ports"], pins(n.nodes, links),
+                     name="nicepim_array_driver")
+    hdr = params_header(top.name, N=n.nodes, WW=n.word_bytes // 4, TW=TASK_WORDS,
+                        NODE_WORDS=n.node_words, TASK_ENTRIES=n.task_entries,
+                        LINKS=max(1, links))
+    hdr += "#define NODE_COUNTERS(X) " + " ".join(f"X({c})" for c in COUNTERS) + "\n"
+    # -fno-inline keeps the node and the router one C++ class each (an array compiles in
+    # the time of one node).
+    return build_verilated(top.verilog, top.name, sources("nicepim_main.cpp", hdr),
+                           name=f"nicepim_array-{cfg.name}", extra_args=("-fno-inline",))
+
+
+@dataclass
+class ArrayRun:
+    """What one run of the array measured.
+
+    Attributes
+    ----------
+    dram : dict
+        ``node -> {word address: int}``: every nonzero DRAM word at the end.
+    cycles : int
+        Cycles from the start until every started node was done.
+    perf : dict
+        Counter name (:data:`~pimforge.rtl.nn.node.COUNTERS`) -> per-node values.
+    link_flits : list of int
+        Flits over each mesh link, in :func:`link_names` order.
+    wall_s, cycles_per_s : float
+        Wall time of the driver's cycle loop and its speed (array cycles per second).
+    bare_cycles_per_s : float or None
+        Speed of a bare native loop on the same model (when asked for).
+    """
+
+    dram: dict
+    cycles: int
+    perf: dict
+    link_flits: list
+    wall_s: float
+    cycles_per_s: float
+    bare_cycles_per_s: float | None = None
+
+
+def run_array(cfg, tasks: Mapping[int, Sequence[int]],
+              dram: Mapping[int, Mapping[int, int]] | None = None, *,
+              max_cycles: int = 2_000_000, bare: bool = False,
+              exe: Path | None = None) -> ArrayRun:
+    """Run ``tasks[n]`` (task words of :func:`task`, ending with ``END``) on node ``n`` of
+    *cfg*'s array from *dram* (``node -> {word address: int}``) until every node with
+    tasks is done; the final DRAM and the counters.
+
+    Raises
+    ------
+    CapacityError
+        A task list longer than the task memory, or a node or word the array lacks.
+    SimulationError
+        A router overflowed, or the array did not finish in *max_cycles*.
+    """
+    c = cfg.nicepim
+    for n, lst in tasks.items():
+        if not 0 <= n < c.nodes:
+            raise CapacityError(f"node {n} is not in the array (nicepim has {c.nodes} nodes)")
+        if len(lst) > c.task_entries:
+            raise CapacityError(f"node {n}'s task list has {len(lst)} tasks but the task "
+                                f"memory holds {c.task_entries}; raise nicepim.task_entries")
+    for n, words in (dram or {}).items():
+        bad = [a for a in words if not 0 <= a < c.node_words]
+        if not 0 <= n < c.nodes or bad:
+            raise CapacityError(f"DRAM word {bad[0] if bad else 0} of node {n} is not in the "
+                                f"array ({c.nodes} nodes of {c.node_words} words)")
+    exe = exe or build_array_driver(cfg)
+    ww = c.word_bytes // 4
+    mask32 = 0xFFFFFFFF
+    with tempfile.TemporaryDirectory() as td:
+        d = Path(td)
+        write_fields(d / "run.txt", {"max_cycles": max_cycles, "bare": int(bare)})
+        write_table(d / "tasks.tbl", ("node", "addr", *[f"t{k}" for k in range(TASK_WORDS)]),
+                    ((n, a, *[(t >> (32 * k)) & mask32 for k in range(TASK_WORDS)])
+                     for n in sorted(tasks) for a, t in enumerate(tasks[n])))
+        write_table(d / "dram.tbl", ("node", "addr", *[f"w{k}" for k in range(ww)]),
+                    ((n, a, *[(x >> (32 * k)) & mask32 for k in range(ww)])
+                     for n, words in sorted((dram or {}).items())
+                     for a, x in sorted(words.items()) if x))
+        res = subprocess.run([str(exe), str(d)], capture_output=True, text=True, check=False)
+        if not (d / "stats.txt").exists():
+            raise SimulationError(f"nicepim driver failed (exit {res.returncode}): "
+                                  f"{res.stderr[-2000:]}")
+        f = read_fields(d / "stats.txt")
+        out: dict = {}
+        for line in (d / "dram_out.tbl").read_text().splitlines()[1:]:
+            n, a, *w = (int(x) for x in line.split())
+            out.setdefault(n, {})[a] = sum(x << (32 * k) for k, x in enumerate(w))
+    if f.int("overflow"):
+        raise SimulationError("a router of the array received a flit for a full buffer")
+    if res.returncode == 3 or not f.int("done"):
+        raise SimulationError(f"the array did not finish in {max_cycles} cycles; raise "
+                              "max_cycles or check the task lists (a WAIT for words that "
+                              "are never sent?)")
+    if res.returncode != 0:
+        raise SimulationError(f"nicepim driver failed (exit {res.returncode}): "
+                              f"{res.stderr[-2000:]}")
+    return ArrayRun(dram=out, cycles=f.int("cycles"),
+                    perf={n: f.ints(f"perf_{n}") for n in COUNTERS},
+                    link_flits=f.ints("link_flits"), wall_s=f.float("wall_s"),
+                    cycles_per_s=f.float("cycles_per_s"),
+                    bare_cycles_per_s=f.float("bare_cycles_per_s") if bare else None)
+
+
+# ---- tensors in DRAM ---------------------------------------------------------------------
+def _flat_index(layout: int, dims: tuple[int, int, int, int]) -> np.ndarray:
+    idx = np.indices(dims).reshape(4, -1)
+    return np.array([element_address(layout, dims, *e) for e in idx.T], dtype=np.int64)
+
+
+def place_tensor(x: np.ndarray, layout: int, base: int, word_bits: int, *,
+                 bits: int = DATA_BITS, words: dict | None = None) -> dict[int, int]:
+    """DRAM words holding ``x[N, C, H, W]`` in *layout* from element *base* (elements of
+    *bits*), merged into *words* (``{word address: int}``, updated and returned)."""
+    words = {} if words is None else words
+    x = np.asarray(x)
+    per = word_bits // bits
+    mask = (1 << bits) - 1
+    for e, v in zip(_flat_index(layout, x.shape) + base, x.reshape(-1), strict=True):
+        a, lane = divmod(int(e), per)
+        cur = words.get(a, 0) & ~(mask << (bits * lane))
+        words[a] = cur | ((int(v) & mask) << (bits * lane))
+    return words
+
+
+def tensor_words(layout: int, dims: tuple[int, int, int, int], base: int, word_bits: int, *,
+                 bits: int = DATA_BITS, select=None) -> list[int]:
+    """The sorted DRAM words holding the elements of a tensor (those where
+    ``select(n, c, h, w)`` holds, when given)."""
+    idx = np.indices(dims).reshape(4, -1).T
+    per = word_bits // bits
+    out = {(element_address(layout, dims, *e) + base) // per for e in idx
+           if select is None or select(*e)}
+    return sorted(out)
+
+
+def read_tensor(words: Mapping[int, int], layout: int, dims: tuple[int, int, int, int],
+                base: int, word_bits: int, *, bits: int = PSUM_BITS) -> np.ndarray:
+    """The signed tensor of *dims* in *layout* at element *base* of *words*."""
+    per = word_bits // bits
+    mask = (1 << bits) - 1
+    flat = []
+    for e in _flat_index(layout, dims) + base:
+        a, lane = divmod(int(e), per)
+        v = (words.get(a, 0) >> (bits * lane)) & mask
+        flat.append(v - (1 << bits) if v >> (bits - 1) else v)
+    return np.array(flat, dtype=np.int64).reshape(dims)
+
+
+# ---- a convolution on one node --------------------------------------------------------------
+@dataclass(frozen=True)
+class ConvPlan:
+    """The tasks of one node's share of a convolution and what the engine will spend.
+
+    Attributes
+    ----------
+    tasks : list of int
+        Task words (no ``END``).
+    tiles : list of dict
+        The ``COMPUTE`` tiles' shapes (``cb, kh, kw, oh, ow``) for the cycle formula.
+    """
+
+    tasks: list
+    tiles: list
+
+
+def conv_tasks(cfg, *, x_dims: tuple[int, int, int], w_dims: tuple[int, int, int, int],
+               stride: int, pad: int, groups: int, x_layout: int, x_base: int, w_base: int,
+               o_base: int, rows: tuple[int, int] | None = None) -> ConvPlan:
+    """Tasks computing output rows ``rows`` (all by default) of a convolution on one node.
+
+    The input ``[C, H, W]`` is at element ``x_base`` in *x_layout*; the weights
+    ``[CO, C / groups, KH, KW]`` at element ``w_base`` in NCHW (OIHW) order; the output
+    ``[CO, OH, OW]`` of 32-bit sums goes to 32-bit element ``o_base`` in NCHW order.
+    Each group is a dense convolution; its output channels go ``pe_cols`` at a time,
+    its input channels as many ``pe_rows`` blocks as the buffers hold (later blocks
+    accumulate), its output rows as many as the buffers hold. Padding is done by the
+    input load (the window reaches outside the image, which reads 0), so the tiles
+    have ``pad = 0``.
+
+    Raises
+    ------
+    CapacityError
+        Not even one output row of one channel block fits the buffers.
+    """
+    n = cfg.nicepim
+    R, C = n.pe_rows, n.pe_cols
+    Ci, H, W = x_dims
+    CO, CG, KH, KW = w_dims
+    if Ci != CG * groups or CO % groups:
+        raise CapacityError(f"channels {Ci} -> {CO} do not split into {groups} groups of "
+                            f"{CG} input channels")
+    OH = (H + 2 * pad - KH) // stride + 1
+    OW = (W + 2 * pad - KW) // stride + 1
+    o_lo, o_hi = rows or (0, OH)
+    OG = CO // groups
+    nw = (OW - 1) * stride + KW
+    blocks = math.ceil(CG / R)
+    # Output rows per tile and channel blocks per tile, the largest that fit.
+    per_rows = max(1, min(o_hi - o_lo, n.obuf_lines // OW if OW <= n.obuf_lines else 0))
+    if OW > n.obuf_lines:
+        raise CapacityError(f"an output row of {OW} pixels exceeds the output buffer's "
+                            f"{n.obuf_lines} lines; raise nicepim.obuf_bytes")
+
+    def rows_in(orows):
+        return (orows - 1) * stride + KH
+
+    while per_rows > 1 and rows_in(per_rows) * nw > n.ibuf_lines:
+        per_rows -= 1
+    cbs = blocks
+    while cbs > 1 and (cbs * rows_in(per_rows) * nw > n.ibuf_lines
+                       or cbs * KH * KW * R > n.wbuf_lines):
+        cbs -= 1
+    if rows_in(per_rows) * nw > n.ibuf_lines or KH * KW * R > n.wbuf_lines:
+        raise CapacityError(f"one input row band ({rows_in(per_rows)} x {nw} pixels) or one "
+                            f"kernel ({KH} x {KW}) does not fit the node's buffers; raise "
+                            "nicepim.ibuf_bytes/wbuf_bytes")
+    out, tiles = [], []
+    o_group = OG * OH * OW
+    w_group = OG * CG * KH * KW
+    for g in range(groups):
+        for co in range(0, OG, C):
+            for o0 in range(o_lo, o_hi, per_rows):
+                oh = min(per_rows, o_hi - o0)
+                for b0 in range(0, blocks, cbs):
+                    cb = min(cbs, blocks - b0)
+                    out.append(task(Op.LOAD_W, base=w_base + g * w_group, layout=Layout.NCHW,
+                                    dn=OG, dc=CG, dh=KH, dw=KW, n0=co, c0=b0 * R, h0=0,
+                                    w0=0, cb=cb, nh=KH, nw=KW))
+                    out.append(task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=Ci,
+                                    dh=H, dw=W, n0=0, c0=g * CG + b0 * R,
+                                    h0=o0 * stride - pad, w0=-pad, cb=cb, nh=rows_in(oh),
+                                    nw=nw))
+                    # Channels of the block beyond the group read the next group's
+                    # inputs; their weights (beyond CG in the group's view) are 0.
+                    out.append(task(Op.COMPUTE, acc=int(b0 > 0), cb=cb, nh=rows_in(oh),
+                                    nw=nw, kh=KH, kw=KW, stride=stride, pad=0, oh=oh, ow=OW))
+                    tiles.append(dict(cb=cb, kh=KH, kw=KW, oh=oh, ow=OW))
+                out.append(task(Op.STORE, base=o_base + g * o_group, layout=Layout.NCHW,
+                                dn=1, dc=OG, dh=OH, dw=OW, n0=0, c0=co, h0=o0, w0=0, cb=1,
+                                nh=oh, nw=OW))
+    return ConvPlan(out, tiles)
+
+
+def send_tasks(words: Sequence[int], dest_node: int, cols: int, *,
+               max_count: int = 1 << 15) -> list[int]:
+    """``SEND`` tasks of the sorted DRAM *words* to the same addresses of node
+    *dest_node* (runs of consecutive words, one task each)."""
+    out = []
+    runs: list[list[int]] = []
+    for a in words:
+        if runs and a == runs[-1][1] and runs[-1][1] - runs[-1][0] < max_count:
+            runs[-1][1] = a + 1
+        else:
+            runs.append([a, a + 1])
+    x, y = dest_node % cols, dest_node // cols
+    for lo, hi in runs:
+        out.append(task(Op.SEND, base=lo, dest=lo, count=hi - lo, node=x | y << 4))
+    return out
+
+
+#: Flits of one data-sharing message (one DRAM word).
+WORD_FLITS = MESSAGE_FLITS
