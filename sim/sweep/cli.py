@@ -12,6 +12,8 @@ before the runs that use it.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import time
 import traceback
@@ -39,12 +41,25 @@ class _PointParser(gcli.Parser):
         self.recorded: dict[str, Option] = {}
         super().__init__(*args, **kwargs)
 
-    def add_argument(self, *args, **kwargs):
-        action = super().add_argument(*args, **kwargs)
+    def _record(self, action: argparse.Action) -> argparse.Action:
         for s in action.option_strings:
             if s.startswith("--"):
                 self.recorded[s] = Option(s, action.nargs != 0)
         return action
+
+    def add_argument(self, *args, **kwargs):
+        return self._record(super().add_argument(*args, **kwargs))
+
+    def _recording(self, group):
+        add = group.add_argument
+        group.add_argument = lambda *a, **kw: self._record(add(*a, **kw))
+        return group
+
+    def add_argument_group(self, *args, **kwargs):
+        return self._recording(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs):
+        return self._recording(super().add_mutually_exclusive_group(**kwargs))
 
     def error(self, message: str):
         raise PointError(message)
@@ -111,9 +126,14 @@ def run_point(workload: str, argv: list[str], cache: str | None,
 
     def go() -> dict:
         args = gcli.workload_parser(workload, _PointParser).parse_args(argv)
-        result = gcli.run_workload(workload, args)
-        return {"result": result.to_json(), "ok": bool(result.ok), "summary": result.summary(),
-                "wall_s": time.monotonic() - t0}
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):    # kept in the point's JSON
+            result = gcli.run_workload(workload, args)
+        out = {"result": result.to_json(), "ok": bool(result.ok), "summary": result.summary(),
+               "wall_s": time.monotonic() - t0}
+        if printed.getvalue():
+            out["printed"] = printed.getvalue()[-20000:]
+        return out
 
     return _guarded(go, t0)
 

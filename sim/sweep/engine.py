@@ -260,7 +260,11 @@ def _status(rec: dict | None) -> str:
     return "ok" if rec.get("ok") else "not-ok"
 
 
-def _lookup(d: Any, path: str) -> Any:
+def _lookup(d: Any, path: str, point: Mapping[str, Any]) -> Any:
+    """The field *path* (dotted) of result *d*; ``{KEY}`` in it is the point's value of
+    KEY (``benches.{bench}.cycles``)."""
+    for k, v in point.items():
+        path = path.replace("{" + k + "}", str(v))
     for part in path.split("."):
         if not isinstance(d, Mapping) or part not in d:
             return None
@@ -302,10 +306,10 @@ def _ratios(spec: SweepSpec, rows: list[dict]) -> None:
     def rest(r: dict) -> str:
         return json.dumps({k: v for k, v in r["point"].items() if k != axis}, sort_keys=True)
 
-    bases = {rest(r): _number(_lookup(r["result"], col)) for r in rows
+    bases = {rest(r): _number(_lookup(r["result"], col, r["point"])) for r in rows
              if r["status"] == "ok" and r["point"].get(axis) == base}
     for r in rows:
-        mine = _number(_lookup(r["result"], col)) if r["status"] == "ok" else None
+        mine = _number(_lookup(r["result"], col, r["point"])) if r["status"] == "ok" else None
         b = bases.get(rest(r))
         r["ratio"] = mine / b if mine is not None and b else None
 
@@ -330,14 +334,14 @@ def summary_table(spec: SweepSpec, rows: list[dict]) -> str:
     rcol = [f"{spec.ratio['column']}/{spec.ratio['baseline']}"] if spec.ratio else []
     head = [*spec.axes, "status", *spec.columns, *rcol, "wall_s"]
     body = [[_cell(r["point"].get(a)) for a in spec.axes] + [r["status"]]
-            + [_cell(_lookup(r.get("result"), c)) for c in spec.columns]
+            + [_cell(_lookup(r.get("result"), c, r["point"])) for c in spec.columns]
             + [_cell(r.get("ratio")) for _ in rcol]
             + [_cell(r.get("wall_s"))] for r in rows]
     oks = [r for r in rows if r["status"] == "ok"]
     if oks and spec.columns:
         means = []
         for c in spec.columns:
-            vals = [_lookup(r["result"], c) for r in oks]
+            vals = [_lookup(r["result"], c, r["point"]) for r in oks]
             num = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
             means.append(_cell(sum(num) / len(num)) if len(num) == len(vals) else "")
         if any(means):
@@ -511,6 +515,7 @@ def _record(spec: SweepSpec, pt: Point, res: dict, points_dir: Path, records: di
         outcome.failed += 1
     else:
         rec = {"sweep": meta, "ok": bool(res.get("ok")), "summary": res.get("summary", ""),
+               **({"printed": res["printed"]} if "printed" in res else {}),
                "result": res["result"]}
         outcome.not_ok += not rec["ok"]
     outcome.ran += 1

@@ -25,6 +25,7 @@ its grid is a list of :class:`Point`, each the argument list of one
 
     [report]
     columns = ["cycles", "speedup_vs.pim-inter"]   # result fields in the summary table
+                                  # ({KEY}: the point's value of KEY, "benches.{bench}.ipc")
     # a column over the same column of the point that differs only in one axis,
     # and its mean per value of that axis (e.g. each variant's cycles over PIM-CapsNet's)
     ratio = { column = "cycles", axis = "ablation", baseline = "pim-capsnet" }
