@@ -38,11 +38,12 @@ from ..rtl.noc.router import HEAD_CYCLES_PER_HOP
 from . import verilator as vl
 from .build import build_verilated
 from .drivers import params_header, sources
-from .drivers.io import read_fields, write_fields
+from .drivers.io import read_fields, write_fields, write_table
 from .drivers.pins import driver_top
 
 __all__ = ["TRAFFIC", "add_arguments", "build_driver", "channel_bound",
-           "mean_hops", "noc_sweep", "parse_mesh", "run", "run_driver", "zero_load_model"]
+           "mean_hops", "noc_sweep", "parse_mesh", "run", "run_driver", "run_trace",
+           "zero_load_model"]
 
 TRAFFIC = {"uniform": 0, "transpose": 1}
 _STATS = ("generated", "delivered", "labeled", "labeled_done", "latency_sum", "latency_max",
@@ -154,6 +155,33 @@ def run_driver(cfg, rates: list[float], *, traffic: str = "uniform", packet_flit
         raise SimulationError(f"noc driver: {f.int('total_errors')} contract violations:\n"
                               f"{res.stderr[-2000:]}")
     return points
+
+
+def run_trace(cfg, messages: list[tuple[int, int, int, int]], *, limit: int,
+              exe: Path | None = None) -> dict:
+    """Run the driver in trace mode: *messages* are ``(src, dest, flits, dep)`` packets,
+    each node injecting its own in list order, a message with ``dep >= 0`` only once
+    message ``dep`` (sent to its source) has arrived whole. Every router-to-router
+    link is probed. Returns ``cycles`` (the cycle after the last arrival), ``arrive``
+    (per message), ``link_flits`` (``{(node, direction): flits}``) and the counters.
+    """
+    exe = exe or build_driver(cfg, probes=True)
+    with tempfile.TemporaryDirectory() as td:
+        d = Path(td)
+        write_table(d / "trace.txt", ("src", "dest", "flits", "dep"), messages)
+        write_fields(d / "run.txt", {"trace": "trace.txt", "limit": limit})
+        res = subprocess.run([str(exe), str(d)], capture_output=True, text=True, check=False)
+        if not (d / "stats.txt").exists():
+            raise SimulationError(f"noc driver failed: {res.stderr[-2000:]}")
+        f = read_fields(d / "stats.txt")
+    if res.returncode != 0:
+        raise SimulationError(f"noc driver (trace): {f.int('total_errors')} errors:\n"
+                              f"{res.stderr[-2000:]}")
+    links = zip(f.ints("link_node"), f.ints("link_dir"), f.ints("link_flits"), strict=True)
+    return {"cycles": f.int("cycles"), "arrive": f.ints("arrive"),
+            "link_flits": {(n, d): v for n, d, v in links},
+            **{k: f.int(k) for k in ("messages", "delivered", "accepted_flits",
+                                     "credit_stalls", "errors")}}
 
 
 def _pairs(rows: int, cols: int, traffic: str) -> list[tuple[int, int, float]]:

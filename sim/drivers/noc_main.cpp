@@ -253,11 +253,167 @@ static Point run_point(Top* top, double rate, int L, int traffic, long warmup, l
     return pt;
 }
 
+// Trace mode (run.txt has `trace = FILE`): the messages of DIR/FILE, a table with the
+// columns src, dest, flits and dep, one packet each (its row number is its id). A
+// node injects its messages in table order, one flit per cycle while the VC has a
+// credit; a message with dep >= 0 waits until message dep, which must be addressed
+// to this node, has arrived whole (data forwarded on, as in Hamilton-cycle data
+// sharing). The run ends when every message has arrived, or fails at `limit`
+// cycles. The same checks as above; stats.txt gets the cycle of the last arrival,
+// each message's arrival cycle and, with probes, the flits every router-to-router
+// link carried.
+static int run_trace(Top* top, const std::string& dir, const pf::Fields& run) {
+    struct Msg { int src, dest, flits; long dep; };
+    std::vector<Msg> msgs;
+    {
+        pf::Table t(dir + "/" + run.str("trace"));
+        const size_t cs = t.col("src"), cd = t.col("dest"), cf = t.col("flits"), cp = t.col("dep");
+        std::vector<long long> row;
+        while (t.next(row)) {
+            const long id = (long)msgs.size();
+            Msg m{(int)row[cs], (int)row[cd], (int)row[cf], (long)row[cp]};
+            if (m.src < 0 || m.src >= N || m.dest < 0 || m.dest >= N || m.src == m.dest)
+                pf::die(2, "trace message " + std::to_string(id) + ": src and dest must be two nodes of the mesh");
+            if (m.flits < 1 || m.flits > 255) pf::die(2, "trace message " + std::to_string(id) + ": flits must be between 1 and 255");
+            if (m.dep >= id || (m.dep >= 0 && msgs[m.dep].dest != m.src))
+                pf::die(2, "trace message " + std::to_string(id) + ": dep must be an earlier message to its source");
+            msgs.push_back(m);
+        }
+    }
+    const long M = (long)msgs.size(), limit = run.integer("limit");
+    if (M >= (1L << 24)) pf::die(2, "at most 2^24 trace messages");
+    pf::reset(top, 4);
+    std::vector<std::vector<long>> queue(N);
+    for (long i = 0; i < M; i++) queue[msgs[i].src].push_back(i);
+    std::vector<size_t> head(N, 0);
+    std::vector<int> sent_idx(N, 0);
+    std::vector<long> arrive(M, -1);
+    std::vector<std::vector<int>> cred(N, std::vector<int>(V, D)), occ(N, std::vector<int>(V, 0)),
+        ret(N, std::vector<int>(V, 0));
+    std::vector<std::vector<Rx>> rx(N, std::vector<Rx>(V));
+    std::vector<std::vector<int>> pout(NPROBE, std::vector<int>(V, 0));
+    std::vector<long> link_flits(NPROBE, 0);
+    Point pt;
+    static uint32_t fl[FLIT_WORDS], pr[PROBE_WORDS];
+    long cycle = 0, last = 0;
+    for (;; cycle++) {
+        if (pt.delivered == M) { pt.drained = 1; break; }
+        if (cycle >= limit) break;
+        for (int n = 0; n < N; n++) {
+            int valid = 0;
+            for (int k = 0; k < FLIT_WORDS; k++) fl[k] = 0;
+            if (head[n] < queue[n].size()) {
+                const long id = queue[n][head[n]];
+                const Msg& m = msgs[id];
+                const int vc = m.dest % V;
+                const bool ready = sent_idx[n] > 0 || m.dep < 0 || arrive[m.dep] >= 0;
+                if (ready && cred[n][vc] > 0) {
+                    const int i = sent_idx[n];
+                    setbits(fl, OFF_PAYLOAD, 32, (uint64_t)id | ((uint64_t)i << 24));
+                    if (PAYLOAD_BITS >= 64) setbits(fl, OFF_PAYLOAD + 32, 32, check_word(n, id, i));
+                    setbits(fl, OFF_VC, W_VC, vc);
+                    setbits(fl, OFF_HEAD, 1, i == 0);
+                    setbits(fl, OFF_TAIL, 1, i == m.flits - 1);
+                    setbits(fl, OFF_DX, W_DX, m.dest % COLS);
+                    setbits(fl, OFF_DY, W_DY, m.dest / COLS);
+                    setbits(fl, OFF_SRC, W_SRC, n);
+                    valid = 1;
+                    cred[n][vc]--;
+                    if (++sent_idx[n] == m.flits) { sent_idx[n] = 0; head[n]++; }
+                } else if (ready) {
+                    pt.credit_stalls++;
+                }
+            }
+            lset(top->in_valid, n, valid);
+            for (int k = 0; k < FLIT_WORDS; k++) lset(top->in_flit, n * FLIT_WORDS + k, fl[k]);
+            uint32_t c = 0;
+            for (int v = 0; v < V; v++) c |= (uint32_t)ret[n][v] << v;
+            lset(top->out_credit, n, c);
+        }
+        top->eval();
+        if (top->overflow) FAIL(pt, "cycle %ld: a router input buffer overflowed", cycle);
+        for (int n = 0; n < N; n++) {
+            const uint32_t cr = lget(top->in_credit, n);
+            for (int v = 0; v < V; v++) if ((cr >> v) & 1)
+                if (++cred[n][v] > D) FAIL(pt, "node %d vc %d: credit overflow at the local input", n, v);
+            if (!lget(top->out_valid, n)) continue;
+            for (int k = 0; k < FLIT_WORDS; k++) fl[k] = lget(top->out_flit, n * FLIT_WORDS + k);
+            const Flit f = decode(fl);
+            if (f.vc >= V || ++occ[n][f.vc] > D) { FAIL(pt, "node %d: flit without credit on vc %d", n, f.vc); continue; }
+            if (f.dest != n) { FAIL(pt, "node %d: flit for node %d", n, f.dest); continue; }
+            if (f.seq >= M || msgs[f.seq].src != f.src || msgs[f.seq].dest != n || f.idx >= msgs[f.seq].flits ||
+                (PAYLOAD_BITS >= 64 && f.chk != check_word(f.src, f.seq, f.idx))) {
+                FAIL(pt, "node %d: corrupt flit (src %d message %ld idx %d)", n, f.src, f.seq, f.idx); continue; }
+            Rx& r = rx[n][f.vc];
+            if (f.head) {
+                if (r.active) FAIL(pt, "node %d vc %d: head of message %ld inside message %ld", n, f.vc, f.seq, r.seq);
+                if (f.idx != 0) FAIL(pt, "node %d: head flag on flit %d", n, f.idx);
+                if (arrive[f.seq] >= 0) FAIL(pt, "node %d: message %ld twice", n, f.seq);
+                r.active = 1; r.src = f.src; r.seq = f.seq; r.idx = 0;
+            } else if (!r.active || r.src != f.src || r.seq != f.seq || f.idx != r.idx) {
+                FAIL(pt, "node %d vc %d: flit %d of message %ld out of place", n, f.vc, f.idx, f.seq);
+            }
+            r.idx = f.idx + 1;
+            if (f.tail != (f.idx == msgs[f.seq].flits - 1)) FAIL(pt, "node %d: tail flag on flit %d", n, f.idx);
+            pt.accepted_flits++;
+            if (f.tail) { r.active = 0; pt.delivered++; arrive[f.seq] = cycle; last = cycle; }
+        }
+#if NOC_PROBES
+        for (int k = 0; k < NPROBE; k++) {
+            for (int j = 0; j < PROBE_WORDS; j++) pr[j] = lget(top->probe, k * PROBE_WORDS + j);
+            const uint32_t cr = (uint32_t)getbits(pr, PROBE_OFF_CREDIT, V);
+            for (int v = 0; v < V; v++) if ((cr >> v) & 1)
+                if (--pout[k][v] < 0) FAIL(pt, "link %d.%d vc %d: a credit for no flit", PROBE_NODE[k], PROBE_DIR[k], v);
+            if (!getbits(pr, 0, 1)) continue;
+            uint32_t w[FLIT_WORDS] = {0};
+            for (int b = 0; b < 32 * FLIT_WORDS && b < PROBE_OFF_CREDIT - PROBE_OFF_FLIT; b += 32) {
+                const int width = PROBE_OFF_CREDIT - PROBE_OFF_FLIT - b < 32 ? PROBE_OFF_CREDIT - PROBE_OFF_FLIT - b : 32;
+                w[b / 32] = (uint32_t)getbits(pr, PROBE_OFF_FLIT + b, width);
+            }
+            const Flit f = decode(w);
+            link_flits[k]++;
+            if (f.vc < V && ++pout[k][f.vc] > D) FAIL(pt, "link %d.%d vc %d: a flit without a credit", PROBE_NODE[k], PROBE_DIR[k], f.vc);
+            if (PROBE_DIR[k] != xy_dir(PROBE_NODE[k], f.dest))
+                FAIL(pt, "message %ld for node %d leaves node %d by port %d, not the XY way", f.seq, f.dest, PROBE_NODE[k], PROBE_DIR[k]);
+        }
+#endif
+        for (int n = 0; n < N; n++) for (int v = 0; v < V; v++) {
+            ret[n][v] = occ[n][v] ? 1 : 0;
+            if (occ[n][v]) occ[n][v]--;
+        }
+        top->clk = 1; top->eval(); top->clk = 0;
+    }
+    if (!pt.drained) FAIL(pt, "%ld of %ld messages arrived within %ld cycles", pt.delivered, M, limit);
+    {
+        pf::Stats s(dir + "/stats.txt");
+        s.put("messages", (long long)M);
+        s.put("delivered", (long long)pt.delivered);
+        s.put("drained", (long long)pt.drained);
+        s.put("cycles", (long long)(pt.drained ? last + 1 : cycle));
+        s.put("accepted_flits", (long long)pt.accepted_flits);
+        s.put("credit_stalls", (long long)pt.credit_stalls);
+        s.put("errors", (long long)pt.errors);
+        s.put("total_errors", (long long)pt.errors);
+        s.put("arrive", arrive);
+        std::vector<long> nodes(PROBE_NODE, PROBE_NODE + NPROBE), dirs(PROBE_DIR, PROBE_DIR + NPROBE);
+        s.put("link_flits", link_flits);
+        s.put("link_node", nodes);
+        s.put("link_dir", dirs);
+    }
+    return pt.errors ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
     Verilated::commandArgs(argc, argv);
     if (argc < 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
     const std::string dir = argv[1];
     const pf::Fields run(dir + "/run.txt");
+    if (run.has("trace")) {
+        Top* top = new Top;
+        const int rc = run_trace(top, dir, run);
+        delete top;
+        return rc;
+    }
     const int L = (int)run.integer("packet_flits"), traffic = (int)run.integer("traffic");
     const long warmup = run.integer("warmup"), measure = run.integer("measure"), drain = run.integer("drain");
     const int check = (int)run.integer("check");
