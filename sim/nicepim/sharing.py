@@ -1,0 +1,677 @@
+"""The Data-Scheduler (Sec. VII): Hamilton-cycle data sharing and the ILP that balances the NoC.
+
+A *sharing set* is a set of PIM-nodes that each hold one part of a piece of
+data and must all end up with the whole of it (Definition 1). With
+Hamilton-cycle sharing the nodes of a set are put on a directed cycle; in each
+of ``N - 1`` steps every node sends the part it received last (its own, in the
+first step) to its successor, so every node sends and receives the same amount.
+The route from a node to its successor is the mesh's XY route, so the cycle
+decides which links each step loads. The ILP of Sec. VII chooses the cycles of
+all the sets that share at the same time so that the busiest router-to-router
+link carries the fewest cycle edges:
+
+* binary ``C[s, a, b]``: node ``b`` follows node ``a`` on the cycle of set ``s``;
+* degree constraints (2): one successor and one predecessor per node;
+* Miller-Tucker-Zemlin subtour elimination (3) with order variables
+  ``U[s, a]`` in ``[1, N - 1]`` for every node but the set's first;
+* the objective: minimize ``z`` with ``sum Ps(a, b, link) C[s, a, b] <= z`` for
+  every link, ``Ps`` being 1 where the XY route from ``a`` to ``b`` uses it.
+
+It is solved with HiGHS (:mod:`highspy`). A time limit bounds the solve on big
+meshes; the solver then starts from a warm start (the TSP cycles improved by a
+local search that flips cycle directions and reverses cycle segments) and the
+remaining optimality gap is reported.
+
+The baselines of Fig. 12: **TSP** puts each set on its minimum-hop Hamilton cycle
+(solved exactly, per set, without looking at the other sets; congruent sets get
+the same cycle, as the same solver returns the same tour for the same instance),
+and **SHP** sends every node's part to every other node of its set along the
+shortest (XY) path, with no forwarding.
+
+Loads are counted in flits: a node's part is ``ceil(8 B / flit_bits)`` flits;
+a Hamilton schedule puts ``(N - 1)`` parts on a link per cycle edge routed
+through it, SHP one part per (source, destination) pair routed through it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...gen.errors import PimforgeError, ToolMissingError
+from ...rtl.noc.flit import EAST, NORTH, SOUTH, WEST
+from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
+
+__all__ = ["METHODS", "Mesh", "Schedule", "SharingError", "hamilton_edges", "link_loads",
+           "schedule", "schedule_ilp", "schedule_shp", "schedule_tsp", "set_shape",
+           "sharing_sets", "valid_cycle"]
+
+METHODS = ("ilp", "tsp", "shp")
+
+
+class SharingError(PimforgeError):
+    """A data-sharing problem that cannot be laid out (mesh, set size, stride)."""
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A ``rows x cols`` mesh with XY routing; node ``y * cols + x`` is at column x, row y.
+
+    A directed router-to-router link is ``(node, direction)`` with the directions of
+    :mod:`pimforge.rtl.noc.flit` (the port it leaves by).
+    """
+
+    rows: int
+    cols: int
+
+    def __post_init__(self):
+        if not (1 <= self.rows <= 64 and 1 <= self.cols <= 64 and self.rows * self.cols >= 2):
+            raise SharingError(f"the mesh must have 1 to 64 rows and columns and at least 2 "
+                               f"nodes, not {self.rows}x{self.cols}")
+
+    @property
+    def nodes(self) -> int:
+        return self.rows * self.cols
+
+    def xy(self, node: int) -> tuple[int, int]:
+        return node % self.cols, node // self.cols
+
+    def hops(self, a: int, b: int) -> int:
+        """Manhattan distance: the links of the XY route."""
+        (ax, ay), (bx, by) = self.xy(a), self.xy(b)
+        return abs(ax - bx) + abs(ay - by)
+
+    def route(self, a: int, b: int) -> list[tuple[int, int]]:
+        """The links of the XY route from *a* to *b* (X first, then Y)."""
+        x, y = self.xy(a)
+        tx, ty = self.xy(b)
+        out = []
+        while x != tx:
+            d = EAST if tx > x else WEST
+            out.append((y * self.cols + x, d))
+            x += 1 if d == EAST else -1
+        while y != ty:
+            d = SOUTH if ty > y else NORTH
+            out.append((y * self.cols + x, d))
+            y += 1 if d == SOUTH else -1
+        return out
+
+    def links(self) -> list[tuple[int, int]]:
+        """Every directed router-to-router link."""
+        out = []
+        for n in range(self.nodes):
+            x, y = self.xy(n)
+            if x + 1 < self.cols:
+                out.append((n, EAST))
+            if x > 0:
+                out.append((n, WEST))
+            if y > 0:
+                out.append((n, NORTH))
+            if y + 1 < self.rows:
+                out.append((n, SOUTH))
+        return out
+
+
+def set_shape(set_size: int, rows: int, cols: int, stride: int) -> tuple[int, int]:
+    """The ``h x w`` grid of a sharing set: ``h w = set_size``, as square as possible,
+    with ``h * stride`` dividing *rows* and ``w * stride`` dividing *cols*."""
+    if set_size < 2:
+        raise SharingError(f"--set-size must be at least 2, not {set_size}")
+    if stride < 1:
+        raise SharingError(f"--stride must be at least 1, not {stride}")
+    shapes = [(h, set_size // h) for h in range(1, set_size + 1) if set_size % h == 0]
+    fits = [(h, w) for h, w in shapes if rows % (h * stride) == 0 and cols % (w * stride) == 0]
+    if not fits:
+        raise SharingError(
+            f"sets of {set_size} nodes at stride {stride} do not tile a {rows}x{cols} mesh: "
+            f"need h x w = {set_size} with h*{stride} dividing {rows} and w*{stride} "
+            f"dividing {cols}")
+    return min(fits, key=lambda hw: (abs(hw[0] - hw[1]), -hw[1]))
+
+
+def sharing_sets(mesh: Mesh, set_size: int, stride: int) -> list[tuple[int, ...]]:
+    """The sharing sets of Fig. 12's layout: ``h x w`` grids of nodes *stride* apart,
+    interleaved (``stride^2`` sets per ``h*stride x w*stride`` block) and tiling the
+    mesh. Each set lists its nodes row by row."""
+    h, w = set_shape(set_size, mesh.rows, mesh.cols, stride)
+    out = []
+    for by in range(0, mesh.rows, h * stride):
+        for bx in range(0, mesh.cols, w * stride):
+            for oy in range(stride):
+                for ox in range(stride):
+                    out.append(tuple((by + oy + stride * i) * mesh.cols + bx + ox + stride * j
+                                     for i in range(h) for j in range(w)))
+    return out
+
+
+def valid_cycle(cycle: Sequence[int], members: Sequence[int]) -> bool:
+    """*cycle* visits every node of *members* exactly once (a Hamilton cycle of the set)."""
+    return len(cycle) == len(members) and sorted(cycle) == sorted(members)
+
+
+def hamilton_edges(cycle: Sequence[int]) -> list[tuple[int, int]]:
+    """The directed edges ``(a, successor of a)`` of a cycle given as its node order."""
+    return [(cycle[i], cycle[(i + 1) % len(cycle)]) for i in range(len(cycle))]
+
+
+def link_loads(mesh: Mesh, pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """Per link, how many of the (source, destination) *pairs* are routed over it."""
+    load: dict[tuple[int, int], int] = {}
+    for a, b in pairs:
+        for lnk in mesh.route(a, b):
+            load[lnk] = load.get(lnk, 0) + 1
+    return load
+
+
+@dataclass
+class Schedule:
+    """A data-sharing schedule and its model figures.
+
+    Attributes
+    ----------
+    method : str
+        ``ilp``, ``tsp`` or ``shp``.
+    mesh : Mesh
+    sets : list of tuple of int
+        The sharing sets.
+    cycles : list of list of int
+        The Hamilton cycle of each set (node order); empty for SHP.
+    part_flits : int
+        Flits of one node's part.
+    edge_load : dict
+        Per link, the cycle edges (Hamilton) or pairs (SHP) routed over it.
+    solve_s : float
+        Seconds to find the schedule (the solver's, for ILP and TSP).
+    packet_flits : int
+        Flits per packet on the network (a part is cut into packets).
+    optimal : bool or None
+        ILP: the solver proved the schedule optimal.
+    gap : float or None
+        ILP: relative gap between the schedule and the solver's lower bound.
+    bound : float or None
+        ILP: the solver's lower bound on the busiest link's cycle edges.
+    """
+
+    method: str
+    mesh: Mesh
+    sets: list[tuple[int, ...]]
+    cycles: list[list[int]]
+    part_flits: int
+    edge_load: dict[tuple[int, int], int]
+    solve_s: float
+    packet_flits: int = 16
+    optimal: bool | None = None
+    gap: float | None = None
+    bound: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def set_size(self) -> int:
+        return len(self.sets[0])
+
+    @property
+    def max_edge_load(self) -> int:
+        """Cycle edges (Hamilton) or pairs (SHP) on the busiest link."""
+        return max(self.edge_load.values(), default=0)
+
+    @property
+    def parts_per_edge(self) -> int:
+        """Parts a cycle edge (Hamilton: one per step) or a pair (SHP: one) carries."""
+        return 1 if self.method == "shp" else self.set_size - 1
+
+    @property
+    def link_flits(self) -> dict[tuple[int, int], int]:
+        """Flits each link carries over the whole sharing."""
+        k = self.parts_per_edge * self.part_flits
+        return {lnk: v * k for lnk, v in self.edge_load.items()}
+
+    @property
+    def max_link_load(self) -> int:
+        """Flits on the busiest router-to-router link."""
+        return self.max_edge_load * self.parts_per_edge * self.part_flits
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """The (source, destination) transfers: cycle edges, or every ordered pair (SHP)."""
+        if self.method == "shp":
+            return [(a, b) for s in self.sets for a in s for b in s if a != b]
+        return [e for c in self.cycles for e in hamilton_edges(c)]
+
+    @property
+    def max_hops(self) -> int:
+        return max(self.mesh.hops(a, b) for a, b in self.pairs())
+
+    @property
+    def part_cycles(self) -> int:
+        """Cycles a link is busy with one part: a flit per cycle, and one more cycle per
+        packet (a head flit spends ``HEAD_CYCLES_PER_HOP`` = 2 cycles in a router)."""
+        packets = -(-self.part_flits // self.packet_flits)
+        return self.part_flits + packets * (HEAD_CYCLES_PER_HOP - 1)
+
+    @property
+    def latency_cycles(self) -> int:
+        """Model of the sharing's duration in router cycles.
+
+        Hamilton: ``N - 1`` steps; a node sends its step-``t`` part once the part of
+        step ``t - 1`` has arrived from its predecessor (and its previous part has
+        left). A part crosses the route to the successor in ``l x``
+        :attr:`part_cycles` (``l``: the most cycle edges on a link of the route,
+        which share it) plus the pipeline ``HEAD_CYCLES_PER_HOP (H + 1) - 1`` of
+        its ``H`` hops. The duration is the last arrival of step ``N - 1``.
+        SHP: every part leaves at once, so this is a lower bound: the busiest of
+        the router links and of each node's injection and ejection port (``N - 1``
+        parts) plus the longest pipeline; the RTL adds the head-of-line blocking of
+        wormhole packets of many flows on few VCs.
+        """
+        pc = self.part_cycles
+
+        def pipe(h: int) -> int:
+            return HEAD_CYCLES_PER_HOP * (h + 1) - 1
+
+        if self.method == "shp":
+            return max(self.max_edge_load, self.set_size - 1) * pc + pipe(self.max_hops)
+        cost = {}
+        for a, b in self.pairs():
+            share = max(self.edge_load[lnk] for lnk in self.mesh.route(a, b))
+            cost[a] = (b, share * pc + pipe(self.mesh.hops(a, b)))
+        arrive = dict.fromkeys(cost, 0)
+        start = dict.fromkeys(cost, -pc)
+        for _ in range(self.set_size - 1):
+            nxt = {}
+            for a, (b, t) in cost.items():
+                start[a] = max(arrive[a], start[a] + pc)
+                nxt[b] = start[a] + t
+            arrive = nxt
+        return max(arrive.values())
+
+    def to_json(self) -> dict:
+        loads = sorted(self.edge_load.values())
+        return {
+            "method": self.method, "mesh": f"{self.mesh.rows}x{self.mesh.cols}",
+            "set_size": self.set_size, "sets": len(self.sets), "part_flits": self.part_flits,
+            "packet_flits": self.packet_flits,
+            "max_link_load": self.max_link_load, "max_edge_load": self.max_edge_load,
+            "latency_cycles": self.latency_cycles, "solve_s": round(self.solve_s, 4),
+            "optimal": self.optimal, "gap": self.gap, "bound": self.bound,
+            "total_link_flits": sum(loads) * self.parts_per_edge * self.part_flits,
+            "links_used": len(loads), "max_hops": self.max_hops,
+            "set_nodes": [list(s) for s in self.sets],
+            "cycles": self.cycles,
+            "notes": self.notes,
+        }
+
+
+def _part_flits(nbytes: int, flit_bits: int) -> int:
+    if nbytes < 1:
+        raise SharingError(f"--bytes must be at least 1, not {nbytes}")
+    if flit_bits < 8 or flit_bits % 8:
+        raise SharingError(f"flit bits must be a multiple of 8, not {flit_bits}")
+    return -(-nbytes * 8 // flit_bits)
+
+
+# ---- the MTZ model ---------------------------------------------------------------------------
+
+def _highs():
+    """A silent HiGHS instance (its constructor prints a banner on the first call: the
+    banner goes to the null device, as the solver's log does)."""
+    try:
+        import highspy
+    except ImportError:
+        raise ToolMissingError("the ILP needs HiGHS: pip install highspy") from None
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.silent()
+    return highspy, h
+
+
+class _Model:
+    """Column and row bookkeeping for HiGHS: add variables, rows of (index, coefficient)."""
+
+    def __init__(self):
+        self.highspy, self.h = _highs()
+        self.cost: list[float] = []
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+        self.integer: list[int] = []
+        self.rows: list[tuple[float, float, list[int], list[float]]] = []
+
+    def var(self, lo: float, hi: float, cost: float = 0.0, integer: bool = True) -> int:
+        self.cost.append(cost)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        if integer:
+            self.integer.append(len(self.cost) - 1)
+        return len(self.cost) - 1
+
+    def row(self, lo: float, hi: float, idx: list[int], val: list[float]) -> None:
+        self.rows.append((lo, hi, idx, val))
+
+    def solve(self, *, time_limit: float | None, start: dict[int, float] | None = None,
+              seed: int = 0) -> tuple[np.ndarray | None, dict]:
+        h, hs = self.h, self.highspy
+        n = len(self.cost)
+        h.addCols(n, np.array(self.cost), np.array(self.lo), np.array(self.hi), 0,
+                  np.zeros(n, np.int32), np.zeros(0, np.int32), np.zeros(0))
+        starts, idx, val = [], [], []
+        for _, _, i, v in self.rows:
+            starts.append(len(idx))
+            idx += i
+            val += v
+        h.addRows(len(self.rows), np.array([r[0] for r in self.rows]),
+                  np.array([r[1] for r in self.rows]), len(idx), np.array(starts, np.int32),
+                  np.array(idx, np.int32), np.array(val, np.float64))
+        ints = np.array(self.integer, np.int32)
+        h.changeColsIntegrality(len(ints), ints,
+                                np.full(len(ints), hs.HighsVarType.kInteger))
+        h.setOptionValue("random_seed", seed)
+        h.setOptionValue("threads", 1)
+        if time_limit is not None:
+            h.setOptionValue("time_limit", float(time_limit))
+        if start:
+            k = np.array(sorted(start), np.int32)
+            h.setSolution(len(k), k, np.array([start[i] for i in k], np.float64))
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        has = info.primal_solution_status == hs.kSolutionStatusFeasible
+        x = np.array(h.getSolution().col_value) if has else None
+        return x, {"optimal": status == hs.HighsModelStatus.kOptimal,
+                   "status": h.modelStatusToString(status),
+                   "objective": info.objective_function_value if has else None,
+                   "bound": info.mip_dual_bound, "gap": info.mip_gap}
+
+
+def _cycle_vars(m: _Model, members: Sequence[int]) -> tuple[dict, dict]:
+    """Binary successor variables, the MTZ order variables and the constraints (2), (3)
+    of one set; the first node of *members* is the cycle's root."""
+    N = len(members)
+    x = {(a, b): m.var(0, 1) for a in range(N) for b in range(N) if a != b}
+    u = {a: m.var(1, N - 1) for a in range(1, N)}
+    for a in range(N):
+        m.row(1, 1, [x[a, b] for b in range(N) if b != a], [1.0] * (N - 1))
+        m.row(1, 1, [x[b, a] for b in range(N) if b != a], [1.0] * (N - 1))
+    if N > 2:
+        for a, b in itertools.combinations(range(N), 2):
+            m.row(-math.inf, 1, [x[a, b], x[b, a]], [1.0, 1.0])
+        for a in range(1, N):
+            for b in range(1, N):
+                if a != b:
+                    m.row(-math.inf, N - 2, [u[a], u[b], x[a, b]], [1.0, -1.0, N - 1.0])
+    return x, u
+
+
+def _read_cycle(sol: np.ndarray, x: dict, members: Sequence[int]) -> list[int]:
+    succ = {a: b for (a, b), i in x.items() if sol[i] > 0.5}
+    order, a = [], 0
+    for _ in range(len(members)):
+        order.append(members[a])
+        a = succ[a]
+    if a != 0 or len(set(order)) != len(members):
+        raise RuntimeError("the solver's successor variables do not form one cycle")
+    return order
+
+
+def _start_values(x: dict, u: dict, members: Sequence[int], cycle: Sequence[int]) -> dict:
+    pos = {n: i for i, n in enumerate(members)}
+    order = [pos[n] for n in cycle]
+    r = order.index(0)
+    order = order[r:] + order[:r]
+    vals = {i: 0.0 for i in x.values()}
+    for a, b in hamilton_edges(order):
+        vals[x[a, b]] = 1.0
+    for k, a in enumerate(order[1:], 1):
+        vals[u[a]] = float(k)
+    return vals
+
+
+# ---- TSP: the minimum-hop Hamilton cycle of each set -------------------------------------------
+
+def _min_hop_cycle(mesh: Mesh, members: Sequence[int], seed: int) -> tuple[list[int], dict]:
+    N = len(members)
+    if N == 2:
+        return list(members), {"optimal": True}
+    m = _Model()
+    x, _ = _cycle_vars(m, members)
+    for (a, b), i in x.items():
+        m.cost[i] = mesh.hops(members[a], members[b])
+    sol, info = m.solve(time_limit=None, seed=seed)
+    if sol is None or not info["optimal"]:
+        raise RuntimeError(f"HiGHS found no minimum-hop cycle: {info['status']}")
+    return _read_cycle(sol, x, members), info
+
+
+def schedule_tsp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
+                 seed: int = 0) -> Schedule:
+    """Each set on its own minimum-hop Hamilton cycle (the TSP baseline of Fig. 12)."""
+    t0 = time.perf_counter()
+    cache: dict[tuple, list[int]] = {}
+    cycles = []
+    for s in sets:
+        # the instance relative to the set's first node: congruent sets are one instance
+        x0, y0 = mesh.xy(s[0])
+        key = tuple((mesh.xy(n)[0] - x0, mesh.xy(n)[1] - y0) for n in s)
+        if key not in cache:
+            cyc, _ = _min_hop_cycle(mesh, s, seed)
+            cache[key] = [s.index(n) for n in cyc]
+        cycles.append([s[i] for i in cache[key]])
+    loads = link_loads(mesh, [e for c in cycles for e in hamilton_edges(c)])
+    return Schedule("tsp", mesh, sets, cycles, part_flits, loads, time.perf_counter() - t0,
+                    notes=[f"{len(cache)} distinct set geometries solved"])
+
+
+# ---- SHP: shortest paths from every node to every other -----------------------------------------
+
+def schedule_shp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int) -> Schedule:
+    """Every node's part to every other node of its set along the XY route (Fig. 12's SHP)."""
+    t0 = time.perf_counter()
+    loads = link_loads(mesh, [(a, b) for s in sets for a in s for b in s if a != b])
+    return Schedule("shp", mesh, sets, [], part_flits, loads, time.perf_counter() - t0)
+
+
+# ---- the local search used as the ILP's warm start -----------------------------------------
+
+def _improve(mesh: Mesh, cycles: list[list[int]], rng: random.Random,
+             passes: int = 4) -> list[list[int]]:
+    """Lower ``(max load, sum of squared loads)`` by reversing cycles and cycle segments
+    (directed 2-opt), one set at a time; a heuristic, not a proof."""
+    cycles = [list(c) for c in cycles]
+    routes: dict[tuple[int, int], list] = {}
+
+    def route(a: int, b: int) -> list:
+        if (a, b) not in routes:
+            routes[a, b] = mesh.route(a, b)
+        return routes[a, b]
+
+    load: dict = {}
+    for c in cycles:
+        for a, b in hamilton_edges(c):
+            for lnk in route(a, b):
+                load[lnk] = load.get(lnk, 0) + 1
+
+    def add(c: list[int], sign: int) -> None:
+        for a, b in hamilton_edges(c):
+            for lnk in route(a, b):
+                load[lnk] = load.get(lnk, 0) + sign
+
+    def cost() -> tuple[int, int]:
+        vals = load.values()
+        return max(vals, default=0), sum(v * v for v in vals)
+
+    best = cost()
+    for _ in range(passes):
+        improved = False
+        order = list(range(len(cycles)))
+        rng.shuffle(order)
+        for si in order:
+            c = cycles[si]
+            N = len(c)
+            cands = [c[::-1]] + [c[:i] + c[i:j][::-1] + c[j:]
+                                 for i in range(1, N - 1) for j in range(i + 2, N + 1)]
+            add(c, -1)
+            for cand in cands:
+                add(cand, +1)
+                k = cost()
+                if k < best:
+                    best, c, improved = k, cand, True
+                    add(cand, -1)
+                    continue
+                add(cand, -1)
+            add(c, +1)
+            cycles[si] = c
+        if not improved:
+            break
+    return cycles
+
+
+# ---- the ILP ------------------------------------------------------------------------------------
+
+def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
+                 time_limit: float | None = 60.0, seed: int = 0,
+                 warm_start: bool = True) -> Schedule:
+    """The cycles of all sets at once, minimizing the busiest link's cycle edges (Sec. VII).
+
+    With *warm_start* the solver starts from the TSP cycles improved by
+    :func:`_improve`; if the time limit stops it, the best schedule found is
+    returned with ``optimal = False`` and the gap to the solver's bound.
+    """
+    t0 = time.perf_counter()
+    notes = []
+    m = _Model()
+    z = m.var(0, math.inf, cost=1.0)
+    xs, us = [], []
+    on_link: dict[tuple[int, int], list[int]] = {}
+    for s in sets:
+        x, u = _cycle_vars(m, s)
+        xs.append(x)
+        us.append(u)
+        for (a, b), i in x.items():
+            for lnk in mesh.route(s[a], s[b]):
+                on_link.setdefault(lnk, []).append(i)
+    for lnk in sorted(on_link):
+        idx = on_link[lnk]
+        m.row(-math.inf, 0, idx + [z], [1.0] * len(idx) + [-1.0])
+    start = None
+    if warm_start:
+        tsp = schedule_tsp(mesh, sets, part_flits, seed=seed)
+        cyc = _improve(mesh, tsp.cycles, random.Random(seed))
+        start = {}
+        for s, x, u, c in zip(sets, xs, us, cyc, strict=True):
+            start |= _start_values(x, u, s, c)
+        start[z] = float(max(link_loads(mesh, [e for c in cyc for e in hamilton_edges(c)])
+                             .values()))
+        notes.append(f"warm start: TSP cycles after local search, max edge load "
+                     f"{int(start[z])} (TSP {tsp.max_edge_load})")
+    sol, info = m.solve(time_limit=time_limit, start=start, seed=seed)
+    if sol is None:
+        raise SharingError(f"HiGHS found no schedule within --time-limit {time_limit} s "
+                           f"({info['status']}); give it more time")
+    cycles = [_read_cycle(sol, x, s) for s, x in zip(sets, xs, strict=True)]
+    loads = link_loads(mesh, [e for c in cycles for e in hamilton_edges(c)])
+    best = max(loads.values())
+    bound = max(info["bound"], 0.0)
+    # the loads are integers: a bound within 1 of the schedule proves it optimal
+    optimal = bool(info["optimal"]) or math.ceil(bound - 1e-6) >= best
+    gap = 0.0 if optimal else (best - bound) / best
+    notes.append(f"HiGHS: {info['status']}")
+    return Schedule("ilp", mesh, sets, cycles, part_flits, loads, time.perf_counter() - t0,
+                    optimal=optimal, gap=gap, bound=bound, notes=notes)
+
+
+def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
+             flit_bits: int, *, packet_flits: int = 16, time_limit: float | None = 60.0,
+             seed: int = 0) -> Schedule:
+    """The schedule of *method* for Fig. 12's layout: sets of *set_size* nodes, *stride*
+    apart, each node sharing *nbytes* in packets of *packet_flits* flits."""
+    if method not in METHODS:
+        raise SharingError(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    if packet_flits < 1:
+        raise SharingError(f"--packet-flits must be at least 1, not {packet_flits}")
+    F = _part_flits(nbytes, flit_bits)
+    sets = sharing_sets(mesh, set_size, stride)
+    if method == "shp":
+        sched = schedule_shp(mesh, sets, F)
+    elif method == "tsp":
+        sched = schedule_tsp(mesh, sets, F, seed=seed)
+    else:
+        sched = schedule_ilp(mesh, sets, F, time_limit=time_limit, seed=seed)
+    sched.packet_flits = packet_flits
+    return sched
+
+
+# ---- the schedule as NoC traffic, run on the mesh RTL ------------------------------------------
+
+def messages(sched: Schedule) -> list[tuple[int, int, int, int]]:
+    """The schedule as packets ``(src, dest, flits, dep)`` for the NoC driver's trace mode.
+
+    A node's part is cut into packets of at most ``packet_flits`` flits. Hamilton: in
+    step ``t`` every node sends a part to its successor; the first packet of its
+    step ``t`` waits for the last packet of the part its predecessor sent it in step
+    ``t - 1`` (a node forwards what it has received). SHP: every node sends its part
+    to every other node of its set at once, one packet per destination in turn.
+    """
+    F, packet_flits = sched.part_flits, sched.packet_flits
+    sizes = [packet_flits] * (F // packet_flits) + ([F % packet_flits] if F % packet_flits
+                                                     else [])
+    out: list[tuple[int, int, int, int]] = []
+    if sched.method == "shp":
+        for s in sched.sets:
+            for a in s:
+                dests = [b for b in s if b != a]
+                for size in sizes:
+                    out += [(a, b, size, -1) for b in dests]
+        return out
+    pred = {b: a for c in sched.cycles for a, b in hamilton_edges(c)}
+    succ = {a: b for c in sched.cycles for a, b in hamilton_edges(c)}
+    last_in: dict[int, int] = {}         # node -> id of the last packet it received
+    for _ in range(sched.set_size - 1):
+        step_last: dict[int, int] = {}
+        for c in sched.cycles:
+            for a in c:
+                dep = last_in.get(a, -1) if a in pred else -1
+                for i, size in enumerate(sizes):
+                    out.append((a, succ[a], size, dep if i == 0 else -1))
+                step_last[succ[a]] = len(out) - 1
+        last_in = step_last
+    return out
+
+
+def run_rtl(sched: Schedule, cfg, *, exe=None) -> dict:
+    """Run *sched* on the mesh RTL (*cfg*'s ``noc`` with the schedule's mesh size);
+    the measured cycles beside the model's, and the busiest link's flits as counted
+    by the driver's probes on every router-to-router link.
+
+    Raises
+    ------
+    SimulationError
+        If the network loses, corrupts or misroutes a packet, or does not finish
+        within twenty times the model's latency.
+    """
+    from dataclasses import replace
+
+    from .. import noc
+
+    n = cfg.noc
+    if (n.rows, n.cols) != (sched.mesh.rows, sched.mesh.cols):
+        cfg = cfg.replace(noc=replace(n, rows=sched.mesh.rows, cols=sched.mesh.cols))
+    msgs = messages(sched)
+    r = noc.run_trace(cfg, msgs, limit=20 * sched.latency_cycles + 10_000, exe=exe)
+    measured = max(r["link_flits"].values(), default=0)
+    return {"rtl_cycles": r["cycles"], "model_cycles": sched.latency_cycles,
+            "rtl_over_model": r["cycles"] / sched.latency_cycles,
+            "rtl_max_link_flits": measured, "packets": r["messages"],
+            "packet_flits": sched.packet_flits, "link_flits": r["link_flits"],
+            "vcs": cfg.noc.vcs, "buffer_depth": cfg.noc.buffer_depth}
