@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,10 @@ def test_usage_errors(tmp_path, capsys):
     assert "--out DIR is required" in capsys.readouterr().err
     assert main(["sweep", str(spec), "--executor", "slurm", "--out", str(tmp_path / "o")]) == 2
     assert "needs --workers N" in capsys.readouterr().err
+    if shutil.which("sbatch") is None:       # not on a Slurm login node: said up front
+        assert main(["sweep", str(spec), "--executor", "slurm", "--workers", "2",
+                     "--out", str(tmp_path / "o")]) == 2
+        assert "submits jobs with sbatch, which is not on PATH" in capsys.readouterr().err
 
 
 def test_grid_zip_and_prepare_groups(tmp_path):

@@ -31,6 +31,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -158,6 +159,10 @@ def _client(executor: str, workers: int | None, job_cores: int | None,
         import dask
         import dask_jobqueue
 
+        submit = {"slurm": "sbatch", "pbs": "qsub"}[executor]
+        if shutil.which(submit) is None:
+            raise ExecutorError(f"--executor {executor} submits jobs with {submit}, which is "
+                                "not on PATH here: run the sweep on the cluster's login node")
         cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[executor]
         kw: dict[str, Any] = {"processes": 1}
         cores = job_cores or dask.config.get(f"jobqueue.{executor}.cores", None) or 1
@@ -456,9 +461,8 @@ def _run_points(spec, todo, points_dir, runner, records, outcome, executor, work
     try:
         client.subscribe_topic(TOPIC, progress.event)
         nworkers = len(client.scheduler_info(n_workers=-1)["workers"])
-        log(f"executor {executor}: {nworkers} workers" + (f", {workers} jobs requested"
-                                                          if executor in ("slurm", "pbs")
-                                                          else ""))
+        jobs = f", {workers} jobs requested" if executor in ("slurm", "pbs") else ""
+        log(f"executor {executor}: {nworkers} worker{'s' * (nworkers != 1)}{jobs}")
         prepared = {}
         for g, pts in groups.items():
             prepared[g] = client.submit(_task, f"prepare:{g}", runner.prepare, wl,
