@@ -484,33 +484,51 @@ def schedule_shp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int) -> Sc
 
 # ---- the local search used as the ILP's warm start -----------------------------------------
 
+def _moves(c: list[int]) -> list[list[int]]:
+    """Neighbours of a directed cycle: reversed, a segment reversed (2-opt), a node moved
+    elsewhere (or-opt), two nodes swapped."""
+    N = len(c)
+    out = [c[::-1]]
+    out += [c[:i] + c[i:j][::-1] + c[j:] for i in range(1, N - 1) for j in range(i + 2, N + 1)]
+    for i in range(1, N):
+        rest = c[:i] + c[i + 1:]
+        out += [rest[:j] + [c[i]] + rest[j:] for j in range(1, N) if j != i]
+    for i, j in itertools.combinations(range(1, N), 2):
+        d = list(c)
+        d[i], d[j] = d[j], d[i]
+        out.append(d)
+    return out
+
+
 def _improve(mesh: Mesh, cycles: list[list[int]], rng: random.Random,
-             passes: int = 4) -> list[list[int]]:
-    """Lower ``(max load, sum of squared loads)`` by reversing cycles and cycle segments
-    (directed 2-opt), one set at a time; a heuristic, not a proof."""
+             passes: int = 8) -> list[list[int]]:
+    """Lower ``(max load, links at the max, sum of squared loads)`` by local moves of
+    one set's cycle at a time (:func:`_moves`), first improvement, sets in random
+    order; a heuristic, not a proof (the ILP's warm start)."""
     cycles = [list(c) for c in cycles]
     routes: dict[tuple[int, int], list] = {}
-
-    def route(a: int, b: int) -> list:
-        if (a, b) not in routes:
-            routes[a, b] = mesh.route(a, b)
-        return routes[a, b]
-
     load: dict = {}
-    for c in cycles:
-        for a, b in hamilton_edges(c):
-            for lnk in route(a, b):
-                load[lnk] = load.get(lnk, 0) + 1
+    hist: dict[int, int] = {}            # load value -> links with that load
+    state = [0]                          # sum of squared loads
 
     def add(c: list[int], sign: int) -> None:
-        for a, b in hamilton_edges(c):
-            for lnk in route(a, b):
-                load[lnk] = load.get(lnk, 0) + sign
+        for e in hamilton_edges(c):
+            r = routes.get(e)
+            if r is None:
+                r = routes[e] = mesh.route(*e)
+            for lnk in r:
+                v = load.get(lnk, 0)
+                hist[v] = hist.get(v, 0) - 1
+                load[lnk] = v + sign
+                hist[v + sign] = hist.get(v + sign, 0) + 1
+                state[0] += (v + sign) ** 2 - v * v
 
-    def cost() -> tuple[int, int]:
-        vals = load.values()
-        return max(vals, default=0), sum(v * v for v in vals)
+    def cost() -> tuple[int, int, int]:
+        top = max((v for v, n in hist.items() if n > 0 and v > 0), default=0)
+        return top, hist.get(top, 0), state[0]
 
+    for c in cycles:
+        add(c, +1)
     best = cost()
     for _ in range(passes):
         improved = False
@@ -518,18 +536,14 @@ def _improve(mesh: Mesh, cycles: list[list[int]], rng: random.Random,
         rng.shuffle(order)
         for si in order:
             c = cycles[si]
-            N = len(c)
-            cands = [c[::-1]] + [c[:i] + c[i:j][::-1] + c[j:]
-                                 for i in range(1, N - 1) for j in range(i + 2, N + 1)]
             add(c, -1)
-            for cand in cands:
+            for cand in _moves(c):
                 add(cand, +1)
                 k = cost()
+                add(cand, -1)
                 if k < best:
                     best, c, improved = k, cand, True
-                    add(cand, -1)
-                    continue
-                add(cand, -1)
+                    break
             add(c, +1)
             cycles[si] = c
         if not improved:
