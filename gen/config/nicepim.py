@@ -74,6 +74,9 @@ class NicePIMConfig:
         DRAM timing in ns.
     page_policy, scheduler : str
         The node's bank controller: ``"open"``/``"close"``; ``"fcfs"``/``"frfcfs"``.
+    dram_queue : int
+        Requests the bank controller queues (the DMA and a ``SEND`` keep one read in
+        flight each, the network's writes stream).
     task_entries : int
         Tasks in a node controller's task list.
     noc_vcs, noc_buffer_depth, noc_packet_flits : int
@@ -99,8 +102,9 @@ class NicePIMConfig:
     timing: NicePIMTimingNs = field(default_factory=NicePIMTimingNs)
     page_policy: str = "open"
     scheduler: str = "frfcfs"
+    dram_queue: int = 4
     task_entries: int = 64
-    noc_vcs: int = 2
+    noc_vcs: int = 1
     noc_buffer_depth: int = 4
     noc_packet_flits: int = 4
     dram_pj_per_bit: float = 0.88
@@ -135,6 +139,7 @@ class NicePIMConfig:
         check_pow2("nicepim.bank_bytes", self.bank_bytes, self.row_bytes * 2, 1 << 30)
         check_choice("nicepim.page_policy", self.page_policy, PAGE_POLICIES)
         check_choice("nicepim.scheduler", self.scheduler, SCHEDULERS)
+        check_int("nicepim.dram_queue", self.dram_queue, 2, 64)
         check_pow2("nicepim.task_entries", self.task_entries, 4, 4096)
         check_int("nicepim.noc_vcs", self.noc_vcs, 1, 8)
         check_int("nicepim.noc_buffer_depth", self.noc_buffer_depth, 2, 64)

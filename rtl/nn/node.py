@@ -115,7 +115,7 @@ class PIMNode(wiring.Component):
 
     def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
                  obuf_lines: int, task_entries: int, timing: Timing, rows: int, columns: int,
-                 word_bytes: int, queue_depth: int = 8, scheduler: str = "frfcfs",
+                 word_bytes: int, queue_depth: int = 4, scheduler: str = "frfcfs",
                  page_policy: str = "open", link: NoCLink.Signature, depth: int,
                  packet_flits: int):
         check_int("word_bytes", word_bytes, 8, 256)
@@ -225,7 +225,8 @@ def node_kwargs(cfg) -> dict:
         pe_rows=n.pe_rows, pe_cols=n.pe_cols, ibuf_lines=n.ibuf_lines,
         wbuf_lines=n.wbuf_lines, obuf_lines=n.obuf_lines, task_entries=n.task_entries,
         timing=resolve_timing(n.timing, n.tck_ns), rows=n.rows, columns=n.row_words,
-        word_bytes=n.word_bytes, scheduler=n.scheduler, page_policy=n.page_policy,
+        word_bytes=n.word_bytes, queue_depth=n.dram_queue, scheduler=n.scheduler,
+        page_policy=n.page_policy,
         link=NoCLink.Signature(rows=n.na_rows, cols=n.na_cols, vcs=n.noc_vcs,
                                flit_bits=n.flit_bits),
         depth=n.noc_buffer_depth, packet_flits=n.noc_packet_flits)

@@ -6,6 +6,7 @@ from amaranth.hdl import Cat, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..hierarchy import Leaf, leaf_name
 from ..params import check_int
 from .params import DATA_BITS, PSUM_BITS
 
@@ -56,33 +57,27 @@ class PEArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         R, C, D, P = self.rows, self.cols, DATA_BITS, PSUM_BITS
-        w = [[Signal(signed(D), name=f"w_{r}_{c}") for c in range(C)] for r in range(R)]
-        for r in range(R):
-            with m.If(self.w_we & (self.w_row == r)):
-                m.d.sync += [w[r][c].eq(self.w_data[c * D:(c + 1) * D]) for c in range(C)]
-        # Row r's input, delayed r cycles (the skew).
-        xin = []
-        for r in range(R):
-            s = self.x[r * D:(r + 1) * D].as_signed()
+        # Every row is the same Verilog module (a 32 x 32 array is one row of 32 PEs
+        # instantiated 32 times, not 1024 PEs flattened).
+        rows = [Leaf(leaf_name("nn_pe_row", f"c{C}"), lambda: PERow(cols=C)) for _ in range(R)]
+        for r, row in enumerate(rows):
+            m.submodules[f"row{r}"] = row
+            # Row r's input, delayed r cycles (the skew).
+            s = self.x[r * D:(r + 1) * D]
             for k in range(r):
-                d = Signal(signed(D), name=f"skew_{r}_{k}")
+                d = Signal(D, name=f"skew_{r}_{k}")
                 m.d.sync += d.eq(s)
                 s = d
-            xin.append(s)
-        # x moves right, partial sums move down; both registered in every PE.
-        xo = [[Signal(signed(D), name=f"x_{r}_{c}") for c in range(C)] for r in range(R)]
-        po = [[Signal(signed(P), name=f"p_{r}_{c}") for c in range(C)] for r in range(R)]
-        for r in range(R):
-            for c in range(C):
-                xi = xin[r] if c == 0 else xo[r][c - 1]
-                pi = 0 if r == 0 else po[r - 1][c]
-                m.d.sync += [xo[r][c].eq(xi), po[r][c].eq(pi + w[r][c] * xi)]
+            m.d.comb += [row.w_we.eq(self.w_we & (self.w_row == r)),
+                         row.w_data.eq(self.w_data), row.x.eq(s),
+                         row.p_in.eq(0 if r == 0 else rows[r - 1].p_out)]
         # Column c is ready rows + c cycles after its vector: delay it cols - 1 - c more.
         outs = []
+        last = rows[-1].p_out
         for c in range(C):
-            s = po[R - 1][c]
+            s = last[c * P:(c + 1) * P]
             for k in range(C - 1 - c):
-                d = Signal(signed(P), name=f"deskew_{c}_{k}")
+                d = Signal(P, name=f"deskew_{c}_{k}")
                 m.d.sync += d.eq(s)
                 s = d
             outs.append(s)
@@ -93,6 +88,50 @@ class PEArray(wiring.Component):
             m.d.sync += d.eq(v)
             v = d
         m.d.comb += self.y_valid.eq(v)
+        return m
+
+
+class PERow(wiring.Component):
+    """One row of the array: ``cols`` PEs sharing an input channel.
+
+    PE ``c`` keeps its weight, passes its input right and its partial sum down, both
+    registered: ``p_out[c] <= p_in[c] + w[c] * x_c`` where ``x_c`` is the row's input
+    ``c`` cycles late.
+
+    Parameters
+    ----------
+    cols : int
+        PEs in the row.
+
+    Attributes
+    ----------
+    w_we, w_data : In(1), In(cols * 16)
+        Load the row's weights.
+    x : In(16)
+        The row's input (signed).
+    p_in, p_out : In(cols * 32), Out(cols * 32)
+        Partial sums from the row above, to the row below.
+    """
+
+    def __init__(self, *, cols: int):
+        check_int("cols", cols, 1, 256)
+        self.cols = cols
+        super().__init__({"w_we": In(1), "w_data": In(cols * DATA_BITS), "x": In(DATA_BITS),
+                          "p_in": In(cols * PSUM_BITS), "p_out": Out(cols * PSUM_BITS)})
+
+    def elaborate(self, platform):
+        m = Module()
+        C, D, P = self.cols, DATA_BITS, PSUM_BITS
+        xi = self.x.as_signed()
+        for c in range(C):
+            w = Signal(signed(D), name=f"w_{c}")
+            with m.If(self.w_we):
+                m.d.sync += w.eq(self.w_data[c * D:(c + 1) * D])
+            xo = Signal(signed(D), name=f"x_{c}")
+            po = self.p_out[c * P:(c + 1) * P]
+            pi = self.p_in[c * P:(c + 1) * P].as_signed()
+            m.d.sync += [xo.eq(xi), po.eq(pi + w * xi)]
+            xi = xo
         return m
 
 

@@ -99,8 +99,9 @@ class DataShare(wiring.Component):
         word = Signal(2 * B)
         m.d.comb += [resp.ready.eq(1), *addr(rd, t.base + k)]
         out = self.send.payload
-        m.d.comb += [out.dest_x.eq(t.node[:4]), out.dest_y.eq(t.node[4:8]),
-                     out.flits.eq(MESSAGE_FLITS), out.data.eq(Cat((t.dest + k)[:B], word))]
+        head = Signal(B)        # the address flit, exactly one flit wide
+        m.d.comb += [head.eq(t.dest + k), out.dest_x.eq(t.node[:4]), out.dest_y.eq(t.node[4:8]),
+                     out.flits.eq(MESSAGE_FLITS), out.data.eq(Cat(head, word))]
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):

@@ -1,0 +1,239 @@
+"""The NicePIM array (2x2 ``nicepim_small``) on Verilator with the native driver: conv and
+matmul tiles bit-exact against numpy int64 in every DRAM layout, data sharing between
+nodes, the engine's cycle formula against the RTL, counters that add up, and a whole
+convolution layer partitioned over the four nodes with its data shared over the NoC.
+
+One Verilator build of the array serves every test of this module."""
+
+import logging
+import os
+import random
+
+import numpy as np
+import pytest
+
+from pimforge.gen.config import ConfigError, load_config
+from pimforge.gen.errors import CapacityError
+from pimforge.rtl.nn.params import Layout, Op
+from pimforge.sim.nicepim.rtl_run import (
+    WORD_FLITS,
+    build_array_driver,
+    conv_tasks,
+    link_names,
+    place_tensor,
+    read_tensor,
+    run_array,
+    send_tasks,
+    task,
+    tensor_words,
+)
+from pimforge.verif.models.nicepim import conv2d, matmul, tile_cycles, wrap32
+
+log = logging.getLogger(__name__)
+SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
+END = task(Op.END)
+
+# DRAM regions (element addresses) of the tests' tensors.
+X_BASE, W_BASE, O_BASE = 0, 16 * 1024, 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config("nicepim_small")
+
+
+@pytest.fixture(scope="module")
+def exe(cfg):
+    return build_array_driver(cfg)
+
+
+def check_counters(cfg, run, tiles_per_node):
+    """Every node's counters add up; the engine's busy cycles follow the tile formula."""
+    p = run.perf
+    n = cfg.nicepim
+    for k in range(n.nodes):
+        units = p["eng_busy"][k] + p["dma_busy"][k] + p["share_busy"][k]
+        assert p["cycles"][k] == p["overhead"][k] + p["waiting"][k] + units, k
+        assert p["dram_rd"][k] == p["dma_rd"][k] + p["sent"][k], k
+        assert p["dram_wr"][k] == p["dma_wr"][k] + p["received"][k], k
+        assert p["flits_out"][k] == WORD_FLITS * p["sent"][k], k
+        assert p["flits_in"][k] == WORD_FLITS * p["received"][k], k
+        assert p["dma_stall"][k] <= p["dma_busy"][k] and p["eng_stream"][k] <= p["eng_busy"][k]
+        assert p["dram_act"][k] >= p["dram_pre"][k] >= p["dram_act"][k] - 1, k
+        tiles = tiles_per_node.get(k, [])
+        want = sum(tile_cycles(pe_rows=n.pe_rows, pe_cols=n.pe_cols, **t) for t in tiles)
+        assert abs(p["eng_busy"][k] - want) <= 0.02 * want, (k, p["eng_busy"][k], want)
+        assert p["eng_stream"][k] == sum(t["cb"] * t["kh"] * t["kw"] * t["oh"] * t["ow"]
+                                         for t in tiles), k
+    assert sum(p["sent"]) == sum(p["received"])
+
+
+def _random_conv(r, n):
+    groups = r.choice([1, 1, 2])
+    cg = r.randint(1, 2 * n.pe_rows + 1)
+    og = r.randint(1, n.pe_cols + 2)
+    k = r.choice([1, 2, 3])
+    stride, pad = r.randint(1, 2), r.randint(0, 1)
+    H, W = r.randint(k, 6), r.randint(k, 6)
+    x = np.array([r.randint(-3000, 3000) for _ in range(groups * cg * H * W)]
+                 ).reshape(1, groups * cg, H, W)
+    w = np.array([r.randint(-3000, 3000) for _ in range(groups * og * cg * k * k)]
+                 ).reshape(groups * og, cg, k, k)
+    return x, w, stride, pad, groups
+
+
+@pytest.mark.parametrize("layout", list(Layout), ids=[x.name for x in Layout])
+def test_conv_tiles_bit_exact(cfg, exe, layout):
+    """Random convolutions (shapes, stride, padding, groups) on nodes 0 and 3 at once, the
+    input in each DRAM layout."""
+    n = cfg.nicepim
+    seed = SEED * 100 + int(layout)
+    r = random.Random(seed)
+    tasks, dram, want, tiles = {}, {}, {}, {}
+    for node in (0, 3):
+        x, w, stride, pad, groups = _random_conv(r, n)
+        log.info("seed %d node %d: x %s w %s stride %d pad %d groups %d %s", seed, node,
+                 x.shape, w.shape, stride, pad, groups, layout.name)
+        words = place_tensor(x, layout, X_BASE, n.node_bank_bits)
+        place_tensor(w, Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+        plan = conv_tasks(cfg, x_dims=x.shape[1:], w_dims=w.shape, stride=stride, pad=pad,
+                          groups=groups, x_layout=layout, x_base=X_BASE, w_base=W_BASE,
+                          o_base=O_BASE)
+        tasks[node], dram[node], tiles[node] = plan.tasks + [END], words, plan.tiles
+        want[node] = wrap32(conv2d(x[0], w, stride=stride, pad=pad, groups=groups))
+    run = run_array(cfg, tasks, dram, exe=exe)
+    for node, ref in want.items():
+        got = read_tensor(run.dram[node], Layout.NCHW, (1, *ref.shape), O_BASE,
+                          n.node_bank_bits)[0]
+        assert np.array_equal(got, ref), f"seed {seed}, node {node}"
+    check_counters(cfg, run, tiles)
+    log.info("cycles %d, engine busy %s", run.cycles, run.perf["eng_busy"])
+
+
+def test_matmul_tile_bit_exact(cfg, exe):
+    n = cfg.nicepim
+    r = random.Random(SEED * 100 + 50)
+    M, K, N = r.randint(2, 12), r.randint(1, 3 * n.pe_rows), r.randint(1, n.pe_cols)
+    a = np.array([[r.randint(-32768, 32767) for _ in range(K)] for _ in range(M)])
+    b = np.array([[r.randint(-32768, 32767) for _ in range(N)] for _ in range(K)])
+    # A [M, K] row-major is the NHWC image (1, K, 1, M); B is the 1x1 kernel [N, K, 1, 1].
+    words = place_tensor(a.T.reshape(1, K, 1, M), Layout.NHWC, X_BASE, n.node_bank_bits)
+    place_tensor(b.T.reshape(N, K, 1, 1), Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+    plan = conv_tasks(cfg, x_dims=(K, 1, M), w_dims=(N, K, 1, 1), stride=1, pad=0, groups=1,
+                      x_layout=Layout.NHWC, x_base=X_BASE, w_base=W_BASE, o_base=O_BASE)
+    run = run_array(cfg, {1: plan.tasks + [END]}, {1: words}, exe=exe)
+    got = read_tensor(run.dram[1], Layout.NCHW, (1, N, 1, M), O_BASE, n.node_bank_bits)
+    # int16 x int16 sums of up to 12 products leave the int32 range: the wrap is the RTL's.
+    assert np.array_equal(got[0, :, 0, :].T, wrap32(matmul(a, b))), f"M {M} K {K} N {N}"
+    check_counters(cfg, run, {1: plan.tiles})
+
+
+def _hops(cols, src, dst):
+    """The links an XY-routed message from *src* to *dst* crosses: (node, direction)."""
+    (sy, sx), (dy, dx) = divmod(src, cols), divmod(dst, cols)
+    out = []
+    while sx != dx:
+        d = 1 if dx > sx else -1
+        out.append((sy * cols + sx, "east" if d > 0 else "west"))
+        sx += d
+    while sy != dy:
+        d = 1 if dy > sy else -1
+        out.append((sy * cols + sx, "south" if d > 0 else "north"))
+        sy += d
+    return out
+
+
+def test_data_sharing_between_nodes(cfg, exe):
+    """Nodes send DRAM words to each other at once (crossing flows, a node sending and
+    receiving); every word lands, and every link carried exactly its flows' flits."""
+    n = cfg.nicepim
+    r = random.Random(SEED * 100 + 60)
+    flows = [(0, 3, 0, 40), (3, 0, 100, 40), (1, 2, 200, 25), (2, 1, 300, 7), (0, 1, 400, 9)]
+    dram = {k: {} for k in range(n.nodes)}
+    tasks = {k: [] for k in range(n.nodes)}
+    expect = {k: 0 for k in range(n.nodes)}
+    want = {}
+    for src, dst, base, count in flows:
+        for a in range(base, base + count):
+            dram[src][a] = r.getrandbits(n.node_bank_bits) | 1
+            want[(dst, a + 1000)] = dram[src][a]
+        x, y = dst % n.na_cols, dst // n.na_cols
+        tasks[src].append(task(Op.SEND, base=base, dest=base + 1000, count=count,
+                               node=x | y << 4))
+        expect[dst] += count
+    for k in range(n.nodes):
+        tasks[k] += [task(Op.WAIT, dest=expect[k]), END]
+    run = run_array(cfg, tasks, dram, exe=exe)
+    for (node, a), v in want.items():
+        assert run.dram[node].get(a) == v, (node, a)
+    check_counters(cfg, run, {})
+    assert run.perf["received"] == [expect[k] for k in range(n.nodes)]
+    per_link = {link: 0 for link in link_names(cfg)}
+    for src, dst, _, count in flows:
+        for link in _hops(n.na_cols, src, dst):
+            per_link[link] += WORD_FLITS * count
+    assert dict(zip(link_names(cfg), run.link_flits, strict=True)) == per_link
+    log.info("sharing: %d cycles, link flits %s", run.cycles, run.link_flits)
+
+
+def test_conv_layer_partitioned_over_the_array(cfg, exe):
+    """A whole convolution layer on the 2x2 array: node 0 holds the input and the weights,
+    sends every other node its input rows (with the halo) and the weights over the NoC,
+    and each node computes a band of output rows; the bands put together match numpy.
+    Also the driver's speed against a bare native loop on the same model."""
+    n = cfg.nicepim
+    r = random.Random(SEED * 100 + 70)
+    C, H, W, CO, K, stride, pad = 6, 10, 8, 6, 3, 1, 1
+    x = np.array([r.randint(-2000, 2000) for _ in range(C * H * W)]).reshape(1, C, H, W)
+    w = np.array([r.randint(-2000, 2000) for _ in range(CO * C * K * K)]).reshape(CO, C, K, K)
+    layout = Layout.NCHWC8
+    bits = n.node_bank_bits
+    words = place_tensor(x, layout, X_BASE, bits)
+    place_tensor(w, Layout.NCHW, W_BASE, bits, words=words)
+    OH = (H + 2 * pad - K) // stride + 1
+    bands = np.array_split(np.arange(OH), n.nodes)
+    tasks = {k: [] for k in range(n.nodes)}
+    tiles = {}
+    w_words = tensor_words(Layout.NCHW, w.shape, W_BASE, bits)
+    for k, band in enumerate(bands):
+        lo, hi = int(band[0]), int(band[-1]) + 1
+        plan = conv_tasks(cfg, x_dims=(C, H, W), w_dims=w.shape, stride=stride, pad=pad,
+                          groups=1, x_layout=layout, x_base=X_BASE, w_base=W_BASE,
+                          o_base=O_BASE, rows=(lo, hi))
+        tiles[k] = plan.tiles
+        if k == 0:
+            tasks[0] += plan.tasks + [END]
+            continue
+        rows = range(lo * stride - pad, (hi - 1) * stride - pad + K)
+        x_words = tensor_words(layout, x.shape, X_BASE, bits,
+                               select=lambda _n, _c, h, _w, rows=rows: h in rows)
+        sends = send_tasks(x_words, k, n.na_cols) + send_tasks(w_words, k, n.na_cols)
+        tasks[0][:0] = sends
+        tasks[k] = [task(Op.WAIT, dest=len(x_words) + len(w_words))] + plan.tasks + [END]
+    run = run_array(cfg, tasks, {0: words}, exe=exe, bare=True)
+    ref = wrap32(conv2d(x[0], w, stride=stride, pad=pad))
+    got = np.zeros_like(ref)
+    for k, band in enumerate(bands):
+        out = read_tensor(run.dram[k], Layout.NCHW, (1, *ref.shape), O_BASE, bits)[0]
+        got[:, band] = out[:, band]
+    assert np.array_equal(got, ref), f"seed {SEED}"
+    check_counters(cfg, run, tiles)
+    assert run.perf["sent"][0] == sum(run.perf["received"]) > 0
+    log.info("layer: %d cycles; %.0f array cycles/s (%.0f node cycles/s) against a bare "
+             "loop's %.0f", run.cycles, run.cycles_per_s, run.cycles_per_s * n.nodes,
+             run.bare_cycles_per_s)
+    assert run.cycles_per_s > 0.2 * run.bare_cycles_per_s
+
+
+def test_user_errors_are_one_line(cfg, exe):
+    with pytest.raises(ConfigError, match=r"^nicepim.pe_rows must be an integer between 1 and "
+                                          r"256, not 300$"):
+        load_config("nicepim_small", {"nicepim.pe_rows": 300})
+    with pytest.raises(ConfigError, match="nicepim.ibuf_bytes must be a multiple of its 8-byte"):
+        load_config("nicepim_small", {"nicepim.ibuf_bytes": 100})
+    with pytest.raises(CapacityError, match="task memory holds 64"):
+        run_array(cfg, {0: [END] * 65}, exe=exe)
+    with pytest.raises(CapacityError, match="node 4 is not in the array"):
+        run_array(cfg, {4: [END]}, exe=exe)
+    with pytest.raises(CapacityError, match="does not fit its 16 bits"):
+        task(Op.SEND, count=1 << 16)
