@@ -14,17 +14,10 @@ from pimforge.rtl.nn.engine import NNEngine
 from pimforge.rtl.nn.params import Op
 from pimforge.rtl.nn.pe_array import PEArray
 from pimforge.rtl.params import ParameterError
-from pimforge.verif.models.nicepim import engine_tile, tile_cycles
+from pimforge.verif.models.nicepim import engine_buffers, engine_tile, tile_cycles
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
-
-
-def _pack(values, bits):
-    out = 0
-    for i, v in enumerate(values):
-        out |= (int(v) & ((1 << bits) - 1)) << (bits * i)
-    return out
 
 
 def _unpack_signed(word, n, bits):
@@ -34,17 +27,9 @@ def _unpack_signed(word, n, bits):
 
 def run_tile(R, C, x, w, *, stride, pad, oh, ow, acc_from=None):
     """Run one tile on an engine of R x C PEs; (output [oh*ow, C], cycles)."""
-    K, nh, nw = x.shape
-    CO, _, kh, kw = w.shape
-    cb = -(-K // R)
-    xs = np.zeros((cb * R, nh, nw), dtype=np.int64)
-    xs[:K] = x
-    ws = np.zeros((C, cb * R, kh, kw), dtype=np.int64)
-    ws[:CO, :K] = w
-    ilines = [_pack(xs[b * R:(b + 1) * R, i, j], 16)
-              for b in range(cb) for i in range(nh) for j in range(nw)]
-    wlines = [_pack(ws[:, b * R + r, u, v], 16)
-              for b in range(cb) for u in range(kh) for v in range(kw) for r in range(R)]
+    _, nh, nw = x.shape
+    _, _, kh, kw = w.shape
+    ilines, wlines, cb = engine_buffers(R, C, x, w)
     dut = NNEngine(pe_rows=R, pe_cols=C, ibuf_lines=max(2, len(ilines)),
                    wbuf_lines=max(R, 2, len(wlines)), obuf_lines=max(2, oh * ow))
     out = {}

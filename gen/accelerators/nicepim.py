@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ..registry import Accelerator, Block, Command, Section
+from ..registry import Accelerator, Bench, Block, Command, Section
 
 __all__ = ["ACCELERATOR"]
+
+_TB = "pimforge.verif.tb"
 
 ACCELERATOR = Accelerator(
     name="nicepim",
@@ -25,5 +27,10 @@ ACCELERATOR = Accelerator(
               "task-list controller, counters"),
         Block("nicepim_array", "pimforge.rtl.top.nicepim_array:from_config",
               "NicePIM accelerator: NA_row x NA_col PIM-nodes on a mesh, link counters"),
+    ),
+    benches=(
+        # The engine of a nicepim_small node (4x4 PEs, 1 KiB buffers); the node and the
+        # array run under the native driver (tests/test_nicepim_array.py).
+        Bench("nn_engine", "nn_engine", f"{_TB}.nicepim_engine", config="nicepim_small"),
     ),
 )

@@ -1,5 +1,5 @@
 """Golden model of the NicePIM PIM-node: int64 numpy convolution and matrix
-multiplication, the NN engine's tile and its cycle formula, the DRAM layouts.
+multiplication, the NN engine's tile, its buffer contents and its cycle formula.
 
 Inputs and weights are 16-bit signed, partial sums 32-bit: the hardware's sums
 wrap at 32 bits, which :func:`wrap32` applies to the exact int64 results (equal
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...rtl.nn.engine import tile_cycles
-from ...rtl.nn.params import DATA_BITS, PSUM_BITS, Layout, element_address
+from ...rtl.nn.params import DATA_BITS, PSUM_BITS
 
-__all__ = ["conv2d", "engine_tile", "from_layout", "matmul", "tile_cycles", "to_layout",
+__all__ = ["ELEMENT_BITS", "conv2d", "engine_buffers", "engine_tile", "matmul", "tile_cycles",
            "wrap32"]
 
 
@@ -72,31 +72,28 @@ def engine_tile(x: np.ndarray, w: np.ndarray, *, stride: int, pad: int, oh: int,
     return wrap32(out.reshape(out.shape[0], -1).T)
 
 
-def to_layout(x: np.ndarray, layout: int) -> np.ndarray:
-    """The flat element order of ``x[N, C, H, W]`` in *layout* (NCHW[C8] pads channels
-    to a multiple of 8 with zeros)."""
-    x = np.asarray(x)
-    dims = x.shape
-    size = element_address(layout, dims, dims[0] - 1, dims[1] - 1, dims[2] - 1,
-                           dims[3] - 1) + 1
-    if layout == Layout.NCHWC8:
-        size = dims[0] * -(-dims[1] // 8) * 8 * dims[2] * dims[3]
-    flat = np.zeros(size, dtype=x.dtype)
-    n, c, h, w = np.indices(dims).reshape(4, -1)
-    flat[_addresses(layout, dims, n, c, h, w)] = x.reshape(-1)
-    return flat
+def engine_buffers(pe_rows: int, pe_cols: int, x: np.ndarray,
+                   w: np.ndarray) -> tuple[list[int], list[int], int]:
+    """The input- and weight-buffer lines of a tile (:class:`~pimforge.rtl.nn.engine.NNEngine`
+    order, 16-bit lanes, channels padded with zeros to whole blocks) of the window
+    ``x[K, nh, nw]`` and the weights ``w[CO, K, kh, kw]`` (``CO <= pe_cols``), and ``cb``."""
+    R, C = pe_rows, pe_cols
+    K, nh, nw = x.shape
+    CO, _, kh, kw = w.shape
+    cb = -(-K // R)
+    xs = np.zeros((cb * R, nh, nw), dtype=np.int64)
+    xs[:K] = x
+    ws = np.zeros((C, cb * R, kh, kw), dtype=np.int64)
+    ws[:CO, :K] = w
 
+    def pack(values):
+        return sum((int(v) & 0xFFFF) << (DATA_BITS * i) for i, v in enumerate(values))
 
-def from_layout(flat: np.ndarray, layout: int, dims: tuple[int, int, int, int]) -> np.ndarray:
-    """``x[N, C, H, W]`` back from its flat *layout* order."""
-    n, c, h, w = np.indices(dims).reshape(4, -1)
-    return np.asarray(flat)[_addresses(layout, dims, n, c, h, w)].reshape(dims)
-
-
-def _addresses(layout, dims, n, c, h, w):
-    return np.array([element_address(layout, dims, *e) for e in zip(n, c, h, w,
-                                                                     strict=True)],
-                    dtype=np.int64)
+    ilines = [pack(xs[b * R:(b + 1) * R, i, j])
+              for b in range(cb) for i in range(nh) for j in range(nw)]
+    wlines = [pack(ws[:, b * R + r, u, v])
+              for b in range(cb) for u in range(kh) for v in range(kw) for r in range(R)]
+    return ilines, wlines, cb
 
 
 #: Bits of an input/weight element (re-exported for the drivers' packing).
