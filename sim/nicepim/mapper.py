@@ -1,0 +1,690 @@
+"""PIM-Mapper (Sec. III-B to III-E, VI; Algorithms 1-2) over an analytical per-node cost model.
+
+The mapping of a network on the ``na_rows x na_cols`` PIM-node array:
+
+* **SM** (segment mapping): the network is cut into segments (its smallest serial
+  pieces, :meth:`~.networks.Network.segments`); a segment with branches may run
+  them in parallel on rectangular regions of the array (1 to ``N_br`` regions,
+  branches assigned to balance MACs, regions cut by a slicing tree in proportion
+  to their MACs). A region runs its layers one after the other.
+* **LM** (layer mapping): a layer on an ``h x w`` region is split over its output
+  channels K, output rows P, output columns Q and input channels C, with
+  ``Ph_K Ph_P Ph_Q Ph_C = h`` and ``Pw_K Pw_P Pw_Q Pw_C = w`` (the batch is 1);
+  splitting a dimension along rows or columns is the spatial order ``P_order``.
+* **WR** (weight replication): nodes that need the same weights (those that
+  differ only in their P/Q part) store ``1 / ceil(N_node / WR)`` of them each and
+  share the rest over the NoC before the layer.
+* **DL** (data layout): each activation tensor is kept in DRAM as NCHW, NHWC or
+  NCHW[C8] (:class:`~pimforge.rtl.nn.params.Layout`); the producer and its
+  consumers see the same layout (Sec. III-E).
+
+The **cost model** of one node's part of a layer follows the node's hardware
+(:mod:`pimforge.rtl.nn`): the engine's tile loop of
+:func:`~pimforge.sim.nicepim.rtl_run.conv_tasks` (output channels ``pe_cols`` at a
+time, output-row bands and input-channel blocks as large as the buffers hold)
+costed with the engine's :func:`~pimforge.rtl.nn.engine.tile_cycles`; the DRAM
+words each load and store moves (``banks_per_node x bank_width_bits`` a cycle)
+and the row activations its access pattern causes in the tensor's layout
+(``tRP + tRCD`` each, a new row per contiguous run that starts in another row);
+the data sharing of Sec. VII as Hamilton cycles of one link per edge
+(:mod:`.sharing`'s model). Node tasks run one after the other (the node
+controller is in order), so a layer's latency on a node is the sum; the layer's
+latency is its slowest node's. Energy: MACs, buffer accesses, DRAM bits and NoC
+bit-hops at the config's ``dram_pj_per_bit`` and ``noc_pj_per_bit_hop`` and the
+constants below.
+
+**Selection** (Algorithm 2): for every segment, SM candidate and region, the
+candidates of each layer are (WR, best LM for that WR) pairs with their latency
+and the DRAM capacity their weights take on a node; a multiple-choice knapsack
+DP over a capacity grid picks one per layer so that the whole network's weights
+fit a node's DRAM at the least total latency (:func:`mapping_select`). Then the
+layouts are chosen (:func:`choose_layouts`) and the selection is repeated with
+them (Algorithm 1's alternating iterations).
+
+Simplifications, stated: batch 1 (no B split); the spatial order within a row or
+column split is fixed (K outermost, then P, Q, C); the capacity grid rounds sizes
+up to ``CAP / cap_steps``; layers without MACs (pools, additions, softmax,
+normalization) cost their DRAM traffic and one element per PE column and cycle;
+the cost model is analytical and not yet checked against the array RTL.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ...gen.errors import CapacityError
+from ...rtl.nn.engine import tile_cycles
+from ...rtl.nn.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
+from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
+from .networks import Layer, Network
+
+__all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "Candidate", "LayerCost", "Mapping", "NodeModel",
+           "Partition", "baseline_map", "choose_layouts", "map_network", "mapping_select",
+           "partitions", "pieces"]
+
+#: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
+#: integer multiplier and 32-bit adder in a 28 nm class process).
+E_MAC_PJ = 0.2
+#: Energy of one bit read from or written to a node's SRAM buffers, pJ (assumed).
+E_BUF_PJ_PER_BIT = 0.02
+
+LAYOUTS = (Layout.NCHW, Layout.NHWC, Layout.NCHWC8)
+_DIMS = ("k", "p", "q", "c")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """An LM: partitions of K, P, Q, C along the region's rows (``ph``) and columns (``pw``)."""
+
+    ph: tuple[int, int, int, int]
+    pw: tuple[int, int, int, int]
+
+    def parts(self, dim: str) -> int:
+        i = _DIMS.index(dim)
+        return self.ph[i] * self.pw[i]
+
+    def __str__(self) -> str:
+        return " ".join(f"{d.upper()}{self.ph[i]}x{self.pw[i]}" for i, d in enumerate(_DIMS)
+                        if self.ph[i] * self.pw[i] > 1) or "whole"
+
+
+def _factorizations(n: int, k: int) -> list[tuple[int, ...]]:
+    """Ordered k-tuples of positive integers whose product is n."""
+    if k == 1:
+        return [(n,)]
+    return [(d, *rest) for d in range(1, n + 1) if n % d == 0
+            for rest in _factorizations(n // d, k - 1)]
+
+
+def partitions(layer: Layer, h: int, w: int) -> list[Partition]:
+    """Every LM of *layer* on an ``h x w`` region whose parts are non-empty."""
+    limit = {"k": layer.k // layer.groups if layer.groups > 1 else layer.k,
+             "p": layer.p, "q": layer.q, "c": layer.c // layer.groups}
+    if layer.groups > 1:
+        limit["k"] = layer.k        # whole groups go to a node: K splits by groups' outputs
+    out = []
+    for ph in _factorizations(h, 4):
+        for pw in _factorizations(w, 4):
+            if all(ph[i] * pw[i] <= limit[d] for i, d in enumerate(_DIMS)):
+                out.append(Partition(ph, pw))
+    return out
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One node's share of a layer under one mapping: cycles and energy by part."""
+
+    compute: int
+    dram: int
+    share: int
+    energy_pj: float
+    weight_bytes: int          # DRAM a node keeps for the layer's weights
+
+    @property
+    def cycles(self) -> int:
+        return self.compute + self.dram + self.share
+
+
+class NodeModel:
+    """The per-node cost model of a config's ``nicepim`` section (see the module docstring)."""
+
+    def __init__(self, cfg):
+        n = cfg.nicepim
+        self.n = n
+        self.R, self.C = n.pe_rows, n.pe_cols
+        self.word_bytes = n.word_bytes
+        self.row_bytes = n.row_bytes * n.banks_per_node   # the banks open a row together
+        t = n.timing
+        self.act_cycles = math.ceil((t.tRP + t.tRCD) / n.tck_ns)
+        self.flit_bytes = n.flit_bits // 8
+        self.packet_flits = n.noc_packet_flits
+
+    # ---- the engine ---------------------------------------------------------------------
+    def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
+                       groups: int) -> tuple[int, int, int]:
+        """Engine cycles, and how often the weights and the inputs are read from DRAM, of a
+        convolution ``c -> k`` channels onto ``p x q`` outputs on one node, blocked as
+        :func:`~pimforge.sim.nicepim.rtl_run.conv_tasks` blocks it."""
+        n, R = self.n, self.R
+        cg, og = c // groups, k // groups
+        nw = (q - 1) * stride + s
+        if q > n.obuf_lines:
+            raise CapacityError(f"an output row of {q} pixels exceeds the output buffer's "
+                                f"{n.obuf_lines} lines")
+        per_rows = max(1, min(p, n.obuf_lines // q))
+
+        def rows_in(o: int) -> int:
+            return (o - 1) * stride + r
+
+        while per_rows > 1 and rows_in(per_rows) * nw > n.ibuf_lines:
+            per_rows -= 1
+        blocks = math.ceil(cg / R)
+        # a kernel larger than the weight buffer goes a band of its rows at a time (the
+        # later bands accumulate, as later channel blocks do)
+        kr = min(r, n.wbuf_lines // (s * R))
+        if kr < 1 or rows_in(per_rows) * nw > n.ibuf_lines:
+            raise CapacityError(f"one input band or one {s}-wide kernel row does not fit "
+                                "the node's buffers")
+        cbs = blocks
+        while cbs > 1 and (cbs * rows_in(per_rows) * nw > n.ibuf_lines
+                           or cbs * kr * s * R > n.wbuf_lines):
+            cbs -= 1
+        bands = math.ceil(p / per_rows)
+        full, last = divmod(p, per_rows)
+        krs = [kr] * (r // kr) + ([r % kr] if r % kr else [])
+        cyc = 0
+        for oh, times in ((per_rows, full), (last, 1 if last else 0)):
+            for cb in [cbs] * (blocks // cbs) + ([blocks % cbs] if blocks % cbs else []):
+                for kh in krs:
+                    cyc += times * tile_cycles(pe_rows=R, pe_cols=self.C, cb=cb, kh=kh,
+                                               kw=s, oh=oh, ow=q)
+        co_blocks = math.ceil(og / self.C)
+        return groups * co_blocks * cyc, bands, co_blocks
+
+    # ---- DRAM ---------------------------------------------------------------------------
+    def _runs(self, layout: int, ch: int, rows: int, cols: int, full_w: int) -> tuple[int, int]:
+        """(contiguous runs, elements per run) to read *ch* channels of a ``rows x cols``
+        window of a map *full_w* wide in *layout*."""
+        if layout == Layout.NCHW:
+            return (ch * rows, cols) if cols < full_w else (ch, rows * cols)
+        if layout == Layout.NHWC:
+            return (rows * cols, ch)
+        blocks = math.ceil(ch / C_BLOCK)
+        return (blocks * rows, cols * C_BLOCK) if cols < full_w else (blocks, rows * cols
+                                                                       * C_BLOCK)
+
+    def dram_cycles(self, layout: int, ch: int, rows: int, cols: int, full_w: int,
+                    bits: int = DATA_BITS) -> tuple[int, int]:
+        """(cycles, bits moved) to move a window between DRAM and a buffer: the DRAM words
+        of each contiguous run, and a row activation per run that starts in another row
+        (every run when runs are a row or more apart, else one per row of data)."""
+        runs, elems = self._runs(layout, ch, rows, cols, full_w)
+        run_bytes = elems * bits // 8
+        words = runs * (math.ceil(run_bytes / self.word_bytes) + (run_bytes % self.word_bytes
+                                                                  > 0))
+        total = runs * run_bytes
+        acts = max(math.ceil(total / self.row_bytes), runs if run_bytes < self.row_bytes
+                   and full_w * ch * bits // 8 > self.row_bytes else 0)
+        return words + acts * self.act_cycles, words * self.word_bytes * 8
+
+    # ---- data sharing -------------------------------------------------------------------
+    def share_cycles(self, set_size: int, part_bytes: int, hops: int) -> tuple[int, int]:
+        """(cycles, bit-hops) of Hamilton-cycle sharing in a set of *set_size* nodes
+        *hops* apart, each with *part_bytes*, one cycle edge per link (the Data-Scheduler's
+        ILP reaches one on the interleaved sets; :mod:`.sharing`)."""
+        if set_size <= 1 or part_bytes <= 0:
+            return 0, 0
+        flits = math.ceil(part_bytes / self.flit_bytes)
+        part = flits + math.ceil(flits / self.packet_flits) * (HEAD_CYCLES_PER_HOP - 1)
+        pipe = HEAD_CYCLES_PER_HOP * (hops + 1) - 1
+        cyc = (set_size - 1) * (part + pipe)
+        return cyc, set_size * (set_size - 1) * flits * self.flit_bytes * 8 * hops
+
+    # ---- a layer ------------------------------------------------------------------------
+    def layer_cost(self, lay: Layer, part: Partition, wr: int, layout_in: int = Layout.NCHW,
+                   layout_out: int = Layout.NCHW) -> LayerCost:
+        """One node's cost of *lay* split by *part* with weight replication *wr*."""
+        pk, pp, pq, pc = (part.parts(d) for d in _DIMS)
+        k = math.ceil(lay.k / pk)
+        p, q = math.ceil(lay.p / pp), math.ceil(lay.q / pq)
+        c = math.ceil(lay.c / pc)
+        groups = max(1, math.ceil(lay.groups / pk)) if lay.groups > 1 else 1
+        if lay.kind == "input":          # the network's input is already in DRAM
+            return LayerCost(0, 0, 0, 0.0, 0)
+        if lay.kind not in ("conv", "fc", "matmul"):
+            return self._plain_cost(lay, k, p, q, layout_in, layout_out, part)
+        r, s, st = lay.r, lay.s, lay.stride
+        cyc, bands, co_blocks = self.compute_cycles(c, k, p, q, r, s, st, groups)
+        rows_in = (p - 1) * st + r
+        cols_in = (q - 1) * st + s
+        # inputs: read once per block of pe_cols output channels
+        in_cyc, in_bits = self.dram_cycles(layout_in, c, min(rows_in, lay.h),
+                                           min(cols_in, lay.w), lay.w)
+        w_elems = k * (c // groups if groups > 1 else c) * r * s
+        w_bytes = w_elems * DATA_BITS // 8
+        w_words = math.ceil(w_bytes / self.word_bytes)
+        w_cyc = bands * (w_words + math.ceil(w_bytes / self.row_bytes) * self.act_cycles)
+        out_cyc, out_bits = self.dram_cycles(layout_out, k, p, q, lay.q, PSUM_BITS)
+        dram = co_blocks * in_cyc + w_cyc + out_cyc
+        # sharing: inputs among the K parts, weights among the P/Q parts (WR), partial
+        # sums among the C parts; hops: the spacing of the sharing set in the region
+        share = bits_hops = 0
+        in_bytes = c * rows_in * cols_in * DATA_BITS // 8
+        cyc_i, bh_i = self.share_cycles(pk, in_bytes // pk, _spacing(part, "k"))
+        w_stored = w_bytes
+        if lay.dynamic_weights:
+            w_stored = 0
+            cyc_w, bh_w = self.share_cycles(pp * pq, w_bytes // max(1, pp * pq),
+                                            _spacing(part, "p"))
+        else:
+            nodes_w = pp * pq
+            pieces = math.ceil(nodes_w / max(1, wr))
+            w_stored = math.ceil(w_bytes / pieces)
+            cyc_w, bh_w = self.share_cycles(pieces, w_stored, _spacing(part, "p"))
+        out_bytes = k * p * q * PSUM_BITS // 8
+        cyc_c, bh_c = self.share_cycles(pc, out_bytes // pc, _spacing(part, "c"))
+        share = cyc_i + cyc_w + cyc_c
+        bits_hops = bh_i + bh_w + bh_c
+        macs = k * (c // groups if groups > 1 else c) * r * s * p * q
+        n = self.n
+        dram_bits = co_blocks * in_bits + bands * w_words * self.word_bytes * 8 + out_bits
+        energy = (macs * E_MAC_PJ + dram_bits * n.dram_pj_per_bit
+                  + bits_hops * n.noc_pj_per_bit_hop / max(1, pk * pp * pq * pc)
+                  + (macs * 2 * DATA_BITS + k * p * q * PSUM_BITS) * E_BUF_PJ_PER_BIT)
+        return LayerCost(cyc, dram, share, energy, w_stored)
+
+    def _plain_cost(self, lay: Layer, k: int, p: int, q: int, layout_in: int, layout_out: int,
+                    part: Partition) -> LayerCost:
+        reads = max(1, len(lay.preds))
+        cin, bits_in = self.dram_cycles(layout_in, min(lay.c, k), lay.r * p if lay.r > 1 else p,
+                                        q, lay.w)
+        cout, bits_out = self.dram_cycles(layout_out, k, p, q, lay.q)
+        compute = math.ceil(k * p * q * max(1, lay.r * lay.s) / self.C)
+        energy = (reads * bits_in + bits_out) * self.n.dram_pj_per_bit
+        return LayerCost(compute, reads * cin + cout, 0, energy, 0)
+
+
+def _spacing(part: Partition, dim: str) -> int:
+    """Hops between neighbouring nodes of a sharing set: the split dimensions after
+    *dim* in the fixed order K, P, Q, C vary faster, so the set's nodes are that far
+    apart along the axis where *dim* is split."""
+    i = _DIMS.index(dim)
+    if part.ph[i] > 1 and part.pw[i] > 1:
+        return max(math.prod(part.ph[i + 1:]), math.prod(part.pw[i + 1:]))
+    if part.pw[i] > 1:
+        return math.prod(part.pw[i + 1:])
+    return math.prod(part.ph[i + 1:])
+
+
+# ---- Algorithm 2: the DP over segments, SM candidates, regions and layer candidates -----------
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (WR, LM) pair of a layer: its latency and the DRAM capacity it needs per node."""
+
+    perf: float
+    size: int
+    wr: int = 1
+    part: Partition | None = None
+    energy: float = 0.0
+
+
+def mapping_select(segments: Sequence[Sequence[Sequence[Sequence[Candidate]]]], cap: int,
+                   steps: int = 256) -> tuple[float, list[int], list[list[list[int]]]]:
+    """Algorithm 2: one SM per segment and one candidate per layer, least total latency
+    with the capacity used on a node (the sum over segments of the largest region's
+    sizes) at most *cap*.
+
+    Parameters
+    ----------
+    segments : nested sequences
+        ``segments[seg][sm][region][layer]`` is the candidate list of a layer.
+    cap : int
+        Capacity of a node.
+    steps : int
+        Capacity grid: sizes are rounded up to multiples of ``cap / steps`` (of what
+        the largest candidates need, when that is less than *cap*).
+
+    Returns
+    -------
+    (latency, sm choice per segment, candidate index per segment / region / layer)
+
+    Raises
+    ------
+    CapacityError
+        No choice fits.
+    """
+    # the grid spans the capacity, or what the largest choices could use when less
+    def largest(unit: int) -> int:
+        return sum(max(max(sum(max(math.ceil(c.size / unit) for c in cands)
+                               for cands in region) for region in sm) for sm in seg)
+                   for seg in segments)
+
+    most = largest(1)
+    unit = max(1, math.ceil(min(cap, most) / steps))
+    # when even the largest choices fit, the capacity binds nothing: a grid they fit
+    G = largest(unit) if most <= cap else cap // unit
+    INF = math.inf
+    # Every table below is "least latency within g units": non-increasing in g, since
+    # each is built from non-increasing tables (the empty one is all zeros).
+    F = [0.0] * (G + 1)
+    trace = []
+    for seg in segments:
+        best_seg = [INF] * (G + 1)
+        pick_seg: list = [None] * (G + 1)
+        for si, sm in enumerate(seg):
+            reg_tabs = []
+            for region in sm:
+                tab = [0.0] * (G + 1)            # multiple-choice knapsack of the layers
+                picks = []
+                for cands in region:
+                    new = [INF] * (G + 1)
+                    pick = [-1] * (G + 1)
+                    for ci, cand in enumerate(cands):
+                        u = math.ceil(cand.size / unit)
+                        for g in range(u, G + 1):
+                            v = tab[g - u] + cand.perf
+                            if v < new[g]:
+                                new[g], pick[g] = v, ci
+                    tab = new
+                    picks.append(pick)
+                reg_tabs.append((tab, picks))
+            for g in range(G + 1):
+                v = max(t[g] for t, _ in reg_tabs)
+                if v < best_seg[g]:
+                    best_seg[g], pick_seg[g] = v, (si, reg_tabs)
+        newF = [INF] * (G + 1)
+        split = [0] * (G + 1)
+        for g in range(G + 1):
+            for gs in range(g + 1):
+                v = F[g - gs] + best_seg[gs]
+                if v < newF[g]:
+                    newF[g], split[g] = v, gs
+        F = newF
+        trace.append((pick_seg, split))
+    if F[G] == INF:
+        raise CapacityError(f"the weights do not fit a node's {cap} bytes of DRAM with any "
+                            "weight replication; use more nodes or banks per node")
+    sm_choice: list[int] = []
+    layer_choice: list[list[list[int]]] = []
+    g = G
+    for (pick_seg, split), seg in zip(reversed(trace), reversed(segments), strict=True):
+        gs = split[g]
+        si, reg_tabs = pick_seg[gs]
+        regions = []
+        for (_, picks), region in zip(reg_tabs, seg[si], strict=True):
+            gg, idx = gs, []
+            for cands, pick in zip(reversed(region), reversed(picks), strict=True):
+                ci = pick[gg]
+                idx.append(ci)
+                gg -= math.ceil(cands[ci].size / unit)
+            regions.append(idx[::-1])
+        sm_choice.append(si)
+        layer_choice.append(regions)
+        g -= gs
+    return F[G], sm_choice[::-1], layer_choice[::-1]
+
+
+# ---- candidates and the whole mapper -----------------------------------------------------------
+
+@dataclass
+class Mapping:
+    """A network's mapping and its modelled latency and energy."""
+
+    network: str
+    mapper: str
+    latency_cycles: float
+    energy_pj: float
+    layers: dict[str, dict] = field(default_factory=dict)
+    segments: list[dict] = field(default_factory=list)
+    weight_bytes_per_node: int = 0
+    layouts: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"network": self.network, "mapper": self.mapper,
+                "latency_cycles": self.latency_cycles, "energy_pj": self.energy_pj,
+                "weight_bytes_per_node": self.weight_bytes_per_node,
+                "segments": self.segments, "layers": self.layers, "layouts": self.layouts}
+
+
+def _regions(shape: tuple[int, int], loads: Sequence[float]) -> list[tuple[int, int, int, int]]:
+    """Slicing tree: cut an ``h x w`` array (at the origin) into ``len(loads)`` rectangles
+    ``(y, x, h, w)`` with areas roughly proportional to *loads*, halving the longer side."""
+    def cut(y, x, h, w, items):
+        if len(items) == 1:
+            return [(y, x, h, w, items[0][0])]
+        half = len(items) // 2
+        a, b = items[:half], items[half:]
+        la, lb = sum(v for _, v in a), sum(v for _, v in b)
+        if h >= w:
+            ha = min(h - 1, max(1, round(h * la / (la + lb))))
+            return cut(y, x, ha, w, a) + cut(y + ha, x, h - ha, w, b)
+        wa = min(w - 1, max(1, round(w * la / (la + lb))))
+        return cut(y, x, h, wa, a) + cut(y, x + wa, h, w - wa, b)
+
+    h, w = shape
+    items = sorted(enumerate(loads), key=lambda t: -t[1])
+    out = cut(0, 0, h, w, items)
+    return [r[:4] for r in sorted(out, key=lambda r: r[4])]
+
+
+def _parts(lay: Layer, h: int, w: int) -> list[Partition]:
+    """The LMs searched for *lay* on an ``h x w`` region: every partition of a layer with
+    MACs; channels or rows and columns of the others (no input channel split)."""
+    if lay.kind in ("conv", "fc", "matmul"):
+        return partitions(lay, h, w)
+    return [pt for pt in partitions(lay, h, w) if pt.parts("c") == 1]
+
+
+def _layer_candidates(model: NodeModel, lay: Layer, h: int, w: int, wrs: Sequence[int],
+                      layouts: dict[str, int], cache: dict) -> list[Candidate]:
+    key = (lay.name, h, w, layouts.get(lay.preds[0], 0) if lay.preds else 0,
+           layouts.get(lay.name, 0))
+    if key in cache:
+        return cache[key]
+    li = layouts.get(lay.preds[0], Layout.NCHW) if lay.preds else Layout.NCHW
+    lo = layouts.get(lay.name, Layout.NCHW)
+    cands = []
+    parts = _parts(lay, h, w)
+    for wr in wrs:
+        best = None
+        for part in parts:
+            try:
+                c = model.layer_cost(lay, part, wr, li, lo)
+            except CapacityError:
+                continue
+            if best is None or c.cycles < best[0].cycles:
+                best = (c, part)
+        if best is not None:
+            c, part = best
+            cands.append(Candidate(c.cycles, c.weight_bytes, wr, part, c.energy_pj))
+        if lay.weights == 0 or lay.dynamic_weights:
+            break
+    if not cands:
+        raise CapacityError(f"layer {lay.name} fits no partition of a {h}x{w} region")
+    cache[key] = cands
+    return cands
+
+
+def pieces(net: Network) -> list[list[list[Layer]]]:
+    """The segments as the mapper schedules them, each a list of branches that may run in
+    parallel: a segment's *head* branches (those that read nothing of the segment) form
+    one, and the rest of the segment (the joins and what depends on them), run in order
+    on the whole array, the next; a chain segment is one branch."""
+    out = []
+    for seg in net.segments():
+        names = {lay.name for lay in seg}
+        if len(seg) > 1 and sum(s in names for s in net.succs[seg[0].name]) > 1:
+            out.append([[seg[0]]])               # the fork, before its branches
+            names.discard(seg[0].name)
+            seg = seg[1:]
+        brs = net.branches(seg)
+        heads = [b for b in brs if not any(p in names for p in b[0].preds)]
+        if len(brs) == 1 or len(heads) <= 1:
+            out.append([seg])
+            continue
+        out.append(heads)
+        in_heads = {lay.name for b in heads for lay in b}
+        tail = [lay for lay in seg if lay.name not in in_heads]
+        if tail:
+            out.append([tail])
+    return out
+
+
+def _segment_sms(branches: list[list[Layer]], array: tuple[int, int],
+                 max_regions: int) -> list[list[tuple[tuple[int, int, int, int], list[Layer]]]]:
+    """SM candidates of a piece: the branches one after the other on the whole array, or
+    in 2 .. N_br balanced groups (largest MACs first onto the least loaded group) on
+    slicing-tree regions."""
+    order = {lay.name: i for i, lay in enumerate(lay for b in branches for lay in b)}
+    sms = [[((0, 0, *array), [lay for b in branches for lay in b])]]
+    for n_reg in range(2, min(len(branches), max_regions, array[0] * array[1]) + 1):
+        loads = [0.0] * n_reg
+        groups: list[list[Layer]] = [[] for _ in range(n_reg)]
+        for b in sorted(branches, key=lambda b: -sum(lay.macs + 1 for lay in b)):
+            i = loads.index(min(loads))
+            groups[i] += b
+            loads[i] += sum(lay.macs + 1 for lay in b)
+        for g in groups:
+            g.sort(key=lambda lay: order[lay.name])
+        regs = _regions(array, loads)
+        if any(h < 1 or w < 1 for _, _, h, w in regs):
+            continue
+        sms.append(list(zip(regs, groups, strict=True)))
+    return sms
+
+
+def map_network(net: Network, cfg, *, iterations: int = 2, cap_steps: int = 128,
+                max_regions: int = 4) -> Mapping:
+    """PIM-Mapper (Algorithm 1): SM/LM/WR by Algorithm 2, then DL, repeated."""
+    model = NodeModel(cfg)
+    n = cfg.nicepim
+    array = (n.na_rows, n.na_cols)
+    sms_per_seg = [_segment_sms(brs, array, max_regions) for brs in pieces(net)]
+    # the first layouts: the best single layout for every tensor (the baseline's choice)
+    base = baseline_map(net, cfg)
+    uniform = Layout[base.mapper.split("(")[1].rstrip(")")]
+    layouts: dict[str, int] = {lay.name: uniform for lay in net.layers}
+    result = None
+    for _ in range(iterations):
+        cache: dict = {}
+        tree = []
+        for sms in sms_per_seg:
+            seg_c = []
+            for sm in sms:
+                reg_c = []
+                for (_, _, h, w), lays in sm:
+                    wrs = sorted({1, 2, 4, h * w} | {2 ** i for i in range(8) if 2 ** i <= h * w})
+                    reg_c.append([_layer_candidates(model, lay, h, w, wrs, layouts, cache)
+                                  for lay in lays])
+                seg_c.append(reg_c)
+            tree.append(seg_c)
+        lat, sm_pick, lay_pick = mapping_select(tree, n.node_bytes, cap_steps)
+        m = _assemble(net, "nicepim", tree, sms_per_seg, sm_pick, lay_pick, lat)
+        m.layouts = {k: Layout(v).name for k, v in layouts.items()}
+        if result is None or m.latency_cycles < result.latency_cycles:
+            result = m
+        layouts = layouts | choose_layouts(net, model, m, array)
+    assert result is not None
+    return result
+
+
+def _assemble(net, name, tree, sms_per_seg, sm_pick, lay_pick, lat) -> Mapping:
+    m = Mapping(net.name, name, lat, 0.0)
+    size = 0
+    energy = 0.0
+    for seg_c, sms, si, regs in zip(tree, sms_per_seg, sm_pick, lay_pick, strict=True):
+        sm = sms[si]
+        m.segments.append({"regions": [list(r) for r, _ in sm],
+                           "layers": [[lay.name for lay in lays] for _, lays in sm]})
+        seg_size = 0
+        for (region, lays), cands, idx in zip(sm, seg_c[si], regs, strict=True):
+            rs = 0
+            for lay, cs, ci in zip(lays, cands, idx, strict=True):
+                c = cs[ci]
+                nodes = region[2] * region[3]
+                m.layers[lay.name] = {"region": list(region), "wr": c.wr,
+                                      "partition": str(c.part), "cycles": c.perf,
+                                      "weight_bytes": c.size}
+                energy += c.energy * nodes
+                rs += c.size
+            seg_size = max(seg_size, rs)
+        size += seg_size
+    m.energy_pj = energy
+    m.weight_bytes_per_node = size
+    return m
+
+
+def choose_layouts(net: Network, model: NodeModel, mapping: Mapping,
+                   array: tuple[int, int]) -> dict[str, int]:
+    """DL (Sec. VI-C): per activation tensor, the layout with the least DRAM cycles over
+    its producer's store and its consumers' loads under their chosen mappings (which
+    makes a consumer's input layout its producer's output layout)."""
+    out = {}
+    for lay in net.layers:
+        info = mapping.layers.get(lay.name)
+        users = [net.by_name[s] for s in net.succs[lay.name]]
+        if info is None or not users:
+            continue
+        best = None
+        for lo in LAYOUTS:
+            total = 0
+            for u in [lay, *users]:
+                ui = mapping.layers.get(u.name)
+                if ui is None:
+                    continue
+                part = _parse_part(ui["partition"], ui["region"])
+                try:
+                    c = model.layer_cost(u, part, ui["wr"], lo if u is not lay else Layout.NCHW,
+                                         lo if u is lay else Layout.NCHW)
+                except CapacityError:
+                    total = math.inf
+                    break
+                total += c.dram
+            if best is None or total < best[0]:
+                best = (total, lo)
+        out[lay.name] = best[1]
+    return out
+
+
+def _parse_part(text: str, region: list[int]) -> Partition:
+    ph, pw = [1, 1, 1, 1], [1, 1, 1, 1]
+    if text != "whole":
+        for tok in text.split():
+            i = _DIMS.index(tok[0].lower())
+            a, b = tok[1:].split("x")
+            ph[i], pw[i] = int(a), int(b)
+    return Partition(tuple(ph), tuple(pw))
+
+
+def baseline_map(net: Network, cfg, layout: int | None = None) -> Mapping:
+    """The baseline of Sec. VII-B: every layer on the whole array in turn with its fastest
+    LM, WR at its maximum and lowered from the layers with the most weights until the
+    weights fit a node's DRAM, one DL for all layers (the best of NCHW, NHWC, NCHW[C8])."""
+    model = NodeModel(cfg)
+    n = cfg.nicepim
+    h, w = n.na_rows, n.na_cols
+    best = None
+    for lo in ([layout] if layout is not None else LAYOUTS):
+        wr = {lay.name: h * w for lay in net.layers}
+        costs: dict[str, tuple[LayerCost, Partition]] = {}
+
+        def cost(lay: Layer, lo=lo, wr=wr) -> tuple[LayerCost, Partition]:
+            parts = _parts(lay, h, w)
+            found = None
+            for part in parts:
+                try:
+                    c = model.layer_cost(lay, part, wr[lay.name], lo, lo)
+                except CapacityError:
+                    continue
+                if found is None or c.cycles < found[0].cycles:
+                    found = (c, part)
+            if found is None:
+                raise CapacityError(f"layer {lay.name} fits no partition of the array")
+            return found
+
+        for lay in net.layers[1:]:
+            costs[lay.name] = cost(lay)
+        heavy = sorted((lay for lay in net.layers if lay.weights and not lay.dynamic_weights),
+                       key=lambda lay: -lay.weights)
+        while sum(c.weight_bytes for c, _ in costs.values()) > n.node_bytes:
+            for lay in heavy:
+                if wr[lay.name] > 1:
+                    wr[lay.name] //= 2
+                    costs[lay.name] = cost(lay)
+                    break
+            else:
+                raise CapacityError("the weights do not fit the nodes' DRAM even unreplicated")
+        lat = sum(c.cycles for c, _ in costs.values())
+        if best is None or lat < best[0]:
+            best = (lat, lo, costs, wr)
+    lat, lo, costs, wr = best
+    m = Mapping(net.name, f"baseline ({Layout(lo).name})", lat,
+                sum(c.energy_pj for c, _ in costs.values()) * h * w)
+    m.weight_bytes_per_node = sum(c.weight_bytes for c, _ in costs.values())
+    for name, (c, part) in costs.items():
+        m.layers[name] = {"region": [0, 0, h, w], "wr": wr[name], "partition": str(part),
+                          "cycles": c.cycles, "weight_bytes": c.weight_bytes}
+    return m
