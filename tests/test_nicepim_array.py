@@ -18,14 +18,13 @@ from pimforge.rtl.nn.params import Layout, Op
 from pimforge.sim.nicepim.rtl_run import (
     WORD_FLITS,
     build_array_driver,
+    conv_layer_tasks,
     conv_tasks,
     link_names,
     place_tensor,
     read_tensor,
     run_array,
-    send_tasks,
     task,
-    tensor_words,
 )
 from pimforge.verif.models.nicepim import conv2d, matmul, tile_cycles, wrap32
 
@@ -186,39 +185,20 @@ def test_conv_layer_partitioned_over_the_array(cfg, exe):
     C, H, W, CO, K, stride, pad = 6, 10, 8, 6, 3, 1, 1
     x = np.array([r.randint(-2000, 2000) for _ in range(C * H * W)]).reshape(1, C, H, W)
     w = np.array([r.randint(-2000, 2000) for _ in range(CO * C * K * K)]).reshape(CO, C, K, K)
-    layout = Layout.NCHWC8
-    bits = n.node_bank_bits
-    words = place_tensor(x, layout, X_BASE, bits)
-    place_tensor(w, Layout.NCHW, W_BASE, bits, words=words)
-    OH = (H + 2 * pad - K) // stride + 1
-    bands = np.array_split(np.arange(OH), n.nodes)
-    tasks = {k: [] for k in range(n.nodes)}
-    tiles = {}
-    w_words = tensor_words(Layout.NCHW, w.shape, W_BASE, bits)
-    for k, band in enumerate(bands):
-        lo, hi = int(band[0]), int(band[-1]) + 1
-        plan = conv_tasks(cfg, x_dims=(C, H, W), w_dims=w.shape, stride=stride, pad=pad,
-                          groups=1, x_layout=layout, x_base=X_BASE, w_base=W_BASE,
-                          o_base=O_BASE, rows=(lo, hi))
-        tiles[k] = plan.tiles
-        if k == 0:
-            tasks[0] += plan.tasks + [END]
-            continue
-        rows = range(lo * stride - pad, (hi - 1) * stride - pad + K)
-        x_words = tensor_words(layout, x.shape, X_BASE, bits,
-                               select=lambda _n, _c, h, _w, rows=rows: h in rows)
-        sends = send_tasks(x_words, k, n.na_cols) + send_tasks(w_words, k, n.na_cols)
-        tasks[0][:0] = sends
-        tasks[k] = [task(Op.WAIT, dest=len(x_words) + len(w_words))] + plan.tasks + [END]
-    run = run_array(cfg, tasks, {0: words}, exe=exe, bare=True)
+    plan = conv_layer_tasks(cfg, x, w, stride=stride, pad=pad, x_layout=Layout.NCHWC8,
+                            x_base=X_BASE, w_base=W_BASE, o_base=O_BASE)
+    assert len(plan.bands) == n.nodes
+    run = run_array(cfg, plan.tasks, plan.dram, exe=exe, bare=True)
     ref = wrap32(conv2d(x[0], w, stride=stride, pad=pad))
     got = np.zeros_like(ref)
-    for k, band in enumerate(bands):
-        out = read_tensor(run.dram[k], Layout.NCHW, (1, *ref.shape), O_BASE, bits)[0]
-        got[:, band] = out[:, band]
+    for k, (lo, hi) in enumerate(plan.bands):
+        out = read_tensor(run.dram[k], Layout.NCHW, (1, *ref.shape), O_BASE,
+                          n.node_bank_bits)[0]
+        assert not out[:, :lo].any() and not out[:, hi:].any(), k
+        got[:, lo:hi] = out[:, lo:hi]
     assert np.array_equal(got, ref), f"seed {SEED}"
-    check_counters(cfg, run, tiles)
-    assert run.perf["sent"][0] == sum(run.perf["received"]) > 0
+    check_counters(cfg, run, plan.tiles)
+    assert run.perf["sent"][0] == sum(run.perf["received"]) == plan.shared_words > 0
     log.info("layer: %d cycles; %.0f array cycles/s (%.0f node cycles/s) against a bare "
              "loop's %.0f", run.cycles, run.cycles_per_s, run.cycles_per_s * n.nodes,
              run.bare_cycles_per_s)

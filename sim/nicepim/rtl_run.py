@@ -49,7 +49,8 @@ from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
 from ..drivers.pins import driver_top
 
-__all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "build_array_driver", "conv_tasks",
+__all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "LayerPlan", "build_array_driver",
+           "conv_layer_tasks", "conv_tasks",
            "link_names", "pins", "place_tensor", "read_tensor", "run_array", "send_tasks",
            "task", "tensor_words"]
 
@@ -373,3 +374,68 @@ def send_tasks(words: Sequence[int], dest_node: int, cols: int, *,
 
 #: Flits of one data-sharing message (one DRAM word).
 WORD_FLITS = MESSAGE_FLITS
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """A convolution layer partitioned over an array by output rows.
+
+    Attributes
+    ----------
+    tasks : dict
+        ``node -> task words`` (ending with ``END``).
+    dram : dict
+        ``node -> {word: int}``: the input and the weights, all in node 0.
+    bands : list of (int, int)
+        Output rows ``[lo, hi)`` of each node.
+    tiles : dict
+        ``node -> tile shapes`` (:attr:`ConvPlan.tiles`).
+    shared_words : int
+        DRAM words node 0 sends to the others.
+    """
+
+    tasks: dict
+    dram: dict
+    bands: list
+    tiles: dict
+    shared_words: int
+
+
+def conv_layer_tasks(cfg, x: np.ndarray, w: np.ndarray, *, stride: int, pad: int,
+                     x_layout: int, x_base: int, w_base: int, o_base: int) -> LayerPlan:
+    """A whole convolution layer (``x[1, C, H, W]``, ``w[CO, C, KH, KW]``) over every node of
+    *cfg*'s array: node 0 holds the input (in *x_layout*) and the weights, sends each other
+    node the input rows of its band of output rows (halo included) and the weights over
+    the NoC, and every node computes its band (:func:`conv_tasks`) into its own DRAM
+    (32-bit NCHW at *o_base*; the rows outside its band stay 0)."""
+    n = cfg.nicepim
+    bits = n.node_bank_bits
+    _, C, H, W = x.shape
+    CO, _, KH, _ = w.shape
+    words = place_tensor(x, x_layout, x_base, bits)
+    place_tensor(w, Layout.NCHW, w_base, bits, words=words)
+    OH = (H + 2 * pad - KH) // stride + 1
+    bands = [(int(b[0]), int(b[-1]) + 1) for b in np.array_split(np.arange(OH), n.nodes)
+             if len(b)]
+    w_words = tensor_words(Layout.NCHW, w.shape, w_base, bits)
+    tasks: dict[int, list[int]] = {}
+    tiles = {}
+    head: list[int] = []
+    shared = 0
+    for k, (lo, hi) in enumerate(bands):
+        plan = conv_tasks(cfg, x_dims=(C, H, W), w_dims=w.shape, stride=stride, pad=pad,
+                          groups=1, x_layout=x_layout, x_base=x_base, w_base=w_base,
+                          o_base=o_base, rows=(lo, hi))
+        tiles[k] = plan.tiles
+        if k == 0:
+            tasks[0] = plan.tasks + [task(Op.END)]
+            continue
+        rows = range(lo * stride - pad, (hi - 1) * stride - pad + KH)
+        x_words = tensor_words(x_layout, x.shape, x_base, bits,
+                               select=lambda _n, _c, h, _w, rows=rows: h in rows)
+        head += send_tasks(x_words, k, n.na_cols) + send_tasks(w_words, k, n.na_cols)
+        shared += len(x_words) + len(w_words)
+        tasks[k] = ([task(Op.WAIT, dest=len(x_words) + len(w_words))] + plan.tasks
+                    + [task(Op.END)])
+    tasks[0][:0] = head
+    return LayerPlan(tasks, {0: words}, bands, tiles, shared)
