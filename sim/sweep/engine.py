@@ -133,10 +133,12 @@ def _task(tag: str, fn: Callable[..., dict], *args) -> dict:
         worker = None
     if worker is not None:
         worker.log_event(TOPIC, {"start": tag})
-    out = fn(*args)
+    try:
+        out = fn(*args)
+    finally:
+        if worker is not None:
+            worker.log_event(TOPIC, {"end": tag})
     out["worker"] = worker.address if worker is not None else None
-    if worker is not None:
-        worker.log_event(TOPIC, {"end": tag})
     return out
 
 
