@@ -28,13 +28,14 @@ class TensorDMA(wiring.Component):
     ``base``. A one-word cache in front of the DRAM serves the elements that share
     a DRAM word (a load reads a word once for all its elements; a store merges its
     elements into the word and writes it back when it moves to another word or at
-    the end of the task), so a layout whose order matches the loop order (NHWC for
-    inputs, NCHW for weights and outputs) moves whole words, and any other costs a
-    DRAM access per element. A load writes 0 for an element outside the tensor
-    (padding, channel fill); a store skips it. An element takes two cycles when its
-    word is cached; a miss adds the DRAM access (a write-back first when the
-    cached word is dirty). The cache starts empty with every task (the network may
-    have written the DRAM since).
+    the end of the task). The lanes (channels; the output channels of weights) are
+    walked outermost in NCHW and innermost in NHWC and NCHW[C8], so that the
+    elements come in address order and each DRAM word is accessed once per run of
+    its elements. A load writes 0 for an element outside the tensor (padding,
+    channel fill); a store skips it. An element takes two cycles when its word is
+    cached; a miss adds the DRAM access (a write-back first when the cached word is
+    dirty). The cache starts empty with every task (the network may have written
+    the DRAM since).
 
     Parameters
     ----------
@@ -96,6 +97,9 @@ class TensorDMA(wiring.Component):
         r = Signal(range(max(2, R)))
         lane = Signal(range(max(2, R, C)))
         line = Signal(32)
+        # NCHW puts the lane's dimension (channels; output channels of weights) outside
+        # the pixels: walking the lanes outermost reads and writes consecutive elements.
+        lane_outer = t.layout == Layout.NCHW
         n_r = Mux(is_w, R, 1)
         n_l = Mux(is_i, R, C)
         last_l, last_r = lane + 1 == n_l, r + 1 == n_r
@@ -161,22 +165,28 @@ class TensorDMA(wiring.Component):
                     req.payload.row.eq(a[col_bits:col_bits + row_bits]),
                     req.payload.bank.eq(0), req.payload.cls.eq(1), req.payload.tag.eq(0)]
 
+        m.d.comb += line.eq(((b * t.nh + i) * t.nw + j) * n_r + r)
+
+        def nest(order):
+            """Step the counters of *order* (innermost first) like an odometer."""
+            (x, is_last), *rest = order
+            m.d.sync += x.eq(x + 1)
+            if rest:
+                with m.If(is_last):
+                    m.d.sync += x.eq(0)
+                    nest(rest)
+
         def advance():
-            m.d.sync += lane.eq(lane + 1)
-            with m.If(last_l):
-                m.d.sync += [lane.eq(0), line.eq(line + 1), r.eq(r + 1)]
-                with m.If(last_r):
-                    m.d.sync += [r.eq(0), j.eq(j + 1)]
-                    with m.If(last_j):
-                        m.d.sync += [j.eq(0), i.eq(i + 1)]
-                        with m.If(last_i):
-                            m.d.sync += [i.eq(0), b.eq(b + 1)]
+            with m.If(lane_outer):
+                nest([(j, last_j), (i, last_i), (r, last_r), (lane, last_l), (b, last_b)])
+            with m.Else():
+                nest([(lane, last_l), (r, last_r), (j, last_j), (i, last_i), (b, last_b)])
 
         m.d.comb += resp.ready.eq(1)
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [b.eq(0), i.eq(0), j.eq(0), r.eq(0), lane.eq(0), line.eq(0),
+                    m.d.sync += [b.eq(0), i.eq(0), j.eq(0), r.eq(0), lane.eq(0),
                                  tag_ok.eq(0), dirty.eq(0)]
                     m.next = "ADDR"
             with m.State("ADDR"):
