@@ -23,7 +23,7 @@ from ..rtl.params import ParameterError
 from ..sim.verilator import lint, verilator_root
 from ..verif.regression import select
 from ..verif.runner import run_testbench
-from .args import int_range, nonempty, out_dir, out_file
+from .args import int_range, nonempty, number_range, out_dir, out_file
 from .config import load_config, parse_overrides, preset_names, to_dict
 from .elaborate import elaborate
 from .errors import PimforgeError
@@ -171,7 +171,7 @@ def add_run(p: argparse.ArgumentParser) -> None:
 def add_workload_arguments(p: argparse.ArgumentParser, name: str) -> None:
     """The options of ``pimforge run NAME``: ``--config``, ``--set``, ``--json`` and the
     workload's own."""
-    add_config_option(p)
+    add_config_option(p, workloads()[name].default_config)
     p.add_argument("--json", type=out_file, help="write the results JSON here")
     resolve(workloads()[name].cli).add_arguments(p)
 
@@ -208,6 +208,72 @@ def cmd_run(args) -> int:
     return 0 if result.ok else 1
 
 
+# -- synth, fpga ---------------------------------------------------------------------
+
+def add_synth(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", type=nonempty, metavar="BLOCK|CONFIG",
+                   help="a registered block (built for --config), or a config (its top block)")
+    add_config_option(p)
+    p.add_argument("--node", type=number_range(3.0, 250.0), default=45.0, metavar="NM",
+                   help="technology node of the area estimate (default: 45)")
+    p.add_argument("--dram-die", action="store_true",
+                   help="the block sits on a DRAM die (x2 area, iPIM Sec. VII-A)")
+    p.add_argument("--json", type=out_file, help="write the gate counts and area as JSON here")
+
+
+def cmd_synth(args) -> int:
+    from ..sim.descnet.sram import area_mm2
+    from .area import AreaModel
+    from .synth import synth_block
+
+    if args.target in blocks():
+        block = args.target
+    elif args.config is not None:
+        raise PimforgeError(f"{args.target!r} is not a registered block (`pimforge verilog "
+                            "--list`); with a config as the target, leave out --config")
+    elif args.target not in preset_names() and not args.target.endswith(".toml"):
+        raise PimforgeError(f"{args.target!r} is neither a registered block (`pimforge "
+                            "verilog --list`) nor a config (`pimforge config`)")
+    else:
+        block, args.config = None, args.target
+    resolve_config(args)
+    res = synth_block(block or args.config.top, args.config)
+    model = AreaModel(node_nm=args.node, sram=area_mm2, dram_die=args.dram_die)
+    area = model.of(res.total)
+    print(res.summary())
+    print(f"area at {model.describe()}: {area.total_mm2:.4f} mm^2 (logic "
+          f"{area.logic_mm2:.4f}, memory macros {area.macro_mm2:.4f})")
+    if args.json is not None:
+        write_json(args.json, {**res.to_json(), "area": {**area.to_json(),
+                                                         "model": model.describe()}})
+    return 0
+
+
+def add_fpga(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--board", type=nonempty, required=True,
+                   help="an ECP5 board of amaranth-boards (ulx3s-85f, orangecrab-85f, ...)")
+    add_config_option(p)
+    p.add_argument("--top", type=nonempty, help="registered block to build (default: the "
+                   "config's top)")
+    p.add_argument("--out", type=out_dir, default="build/fpga",
+                   help="folder for the bitstream and report (default: build/fpga)")
+    p.add_argument("--json", type=out_file, help="write the utilization and Fmax as JSON here")
+
+
+def cmd_fpga(args) -> int:
+    from .fpga import build_fpga, check_board
+
+    check_board(args.board)
+    resolve_config(args)
+    block = args.top or args.config.top
+    get_block(block)
+    res = build_fpga(block, args.config, args.board, args.out)
+    print(res.summary())
+    if args.json is not None:
+        write_json(args.json, res.to_json())
+    return 0
+
+
 def _sweep_cli():
     # imported when used: the sweep command module builds on this one's workload parser
     from ..sim.sweep import cli
@@ -228,6 +294,10 @@ CORE = {
     "sweep": ("run a grid of workload runs from a spec on Dask (local cores, a scheduler, "
               "Slurm/PBS)", lambda p: _sweep_cli().add_arguments(p),
               lambda args: _sweep_cli().run(args)),
+    "synth": ("gate counts (Yosys) and area of a block or a config's top", add_synth,
+              cmd_synth),
+    "fpga": ("bitstream, utilization and Fmax of a block on an ECP5 board", add_fpga,
+             cmd_fpga),
 }
 
 

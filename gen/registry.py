@@ -136,11 +136,14 @@ class Workload:
         build it N times. ``PREPARE_OPTIONS`` (a tuple of option dest names) lists
         the options the build depends on besides the config (all of them when
         absent); ``prepare`` must be idempotent and cheap once the build exists.
+    default_config : str
+        Preset used when the user names none.
     """
 
     name: str
     doc: str
     cli: str
+    default_config: str = "default"
 
 
 @dataclass(frozen=True)

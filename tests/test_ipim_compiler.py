@@ -206,3 +206,14 @@ def test_sizes_that_do_not_fit_say_what_to_change(cfg):
 def test_options_are_validated():
     with pytest.raises(CompileError, match="regalloc"):
         Options("medium")
+
+
+def test_stencil_chain_matches_the_halide_package(cfg):
+    """The multi-stage stencil chain compiled for iPIM against the same algorithm run by
+    the `halide` package (the test extra), on a photograph."""
+    from pimforge.verif.models.image_halide import halide_reference
+
+    photo = load_photo("astronaut", (32, 32), "gray")
+    r = run_bench("stencil_chain", photo, cfg, engine="iss", stencils=5)
+    want = halide_reference("stencil_chain", photo, stencils=5)
+    assert np.abs(r.output - want).max() <= BENCHES["stencil_chain"].atol

@@ -2,8 +2,8 @@
 the SIMB instruction-set simulator: ``req`` across the mesh, ``sync`` across the vaults,
 random multi-vault programs compared bank by bank.
 
-One Verilator build of the ``ipim_small``-shaped cube (4 vaults on a 2x2 mesh, 2 PGs x 2
-PEs) serves every test of the module.
+One Verilator build of the ``ipim_small`` cube (4 vaults on a 2x2 mesh, 2 PGs x 2 PEs)
+serves every test of the module and of tests/test_ipim_image_rtl.py.
 """
 
 import logging
@@ -28,14 +28,10 @@ from pimforge.verif.tb.simb_programs import (
 
 log = logging.getLogger(__name__)
 
-SMALL = {"ipim.drf_bytes": 16 * 8, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_bytes": 16 * 8,
-         "ipim.vsm_bytes": 16 * 16, "ipim.bank_bytes": 16 * 1024, "ipim.row_bytes": 16 * 16,
-         "ipim.inst_queue": 8, "ipim.dram_queue": 4, "ipim.imem_instructions": 1024}
-
-
 @pytest.fixture(scope="module")
 def cfg():
-    return load_config("ipim_small", SMALL)
+    # the preset itself, so that tests/test_ipim_image_rtl.py shares the Verilator build
+    return load_config("ipim_small")
 
 
 @pytest.fixture(scope="module")

@@ -65,7 +65,8 @@ ACCELERATOR = Accelerator(
     ),
     workloads=(
         Workload("image", "Table II image pipelines compiled to SIMB, run on the cube RTL "
-                 "and checked against numpy", "pimforge.sim.ipim.image_cli"),
+                 "and checked against numpy", "pimforge.sim.ipim.image_cli",
+                 default_config="ipim_small"),
     ),
     commands=(
         Command("compile", "the iPIM compiler: compile image --bench NAME prints the SIMB "

@@ -24,10 +24,13 @@ from ...verif.models.image import BENCHES, check_input
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
-from .image_run import run_bench
+from .image_run import cube_driver, run_bench
 from .photos import PHOTOS, load_image, load_photo
 
-__all__ = ["ImageResult", "add_arguments", "run", "size_arg"]
+__all__ = ["PREPARE_OPTIONS", "ImageResult", "add_arguments", "prepare", "run", "size_arg"]
+
+#: The options :func:`prepare`'s build depends on besides the config.
+PREPARE_OPTIONS = ("engine",)
 
 
 def size_arg(text: str) -> tuple[int, int]:
@@ -103,6 +106,12 @@ def _input(args, bench: str) -> np.ndarray:
     if args.image:
         return load_image(args.image, args.size, kind)
     return load_photo(args.photo, args.size, kind)
+
+
+def prepare(args: argparse.Namespace, config) -> None:
+    """Build the Verilated cube of *config* into the build cache (``pimforge sweep``)."""
+    if args.engine == "rtl":
+        cube_driver(config)
 
 
 def run(args: argparse.Namespace, config) -> ImageResult:

@@ -29,9 +29,10 @@ from ...verif.models.image import BENCHES, reference
 from ...verif.models.simb_iss import SIMBMachine
 from .backend import OPT_LEVELS, Options
 from .image_benches import build
+from .lang import CompileError
 from .lower import Program, compile_pipeline, place
 
-__all__ = ["ImageRun", "compile_bench", "run_bench", "energy_nj"]
+__all__ = ["ImageRun", "compile_bench", "cube_driver", "run_bench", "energy_nj"]
 
 
 @dataclass
@@ -109,6 +110,19 @@ def energy_nj(ip, pe: dict, core: dict) -> dict[str, float]:
     return out
 
 
+_EXES: dict = {}
+
+
+def cube_driver(cfg):
+    """The Verilated cube of *cfg* with its driver, elaborated and built (or found in the
+    build cache) once per process."""
+    from .rtl_run import build_cube_driver  # the RTL path needs the Verilated cube
+
+    if cfg not in _EXES:
+        _EXES[cfg] = build_cube_driver(cfg)
+    return _EXES[cfg]
+
+
 def _crop(out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return out[tuple(slice(0, n) for n in shape)]
 
@@ -150,14 +164,15 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
             return np.array([b.get(base + i, z) for i in range(n)], dtype=np.uint32)
         out = _crop(prog.read(fetch, ip), prog.out_shape)
         return ImageRun(name, img.shape, opt_name, out, ref, prog, "iss", counts)
-    from .rtl_run import run_cube  # the RTL path needs the Verilated cube
-
     if ip.cubes != 1:
-        raise ValueError("the RTL runs one cube: set ipim.cubes = 1")
+        raise CompileError("the RTL runs one cube: set ipim.cubes = 1 (or use --engine iss)")
+    exe = exe or cube_driver(cfg)
     rtl_banks = {}
     for (v, pe), blk in banks.items():
         rtl_banks[(v, pe)] = {a: sum(int(x) << (32 * k) for k, x in enumerate(vec))
                               for a, vec in blk.items()}
+    from .rtl_run import run_cube
+
     t = time.perf_counter()
     run = run_cube(cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe)
     wall = time.perf_counter() - t
