@@ -169,8 +169,14 @@ def test_prepare_and_run_point_contract():
     assert "error" not in sweep_cli.prepare_point("capsnet", argv, None)
     res = sweep_cli.run_point("capsnet", argv, None, {"error": "build failed"})
     assert res["error"] == "prepare failed: build failed"
-    res = sweep_cli.run_point("capsnet", [*argv[:5], "0"], None, None)
+    bad = [*argv[:5], "0"]
+    res = sweep_cli.run_point("capsnet", bad, None, None)
     assert res["error"] == "argument --scale: must be between 1 and 1048576, not 0"
+    # A group prepared with a point whose arguments are refused: the others still run.
+    prep = sweep_cli.prepare_point("capsnet", bad, None)
+    assert prep["arguments"] and "--scale" in prep["error"]
+    res = sweep_cli.run_point("capsnet", argv, None, prep)
+    assert res["ok"] and res["result"]["network"] == "Caps-SV1"
 
 
 def test_load_spec_rejects_missing_workload(tmp_path):

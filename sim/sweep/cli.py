@@ -107,8 +107,12 @@ def prepare_point(workload: str, argv: list[str], cache: str | None) -> dict:
     t0 = time.monotonic()
 
     def go() -> dict:
-        args = gcli.workload_parser(workload, _PointParser).parse_args(argv)
-        gcli.resolve_config(args)
+        try:
+            args = gcli.workload_parser(workload, _PointParser).parse_args(argv)
+            gcli.resolve_config(args)
+        except (PimforgeError, ParameterError) as e:
+            # This point's own arguments: the other points of the group still run.
+            return {"error": str(e), "arguments": True, "wall_s": time.monotonic() - t0}
         _module(workload).prepare(args, args.config)
         return {"wall_s": time.monotonic() - t0}
 
@@ -118,8 +122,9 @@ def prepare_point(workload: str, argv: list[str], cache: str | None) -> dict:
 def run_point(workload: str, argv: list[str], cache: str | None,
               prepared: dict | None = None) -> dict:
     """One point, as ``pimforge run WORKLOAD ARGV`` runs it: the result's JSON, ``ok``
-    and summary, or the error (a point whose prepare failed reports that error)."""
-    if prepared is not None and "error" in prepared:
+    and summary, or the error (a point whose prepared build failed reports that error;
+    when only the arguments of the point that prepared were refused, it runs)."""
+    if prepared is not None and "error" in prepared and not prepared.get("arguments"):
         return {"error": f"prepare failed: {prepared['error']}", "wall_s": 0.0}
     _use_cache(cache)
     t0 = time.monotonic()

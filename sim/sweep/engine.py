@@ -133,11 +133,13 @@ def _task(tag: str, fn: Callable[..., dict], *args) -> dict:
         worker = None
     if worker is not None:
         worker.log_event(TOPIC, {"start": tag})
+    out: dict = {"error": "the task raised"}
     try:
         out = fn(*args)
     finally:
         if worker is not None:
-            worker.log_event(TOPIC, {"end": tag})
+            worker.log_event(TOPIC, {"end": tag, "wall_s": out.get("wall_s"),
+                                     "error": str(out.get("error", ""))[:200]})
     out["worker"] = worker.address if worker is not None else None
     return out
 
@@ -232,16 +234,27 @@ class _Progress:
         self.total, self.log = total, log
         self.done = self.failed = 0
         self.running: set[str] = set()
+        #: Prepare group -> what the log calls it.
+        self.groups: dict[str, str] = {}
         self.walls: list[float] = []
         self.lock = threading.Lock()
 
     def event(self, ev) -> None:          # Dask's event thread
         msg = ev[1] if isinstance(ev, tuple) else ev
         with self.lock:
-            if "start" in msg and msg["start"].startswith("run:"):
-                self.running.add(msg["start"][4:])
-            elif "end" in msg:
-                self.running.discard(msg["end"][4:])
+            kind, _, name = (msg.get("start") or msg.get("end") or "").partition(":")
+            if kind == "run" and "start" in msg:
+                self.running.add(name)
+            elif kind == "run":
+                self.running.discard(name)
+            elif kind == "prepare":      # a build can take minutes: say when it starts/ends
+                what = self.groups.get(name, name)
+                if "start" in msg:
+                    self.log(f"prepare {what}: started")
+                else:
+                    took = f" in {msg['wall_s']:.1f}s" if msg.get("wall_s") is not None else ""
+                    self.log(f"prepare {what}: " + (f"FAILED: {msg['error']}" if msg.get("error")
+                                                     else f"done{took}"))
 
     def finished(self, name: str, status: str, wall: float, workers: int, note: str) -> None:
         with self.lock:
@@ -467,6 +480,7 @@ def _run_points(spec, todo, points_dir, runner, records, outcome, executor, work
         log(f"executor {executor}: {nworkers} worker{'s' * (nworkers != 1)}{jobs}")
         prepared = {}
         for g, pts in groups.items():
+            progress.groups[g] = f"{g[:8]} (for {len(pts)} point{'s' * (len(pts) != 1)})"
             prepared[g] = client.submit(_task, f"prepare:{g}", runner.prepare, wl,
                                         list(pts[0].argv), cache, key=f"prepare-{g}",
                                         pure=False, priority=10)
