@@ -14,8 +14,7 @@ ACCELERATOR = Accelerator(
     sections=(Section("nicepim", "pimforge.gen.config.nicepim:NicePIMConfig"),),
     commands=(
         Command("schedule", "Data-Scheduler: data-sharing schedules on the mesh (ILP, TSP, "
-                "SHP), optionally run on the NoC RTL", "pimforge.sim.nicepim.schedule_cli",
-                config="option"),
+                "SHP), optionally run on the NoC RTL", "pimforge.sim.nicepim.schedule_cli"),
     ),
     blocks=(
         Block("nn_pe_array", "pimforge.rtl.nn.pe_array:from_config",

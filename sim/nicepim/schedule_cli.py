@@ -14,6 +14,7 @@ import argparse
 from dataclasses import replace
 
 from ...gen.args import int_range, number_range, out_file, seed
+from ...gen.cli import add_config_option, resolve_config
 from ...gen.errors import PimforgeError
 from ...gen.output import write_json
 from ..noc import parse_mesh
@@ -27,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = sub.add_parser("sharing", help="schedule data sharing within sharing sets on a mesh",
                        description="schedule data sharing within sharing sets on a mesh "
                                    "(Hamilton-cycle ILP, or the TSP and SHP baselines)")
+    # the config belongs to the subcommand, so that it goes after `sharing` like the rest
+    add_config_option(s)
     s.add_argument("--mesh", required=True, help="ROWSxCOLS of PIM-nodes, e.g. 8x8")
     s.add_argument("--set-size", type=int_range(2, 256), default=16,
                    help="nodes per sharing set (default 16)")
@@ -49,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    resolve_config(args)
     cfg = args.config
     rows, cols = parse_mesh(args.mesh)
     mesh = sharing.Mesh(rows, cols)
