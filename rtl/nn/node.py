@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.memory import WritePort
@@ -233,9 +235,24 @@ def node_kwargs(cfg) -> dict:
 
 
 def node_leaf(**kwargs) -> Leaf:
-    """A :class:`PIMNode` as one Verilog module that every node of an array instantiates."""
+    """A :class:`PIMNode` as one Verilog module that every node of an array instantiates.
+
+    The module carries Verilator's ``no_inline_module``: inlined, every node of an array
+    is a copy to compile (a 4x8 array of 128x8-PE nodes took 7.5 GB to lint).
+    """
+
+    def verilog(name: str) -> str:
+        from amaranth.back import verilog as amaranth_verilog
+
+        text = amaranth_verilog.convert(PIMNode(**kwargs), name=name, emit_src=False)
+        head = re.search(rf"^module {re.escape(name)}\(.*?\);\n", text, re.M | re.S)
+        if head is None:
+            raise ValueError(f"no module {name} in its own Verilog")
+        return (text[:head.end()] + "  /*verilator no_inline_module*/\n"
+                + text[head.end():])
+
     return Leaf(leaf_name("nicepim_node", digest=sorted(kwargs.items(), key=str)),
-                lambda: PIMNode(**kwargs))
+                lambda: PIMNode(**kwargs), verilog=verilog)
 
 
 def from_config(cfg) -> PIMNode:

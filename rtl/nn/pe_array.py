@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, signed
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -60,34 +60,32 @@ class PEArray(wiring.Component):
         # Every row is the same Verilog module (a 32 x 32 array is one row of 32 PEs
         # instantiated 32 times, not 1024 PEs flattened).
         rows = [Leaf(leaf_name("nn_pe_row", f"c{C}"), lambda: PERow(cols=C)) for _ in range(R)]
+        # The skew as a triangle of wide registers (few signals for the simulator to keep
+        # per node): stage k holds channels k + 1 .. rows - 1, k + 1 cycles late.
+        stage = self.x
         for r, row in enumerate(rows):
             m.submodules[f"row{r}"] = row
-            # Row r's input, delayed r cycles (the skew).
-            s = self.x[r * D:(r + 1) * D]
-            for k in range(r):
-                d = Signal(D, name=f"skew_{r}_{k}")
-                m.d.sync += d.eq(s)
-                s = d
             m.d.comb += [row.w_we.eq(self.w_we & (self.w_row == r)),
-                         row.w_data.eq(self.w_data), row.x.eq(s),
+                         row.w_data.eq(self.w_data), row.x.eq(stage[:D]),
                          row.p_in.eq(0 if r == 0 else rows[r - 1].p_out)]
-        # Column c is ready rows + c cycles after its vector: delay it cols - 1 - c more.
-        outs = []
+            if r + 1 < R:
+                nxt = Signal((R - 1 - r) * D, name=f"skew_{r}")
+                m.d.sync += nxt.eq(stage[D:])
+                stage = nxt
+        # The de-skew: column c is ready rows + c cycles after its vector and waits
+        # cols - 1 - c more; stage k holds columns 0 .. k.
         last = rows[-1].p_out
-        for c in range(C):
-            s = last[c * P:(c + 1) * P]
-            for k in range(C - 1 - c):
-                d = Signal(P, name=f"deskew_{c}_{k}")
-                m.d.sync += d.eq(s)
-                s = d
-            outs.append(s)
-        m.d.comb += self.y.eq(Cat(*outs))
-        v = self.x_valid
-        for k in range(self.latency):
-            d = Signal(name=f"valid_{k}")
-            m.d.sync += d.eq(v)
-            v = d
-        m.d.comb += self.y_valid.eq(v)
+        acc = None
+        for c in range(C - 1):
+            col = last[c * P:(c + 1) * P]
+            nxt = Signal((c + 1) * P, name=f"deskew_{c}")
+            m.d.sync += nxt.eq(col if acc is None else Cat(acc, col))
+            acc = nxt
+        top = last[(C - 1) * P:]
+        m.d.comb += self.y.eq(top if acc is None else Cat(acc, top))
+        valid = Signal(self.latency, name="valid")
+        m.d.sync += valid.eq(Cat(self.x_valid, valid[:-1]))
+        m.d.comb += self.y_valid.eq(valid[-1])
         return m
 
 
@@ -122,16 +120,20 @@ class PERow(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         C, D, P = self.cols, DATA_BITS, PSUM_BITS
-        xi = self.x.as_signed()
+        # One register each for the row's weights and its inputs in flight.
+        w = Signal(C * D)
+        xs = Signal(C * D)                  # xs lane c: the input PE c passes right
+        with m.If(self.w_we):
+            m.d.sync += w.eq(self.w_data)
+        ins = [self.x] + [xs[c * D:(c + 1) * D] for c in range(C - 1)]
+        m.d.sync += xs.eq(Cat(*ins))
+        sums = []
         for c in range(C):
-            w = Signal(signed(D), name=f"w_{c}")
-            with m.If(self.w_we):
-                m.d.sync += w.eq(self.w_data[c * D:(c + 1) * D])
-            xo = Signal(signed(D), name=f"x_{c}")
-            po = self.p_out[c * P:(c + 1) * P]
+            xi = ins[c].as_signed()
+            wc = w[c * D:(c + 1) * D].as_signed()
             pi = self.p_in[c * P:(c + 1) * P].as_signed()
-            m.d.sync += [xo.eq(xi), po.eq(pi + w * xi)]
-            xi = xo
+            sums.append((pi + wc * xi)[:P])
+        m.d.sync += self.p_out.eq(Cat(*sums))
         return m
 
 
