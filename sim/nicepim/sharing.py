@@ -551,6 +551,71 @@ def _improve(mesh: Mesh, cycles: list[list[int]], rng: random.Random,
     return cycles
 
 
+def _anneal(mesh: Mesh, cycles: list[list[int]], rng: random.Random, iterations: int,
+            target: int, deadline: float = math.inf) -> list[list[int]]:
+    """Simulated annealing over segment reversals and node moves of one cycle at a time,
+    on ``(max load, links at the max, sum of squared loads)``; stops at *target* (a lower
+    bound) or after *iterations*. Returns the best cycles seen."""
+    cycles = [list(c) for c in cycles]
+    routes: dict[tuple[int, int], list] = {}
+    load: dict = {}
+
+    def add(c: list[int], sign: int) -> None:
+        for e in hamilton_edges(c):
+            r = routes.get(e)
+            if r is None:
+                r = routes[e] = mesh.route(*e)
+            for lnk in r:
+                load[lnk] = load.get(lnk, 0) + sign
+
+    def cost() -> float:
+        vals = load.values()
+        top = max(vals)
+        return top * 10_000 + sum(v == top for v in vals) * 10 + 0.001 * sum(v * v
+                                                                            for v in vals)
+
+    for c in cycles:
+        add(c, +1)
+    cur = best = cost()
+    best_cycles = [list(c) for c in cycles]
+    temp = 20.0
+    cool = (0.5 / temp) ** (1 / max(1, iterations))    # down to 0.5 at the end
+    for it in range(iterations):
+        if max(load.values()) <= target or (it % 1024 == 0 and time.perf_counter() > deadline):
+            break
+        si = rng.randrange(len(cycles))
+        c = cycles[si]
+        N = len(c)
+        if N < 3:
+            continue
+        if rng.random() < 0.5:
+            i, j = sorted(rng.sample(range(1, N + 1), 2))
+            d = c[:i] + c[i:j][::-1] + c[j:]
+        else:
+            a, b = rng.sample(range(1, N), 2)
+            d = list(c)
+            d.insert(b, d.pop(a))
+        add(c, -1)
+        add(d, +1)
+        new = cost()
+        if new <= cur or rng.random() < math.exp((cur - new) / temp):
+            cycles[si], cur = d, new
+            if cur < best:
+                best, best_cycles = cur, [list(x) for x in cycles]
+        else:
+            add(d, -1)
+            add(c, +1)
+        temp *= cool
+    return best_cycles
+
+
+def _count_bound(mesh: Mesh, tsp: Schedule) -> int:
+    """A lower bound on the busiest link's cycle edges: the fewest link crossings of all
+    the cycles (the TSP tours have the fewest hops) spread evenly over every link."""
+    hops = sum(mesh.hops(a, b) for a, b in tsp.pairs())
+    return max(1, math.ceil(hops / len(mesh.links())))
+
+
 # ---- the ILP ------------------------------------------------------------------------------------
 
 def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
@@ -581,15 +646,32 @@ def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
     start = None
     if warm_start:
         tsp = schedule_tsp(mesh, sets, part_flits, seed=seed)
-        cyc = _improve(mesh, tsp.cycles, random.Random(seed))
+        rng = random.Random(seed)
+        cyc = _improve(mesh, tsp.cycles, rng)
+        low = _count_bound(mesh, tsp)
+        def worst(cs: list[list[int]]) -> int:
+            return max(link_loads(mesh, [e for c in cs for e in hamilton_edges(c)]).values())
+
+        # short annealing runs from the local optimum, each with its own stream, until
+        # one reaches the counting bound (many get stuck), within half the time limit
+        deadline = t0 + (time_limit / 2 if time_limit is not None else 60.0)
+        for attempt in range(64):
+            if worst(cyc) <= low or time.perf_counter() > deadline:
+                break
+            r = random.Random(seed * 1009 + attempt)
+            alt = _anneal(mesh, _improve(mesh, tsp.cycles, r), r, 4000 * len(sets), low,
+                          deadline)
+            if worst(alt) < worst(cyc):
+                cyc = alt
         start = {}
         for s, x, u, c in zip(sets, xs, us, cyc, strict=True):
             start |= _start_values(x, u, s, c)
         start[z] = float(max(link_loads(mesh, [e for c in cyc for e in hamilton_edges(c)])
                              .values()))
-        notes.append(f"warm start: TSP cycles after local search, max edge load "
-                     f"{int(start[z])} (TSP {tsp.max_edge_load})")
-    sol, info = m.solve(time_limit=time_limit, start=start, seed=seed)
+        notes.append(f"warm start: TSP cycles after local search and annealing, max edge "
+                     f"load {int(start[z])} (TSP {tsp.max_edge_load}, counting bound {low})")
+    left = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - t0))
+    sol, info = m.solve(time_limit=left, start=start, seed=seed)
     if sol is None:
         raise SharingError(f"HiGHS found no schedule within --time-limit {time_limit} s "
                            f"({info['status']}); give it more time")
