@@ -100,10 +100,7 @@ def _factorizations(n: int, k: int) -> list[tuple[int, ...]]:
 
 def partitions(layer: Layer, h: int, w: int) -> list[Partition]:
     """Every LM of *layer* on an ``h x w`` region whose parts are non-empty."""
-    limit = {"k": layer.k // layer.groups if layer.groups > 1 else layer.k,
-             "p": layer.p, "q": layer.q, "c": layer.c // layer.groups}
-    if layer.groups > 1:
-        limit["k"] = layer.k        # whole groups go to a node: K splits by groups' outputs
+    limit = {"k": layer.k, "p": layer.p, "q": layer.q, "c": layer.c // layer.groups}
     out = []
     for ph in _factorizations(h, 4):
         for pw in _factorizations(w, 4):

@@ -198,6 +198,8 @@ class Schedule:
         ILP: relative gap between the schedule and the solver's lower bound.
     bound : float or None
         ILP: the solver's lower bound on the busiest link's cycle edges.
+    notes : list of str
+        How the schedule was found (warm start, solver status).
     """
 
     method: str
