@@ -228,6 +228,8 @@ class NodeModel:
         p, q = math.ceil(lay.p / pp), math.ceil(lay.q / pq)
         c = math.ceil(lay.c / pc)
         groups = max(1, math.ceil(lay.groups / pk)) if lay.groups > 1 else 1
+        if lay.groups > 1:       # a node's output channels are whole groups: their inputs
+            c = math.ceil(lay.c // lay.groups * groups / pc)
         if lay.kind == "input":          # the network's input is already in DRAM
             return LayerCost(0, 0, 0, 0.0, 0)
         if lay.kind not in ("conv", "fc", "matmul"):
