@@ -33,8 +33,9 @@ class NicePIMArray(wiring.Component):
 
     Attributes
     ----------
-    prog : Out(WritePort.Signature).array(nodes)
-        Each node's task memory.
+    prog : Out(WritePort.Signature)
+        The task memory of node ``prog_node``.
+    prog_node : In
     start : In(nodes)
         Bit ``n`` starts node ``n``'s task list.
     done : Out(nodes)
@@ -57,8 +58,11 @@ class NicePIMArray(wiring.Component):
         N = len(nodes)
         proto = nodes[0]
         super().__init__({
+            # One task-memory port for all nodes: per-node ports of a 16x16 array would
+            # exceed the 65,536 input bits an Amaranth top may have.
             "prog": Out(WritePort.Signature(addr_width=len(proto.prog.addr),
-                                            shape=TASK_LAYOUT)).array(N),
+                                            shape=TASK_LAYOUT)),
+            "prog_node": In(range(max(2, N))),
             "start": In(N), "done": Out(N),
             "arr": Out(proto.signature.members["arr"].signature).array(N),
             "perf": Out(PIMNode.PerfSignature()).array(N),
@@ -74,7 +78,8 @@ class NicePIMArray(wiring.Component):
             m.submodules[f"node{n}"] = node
             m.d.comb += [node.node_id.eq(n), node.start.eq(self.start[n])]
             done.append(node.done)
-            wiring.connect(m, wiring.flipped(self.prog[n]), node.prog)
+            m.d.comb += [node.prog.en.eq(self.prog.en & (self.prog_node == n)),
+                         node.prog.addr.eq(self.prog.addr), node.prog.data.eq(self.prog.data)]
             wiring.connect(m, node.arr, wiring.flipped(self.arr[n]))
             wiring.connect(m, node.perf, wiring.flipped(self.perf[n]))
             wiring.connect(m, node.net_out, mesh.local_in[n])

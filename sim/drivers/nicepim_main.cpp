@@ -52,18 +52,17 @@ static bool all_done(Top* t, const std::vector<bool>& want) {
 
 static void load(Top* t, const std::vector<std::vector<Word>>& tasks,
                  const std::vector<bool>& want) {
-    size_t longest = 0;
-    for (auto& p : tasks) longest = std::max(longest, p.size());
-    for (size_t i = 0; i < longest; i++) {
-        for (int n = 0; n < N; n++) {
-            bool on = i < tasks[n].size();
-            lset(t->prog_en, n, on);
-            lset(t->prog_addr, n, (uint32_t)i);
-            for (int w = 0; w < TW; w++) lset(t->prog_data, TW * n + w, on ? tasks[n][i][w] : 0);
+    // One task-memory port, addressed to a node by prog_node.
+    for (int n = 0; n < N; n++) {
+        for (size_t i = 0; i < tasks[n].size(); i++) {
+            t->prog_node = n;
+            lset(t->prog_en, 0, 1);
+            lset(t->prog_addr, 0, (uint32_t)i);
+            for (int w = 0; w < TW; w++) lset(t->prog_data, w, tasks[n][i][w]);
+            pf::tick(t);
         }
-        pf::tick(t);
     }
-    for (int n = 0; n < N; n++) lset(t->prog_en, n, 0);
+    lset(t->prog_en, 0, 0);
     set_bits(t, want);
     pf::tick(t);
     set_bits(t, std::vector<bool>(N, false));

@@ -74,9 +74,9 @@ def task(op: Op, **fields: int) -> int:
 def pins(nodes: int, links: int) -> dict[str, object]:
     """Driver pin -> port(s) of the array: the only place the driver names its ports."""
     N = range(nodes)
-    out: dict[str, object] = {"start": "start", "done": "done", "overflow": "overflow"}
-    for n in ("en", "addr", "data"):
-        out[f"prog_{n}"] = [f"prog__{i}__{n}" for i in N]
+    out: dict[str, object] = {"start": "start", "done": "done", "overflow": "overflow",
+                              "prog_node": "prog_node", "prog_en": "prog__en",
+                              "prog_addr": "prog__addr", "prog_data": "prog__data"}
     for n in ("re", "we", "addr", "wdata", "rdata"):
         out[f"arr_{n}"] = [f"arr__{i}__{n}" for i in N]
     for n in COUNTERS:
