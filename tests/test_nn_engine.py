@@ -134,3 +134,12 @@ def test_parameters_checked():
         PEArray(rows=300, cols=4)
     with pytest.raises(ParameterError, match="wbuf_lines must be at least pe_rows"):
         NNEngine(pe_rows=8, pe_cols=2, ibuf_lines=4, wbuf_lines=4, obuf_lines=4)
+
+
+def test_output_stationary_is_refused_in_one_line():
+    from pimforge.gen.config import load_config
+    from pimforge.rtl.nn.engine import from_config
+
+    cfg = load_config("nicepim_small", {"nicepim.dataflow": "os"})
+    with pytest.raises(ParameterError, match=r"^nicepim.dataflow must be 'ws' .*, not 'os'$"):
+        from_config(cfg)
