@@ -654,10 +654,12 @@ def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
         def worst(cs: list[list[int]]) -> int:
             return max(link_loads(mesh, [e for c in cs for e in hamilton_edges(c)]).values())
 
-        # short annealing runs from the local optimum, each with its own stream, until
-        # one reaches the counting bound (many get stuck), within half the time limit
+        # On big models (HiGHS alone stalls on 16x16's 3840 binaries) short annealing
+        # runs from fresh local optima, each with its own stream, until one reaches the
+        # counting bound (many get stuck), within half the time limit.
+        big = sum(len(st) * (len(st) - 1) for st in sets) > 1000
         deadline = t0 + (time_limit / 2 if time_limit is not None else 60.0)
-        for attempt in range(64):
+        for attempt in range(64 if big else 0):
             if worst(cyc) <= low or time.perf_counter() > deadline:
                 break
             r = random.Random(seed * 1009 + attempt)
