@@ -126,11 +126,14 @@ def test_reordering_is_a_topological_order_that_keeps_dram_order(cfg):
     their program order."""
     from pimforge.sim.ipim.backend import dependency_graph
 
-    prog = compile_bench("blur", 32, 32, cfg, "baseline3").programs[0]   # max, no reorder
-    # the compute loop body: between the segment loop's seti c3 and its cjump
-    start = max(i for i, x in enumerate(prog) if x.opcode is Opcode.SETI_CRF and x.dst == 3)
-    end = min(i for i, x in enumerate(prog) if x.opcode is Opcode.CJUMP and i > start)
-    body = prog[start + 1:end - 1]
+    # max, no reordering, loops (not unrolled)
+    prog = compile_bench("blur", 32, 32, cfg, Options("max", False, True, False)).programs[0]
+    # the compute loop's body: from the seti of its jump target to its counter update
+    end = min(i for i, x in enumerate(prog) if x.opcode is Opcode.CJUMP)
+    start = max(i for i, x in enumerate(prog[:end])
+                if x.opcode is Opcode.SETI_CRF and x.dst in (3, 4))
+    body = [x for x in prog[start + 1:end] if x.opcode is not Opcode.CALC_CRF]
+    assert len(body) > 20
     ip = cfg.ipim
     for mem_order in (True, False):
         out = reorder(body, ip, mem_order)

@@ -44,11 +44,14 @@ __all__ = ["Options", "OPT_LEVELS", "VInstr", "allocate", "dependency_graph", "r
 @dataclass(frozen=True)
 class Options:
     """Backend switches: ``regalloc`` ``"max"`` or ``"min"``, ``reorder`` and
-    ``mem_order`` on or off."""
+    ``mem_order`` on or off; ``unroll``: unroll a kernel into direct addresses where its
+    code fits a quarter of the program memory (the lowering falls back to loops for
+    the whole program when it does not fit)."""
 
     regalloc: str = "max"
     reorder: bool = True
     mem_order: bool = True
+    unroll: bool = True
 
     def __post_init__(self):
         if self.regalloc not in ("max", "min"):

@@ -77,6 +77,8 @@ from .lang import (
 __all__ = ["Array", "Program", "compile_pipeline", "place", "gather"]
 
 _ALL = 0xF
+#: VSM lines at the top of the VSM that the AddrRF set-up rotates through.
+_SCRATCH_LINES = 4
 
 
 def f32_bits(v: float) -> int:
@@ -294,6 +296,8 @@ class _Builder:
         self.ip = ip
         self.opts = opts
         self.gv = gvault
+        #: a kernel is unrolled with direct addresses when its code stays below this
+        self.unroll_budget = 0
         self.prog: list[Instr] = []
         self.kernels_done: list[str] = []
         n = ip.drf_entries
@@ -304,29 +308,37 @@ class _Builder:
         if len(self.free) < 8:
             raise CompileError(f"{len(consts)} constants leave {len(self.free)} of the "
                                f"DataRF's {n} entries for kernels; raise ipim.drf_bytes")
-        self.vsm_scratch = ip.vsm_lines - 1
+        self.vsm_scratch = ip.vsm_lines - 1      # and the _SCRATCH_LINES - 1 below it
         self.all = (1 << ip.pes) - 1
-        for c, r in self.const_reg.items():
-            self.prog.append(Instr(Opcode.SETI_VSM, vsm=self.vsm_scratch, vec_mask=_ALL,
-                                   imm=c))
-            self.prog.append(Instr(Opcode.RD_VSM, vsm=self.vsm_scratch, drf=r,
-                                   simb_mask=self.all))
+        for n, (c, r) in enumerate(self.const_reg.items()):
+            line = self.vsm_scratch - n % _SCRATCH_LINES
+            self.prog.append(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=_ALL, imm=c))
+            self.prog.append(Instr(Opcode.RD_VSM, vsm=line, drf=r, simb_mask=self.all))
         self.prog.append(Instr(Opcode.SETI_CRF, dst=0, imm=1))
 
     # -- AddrRF set-up -------------------------------------------------------------
 
     def set_arf(self, values: dict[int, int]) -> None:
+        """Load AddrRF entries with constants: four at a time through a VSM line
+        (``seti_vsm`` per lane), a DataRF register and ``mov_arf``. The lines rotate and
+        the block goes through the backend like a loop body, so that the set-up
+        instructions overlap."""
         items = sorted(values.items())
-        for i in range(0, len(items), LANES):
+        block: list[VInstr] = []
+        for n, i in enumerate(range(0, len(items), LANES)):
             chunk = items[i:i + LANES]
+            line = self.vsm_scratch - n % _SCRATCH_LINES
             for lane, (_, v) in enumerate(chunk):
-                self.prog.append(Instr(Opcode.SETI_VSM, vsm=self.vsm_scratch,
-                                       vec_mask=1 << lane, imm=v))
-            self.prog.append(Instr(Opcode.RD_VSM, vsm=self.vsm_scratch, drf=self.scratch,
-                                   simb_mask=self.all))
+                block.append(VInstr(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=1 << lane,
+                                          imm=v)))
+            t = -1 - n          # a virtual register of its own (negative: no clash)
+            block.append(VInstr(Instr(Opcode.RD_VSM, vsm=line, simb_mask=self.all),
+                                {"drf": t}))
             for lane, (reg, _) in enumerate(chunk):
-                self.prog.append(Instr(Opcode.MOV_ARF, arf=reg, drf=self.scratch, lane=lane,
-                                       simb_mask=self.all))
+                block.append(VInstr(Instr(Opcode.MOV_ARF, arf=reg, lane=lane,
+                                          simb_mask=self.all), {"drf": t}))
+        if block:
+            self.prog.extend(schedule_block(block, self.free, self.ip, self.opts))
 
     # -- loops ---------------------------------------------------------------------
 
@@ -336,6 +348,16 @@ class _Builder:
         k = _Kernel(self)
         block = body(k)
         if not block:
+            return
+        if self._direct(k, block, rows * segs):
+            # Unrolled, with every pointer replaced by the address it holds in that
+            # iteration: the core tracks direct bank and scratchpad accesses per
+            # address, indirect ones as the whole memory, so only direct code lets the
+            # loads and stores of different addresses overlap.
+            for r in range(rows):
+                for sg in range(segs):
+                    it = [_at(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
+                    self.prog.extend(schedule_block(it, self.free, self.ip, self.opts))
             return
         arf = {}
         for reg, (init, _, _) in k.ptrs.items():
@@ -379,8 +401,31 @@ class _Builder:
             P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=2, src1=2, src2=0))
             P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=2, target=4))
 
+    def _direct(self, k: _Kernel, block: list[VInstr], iters: int) -> bool:
+        if self.unroll_budget < iters * len(block):
+            return False
+        for vi in block:        # a pointer read as a value (not an address) needs the loop
+            i = vi.ins
+            if i.opcode in (Opcode.CALC_ARF, Opcode.MOV_DRF) and \
+                    {i.src1, i.src2, i.arf} & set(k.ptrs):
+                return False
+        return True
+
     def sync(self, phase: int) -> None:
         self.prog.append(Instr(Opcode.SYNC, phase=phase & 0xFFFF))
+
+
+def _at(vi: VInstr, ptrs: dict[int, tuple[int, int, int]], r: int, sg: int) -> VInstr:
+    """*vi* with its indirect addresses through pointers made direct, for iteration
+    ``(r, sg)``."""
+    upd = {}
+    for f in ("dram", "pgsm", "vsm"):
+        reg = getattr(vi.ins, f)
+        if getattr(vi.ins, f"{f}_ind") and reg in ptrs:
+            init, seg, row = ptrs[reg]
+            upd[f] = init + sg * seg + r * row
+            upd[f"{f}_ind"] = 0
+    return VInstr(dataclasses.replace(vi.ins, **upd), vi.vregs) if upd else vi
 
 
 class _Kernel:
@@ -580,6 +625,16 @@ def _needs_consts(e: Expr, out: set) -> None:
     walk(e)
 
 
+def _loads_first(block: list[VInstr]) -> list[VInstr]:
+    """The block's bank loads first, then its computation, then its stores (Fig. 3c: the
+    input region of the outputs is loaded before they are computed). A block reads
+    only arrays it does not write, so the loads move freely; the bank then sees runs
+    of accesses to one array (row hits) instead of loads and stores alternating
+    between rows, and memory-order enforcement keeps it that way."""
+    loads = [vi for vi in block if vi.ins.opcode is Opcode.LD_RF]
+    return loads + [vi for vi in block if vi.ins.opcode is not Opcode.LD_RF]
+
+
 def _compute(b: _Builder, arr: Array, body: Expr) -> None:
     refs = _refs(body)
     need_even_x = any(r.ax[2] == 2 for r in refs)
@@ -589,7 +644,7 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
         raise CompileError(f"{arr.name} has {arr.R} rows per PE; an upsampling stage needs "
                            "an even number: choose a taller image")
     last = None
-    for U in (4, 2, 1):
+    for U in (16, 8, 4, 2, 1):
         if arr.S % U or (need_even_x and U % 2):
             continue
         saved = (list(b.prog),)
@@ -597,17 +652,20 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
             def mk(k: _Kernel, U=U):
                 ev = _Eval(k, arr, U, RU)
                 ev.count_refs(body)
+                vals = []
                 for rr in range(RU):
                     for u in range(U):
                         v = ev.val(body, rr, u)
                         if v[0] == "p":      # a constant func: copy it
                             v = ("v", ev.comp(AluOp.ADD, INT32, v,
                                               ("p", b.const_reg[0])))
-                        p = k.ptr(arr.addr(rr, u), U, RU * arr.pitch, fresh=True)
-                        ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all),
-                                drf=v[1])
+                        vals.append((rr, u, v))
+                for rr, u, v in vals:
+                    p = k.ptr(arr.addr(rr, u), U, RU * arr.pitch, fresh=True)
+                    ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all),
+                            drf=v[1])
                 k.finish_steps(arr.S // U, arr.R // RU)
-                return ev.block
+                return _loads_first(ev.block)
             b.kernel(arr.R // RU, arr.S // U, mk)
             b.kernels_done.append(f"{arr.name}: compute {arr.R}x{arr.S} vectors, "
                                   f"unroll {RU}x{U}")
@@ -683,10 +741,10 @@ def _y_halo(b: _Builder, arr: Array, nvaults: int) -> None:
     vsm_cross = 0
     vsm_req = vsm_cross + (pgs - 1) * pitch
     vsm_end = vsm_req + len(jobs) * pitch
-    if vsm_end > ip.vsm_lines - 1:
+    if vsm_end > ip.vsm_lines - _SCRATCH_LINES:
         raise CompileError(f"{arr.name}'s halo exchange needs {vsm_end} VSM lines but the "
-                           f"VSM has {ip.vsm_lines - 1} free; raise ipim.vsm_bytes or use a "
-                           "narrower image")
+                           f"VSM has {ip.vsm_lines - _SCRATCH_LINES} free; raise "
+                           "ipim.vsm_bytes or use a narrower image")
     # Remote rows: between two barriers, every vault fetches its neighbours' rows. The
     # phase ids name the buffer, so that stages folded into a loop stay identical.
     b.sync(2 * arr.base)
@@ -701,57 +759,84 @@ def _y_halo(b: _Builder, arr: Array, nvaults: int) -> None:
                                     vsm=vsm_req + j * pitch + i))
     b.sync(2 * arr.base + 1)
     for j, (dst, src, d) in enumerate(jobs):
-        def mk(k: _Kernel, j=j, dst=dst, src=src, d=d):
-            blk: list[VInstr] = []
-            srcp = k.ptr(arr.addr(src, -arr.hxl), 1, 0)
-            dstp = k.ptr(arr.addr(dst, -arr.hxl), 1, 0)
+        # C vectors of the row per block: first every read of the source row (bank ->
+        # PGSM, bank -> DataRF), then the scratchpad moves, then every write of the halo
+        # row, so that each bank sees runs of one row.
+        cands = [c for c in range(min(pitch, 32), 0, -1) if pitch % c == 0]
+        if not b.unroll_budget:       # a loop: a short body (its pointers are set up once)
+            cands = [c for c in cands if c <= 4]
+        last = None
+        for C in cands:
+            saved = list(b.prog)
+            try:
+                b.kernel(1, pitch // C, _halo_block(b, arr, j, dst, src, d, C, nvaults,
+                                                    vsm_cross, vsm_req))
+                break
+            except CompileError as e:
+                b.prog = saved
+                last = e
+        else:
+            raise last
+    b.kernels_done.append(f"{arr.name}: y halo {arr.hyt}+{arr.hyb} (PGSM, VSM, req)")
+
+
+def _halo_block(b: _Builder, arr: Array, j: int, dst: int, src: int, d: int, C: int,
+                nvaults: int, vsm_cross: int, vsm_req: int):
+    """The body of one y-halo job (halo row *dst* from the neighbour's row *src*, the
+    neighbour above for ``d < 0``), ``C`` vectors per iteration."""
+    ip = b.ip
+    ppg, pgs, pitch, gv = ip.pes_per_pg, ip.pgs, arr.pitch, b.gv
+
+    def mk(k: _Kernel):
+        reads: list[VInstr] = []
+        moves: list[VInstr] = []
+        writes: list[VInstr] = []
+        edge = (0, 0) if d < 0 else (pgs - 1, ppg - 1)
+        em = _pe_mask(ip, *edge)
+        for c in range(C):
+            srcp = k.ptr(arr.addr(src, -arr.hxl) + c, C, 0)
+            dstp = k.ptr(arr.addr(dst, -arr.hxl) + c, C, 0)
             # within a PG: the owner copies its row to the PGSM, the neighbour reads it
             if ppg > 1:
                 owners = range(ppg - 1) if d < 0 else range(1, ppg)
-                slot = {p: k.ptr(p * pitch if d < 0 else (p - 1) * pitch, 1, 0)
-                        for p in owners}
                 for p in owners:
+                    slot = k.ptr((p if d < 0 else p - 1) * pitch + c, C, 0)
                     m = sum(_pe_mask(ip, g, p) for g in range(pgs))
-                    blk.append(VInstr(Instr(Opcode.LD_PGSM, dram=srcp, dram_ind=1,
-                                            pgsm=slot[p], pgsm_ind=1, simb_mask=m)))
-                for p in owners:
+                    reads.append(VInstr(Instr(Opcode.LD_PGSM, dram=srcp, dram_ind=1,
+                                              pgsm=slot, pgsm_ind=1, simb_mask=m)))
                     q = p + 1 if d < 0 else p - 1
                     m = sum(_pe_mask(ip, g, q) for g in range(pgs))
-                    blk.append(VInstr(Instr(Opcode.ST_PGSM, dram=dstp, dram_ind=1,
-                                            pgsm=slot[p], pgsm_ind=1, simb_mask=m)))
+                    writes.append(VInstr(Instr(Opcode.ST_PGSM, dram=dstp, dram_ind=1,
+                                               pgsm=slot, pgsm_ind=1, simb_mask=m)))
             # between the PGs of the vault, through the VSM
             for g in range(pgs - 1):
                 s_pe, r_pe = ((g, ppg - 1), (g + 1, 0)) if d < 0 else ((g + 1, 0), (g, ppg - 1))
-                w = k.ptr(vsm_cross + g * pitch, 1, 0)
-                t = k.v()
-                blk.append(VInstr(Instr(Opcode.LD_RF, dram=srcp, dram_ind=1,
-                                        simb_mask=_pe_mask(ip, *s_pe)), {"drf": t}))
-                blk.append(VInstr(Instr(Opcode.WR_VSM, vsm=w, vsm_ind=1,
-                                        simb_mask=_pe_mask(ip, *s_pe)), {"drf": t}))
-                t2 = k.v()
-                blk.append(VInstr(Instr(Opcode.RD_VSM, vsm=w, vsm_ind=1,
-                                        simb_mask=_pe_mask(ip, *r_pe)), {"drf": t2}))
-                blk.append(VInstr(Instr(Opcode.ST_RF, dram=dstp, dram_ind=1,
-                                        simb_mask=_pe_mask(ip, *r_pe)), {"drf": t2}))
+                w = k.ptr(vsm_cross + g * pitch + c, C, 0)
+                t, t2 = k.v(), k.v()
+                reads.append(VInstr(Instr(Opcode.LD_RF, dram=srcp, dram_ind=1,
+                                          simb_mask=_pe_mask(ip, *s_pe)), {"drf": t}))
+                moves.append(VInstr(Instr(Opcode.WR_VSM, vsm=w, vsm_ind=1,
+                                          simb_mask=_pe_mask(ip, *s_pe)), {"drf": t}))
+                moves.append(VInstr(Instr(Opcode.RD_VSM, vsm=w, vsm_ind=1,
+                                          simb_mask=_pe_mask(ip, *r_pe)), {"drf": t2}))
+                writes.append(VInstr(Instr(Opcode.ST_RF, dram=dstp, dram_ind=1,
+                                           simb_mask=_pe_mask(ip, *r_pe)), {"drf": t2}))
             # the vault's edge band: from the neighbouring vault, or clamped
-            edge = (0, 0) if d < 0 else (pgs - 1, ppg - 1)
-            em = _pe_mask(ip, *edge)
             t3 = k.v()
             if 0 <= gv + d < nvaults:
-                rp = k.ptr(vsm_req + j * pitch, 1, 0)
-                blk.append(VInstr(Instr(Opcode.RD_VSM, vsm=rp, vsm_ind=1, simb_mask=em),
-                                  {"drf": t3}))
+                rp = k.ptr(vsm_req + j * pitch + c, C, 0)
+                moves.append(VInstr(Instr(Opcode.RD_VSM, vsm=rp, vsm_ind=1, simb_mask=em),
+                                    {"drf": t3}))
             else:
-                cp = k.ptr(arr.addr(0 if d < 0 else arr.R - 1, -arr.hxl), 1, 0)
-                blk.append(VInstr(Instr(Opcode.LD_RF, dram=cp, dram_ind=1, simb_mask=em),
-                                  {"drf": t3}))
-            blk.append(VInstr(Instr(Opcode.ST_RF, dram=dstp, dram_ind=1, simb_mask=em),
-                              {"drf": t3}))
-            k.finish_steps(pitch, 1)
-            return blk
+                cp = k.ptr(arr.addr(0 if d < 0 else arr.R - 1, -arr.hxl) + c, C, 0)
+                reads.append(VInstr(Instr(Opcode.LD_RF, dram=cp, dram_ind=1, simb_mask=em),
+                                    {"drf": t3}))
+            writes.append(VInstr(Instr(Opcode.ST_RF, dram=dstp, dram_ind=1, simb_mask=em),
+                                 {"drf": t3}))
+        k.finish_steps(pitch // C, 1)
+        return reads + moves + writes
 
-        b.kernel(1, pitch, mk)
-    b.kernels_done.append(f"{arr.name}: y halo {arr.hyt}+{arr.hyb} (PGSM, VSM, req)")
+    return mk
 
 
 # -- bank allocation and program assembly -------------------------------------------------
@@ -880,10 +965,19 @@ def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None
         if body is not None:
             _needs_consts(body, consts)
     consts_l = [0] + sorted(consts - {0})
+    budgets = [ip.imem_instructions // d for d in (4, 16, 64)] if opts.unroll else []
+    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0], out_shape or (H, W))
+
+
+def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
+              budgets: list[int], out_shape) -> Program:
+    """Every vault's program; with the first unrolling budget whose program fits."""
     programs = {}
     kernels: list[str] = []
+    budget = budgets[0]
     for gv in range(nvaults):
         b = _Builder(ip, opts, gv, consts_l)
+        b.unroll_budget = budget
         prologue = b.prog
         segments = []
         for a in g.order:
@@ -897,6 +991,8 @@ def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None
                 _y_halo(b, a, nvaults)
             segments.append(b.prog)
         prog = _assemble(prologue, segments)
+        if len(prog) > ip.imem_instructions and len(budgets) > 1:
+            return _generate(g, ip, opts, nvaults, consts_l, budgets[1:], out_shape)
         if len(prog) > ip.imem_instructions:
             raise CompileError(f"vault {gv}'s program has {len(prog)} instructions but the "
                                f"program memory holds {ip.imem_instructions}; raise "
@@ -904,8 +1000,7 @@ def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None
         programs[gv] = prog
         kernels = b.kernels_done
     inputs = {a.name: a for a in g.order if a.func is None}
-    return Program(programs, inputs, g.out, g.order,
-                   out_shape or (H, W), opts, kernels)
+    return Program(programs, inputs, g.out, g.order, out_shape, opts, kernels)
 
 
 # -- data placement --------------------------------------------------------------------

@@ -28,7 +28,7 @@ import numpy as np
 from ...rtl.simb.isa import LANES, AluOp, DType, Instr, Mode, Opcode
 from .backend import Options, VInstr
 from .lang import INT32, CompileError, Func
-from .lower import Array, Program, _assemble, _Builder, _Kernel
+from .lower import _SCRATCH_LINES, Array, Program, _assemble, _Builder, _Kernel
 
 __all__ = ["compile_histogram"]
 
@@ -57,9 +57,10 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                            "ipim.bank_bytes or use a smaller image")
     VB = 0
     RB = P * LANES
-    if RB + (nvaults - 1) * nq > ip.vsm_lines - 1:
+    if RB + (nvaults - 1) * nq > ip.vsm_lines - _SCRATCH_LINES:
         raise CompileError(f"{h.name}'s reduction needs {RB + (nvaults - 1) * nq} VSM lines but "
-                           f"the VSM has {ip.vsm_lines - 1} free; raise ipim.vsm_bytes")
+                           f"the VSM has {ip.vsm_lines - _SCRATCH_LINES} free; raise "
+                           "ipim.vsm_bytes")
     one = inc & 0xFFFF_FFFF
     consts = [0] + ([one] if one else [])
     programs = {}
