@@ -49,7 +49,7 @@ from .errors import PimforgeError, ToolMissingError
 from .output import write_json
 
 __all__ = ["MACRO_MAX_PORTS", "MACRO_MIN_ROWS", "NAND2_EQ", "SCRIPT", "SynthError",
-           "SynthResult", "cell_weight", "is_flop", "summarize", "synth_block",
+           "SynthResult", "cell_weight", "dedup_modules", "is_flop", "summarize", "synth_block",
            "synth_verilog", "yosys_version"]
 
 
@@ -190,6 +190,7 @@ def synth_verilog(verilog: str, top: str) -> tuple[dict[str, Any], bool]:
     """
     version = yosys_version()
     script = SCRIPT.format(top=top, file="design.v")
+    verilog, aliases = dedup_modules(verilog, top)
     h = hashlib.sha256()
     for part in (verilog, top, script, version):
         h.update(part.encode())
@@ -201,26 +202,66 @@ def synth_verilog(verilog: str, top: str) -> tuple[dict[str, Any], bool]:
         pass         # absent, or unreadable: synthesize (and replace it)
     raw = _run_yosys(script, verilog, top)
     raw["yosys"] = version
+    raw["aliases"] = {_name(k): _name(v) for k, v in aliases.items()}
     write_json(path, raw)
     return raw, False
+
+
+# A module definition with the attribute lines before it (Yosys' Verilog writer).
+_MODULE_RE = re.compile(r"(?:^\(\*[^\n]*\*\)\n)*^module (\\\S+|[A-Za-z_][\w$]*) ?\(.*?"
+                        r"^endmodule\n?", re.M | re.S)
+# Names the writer numbers per module, which differ between identical modules.
+_LOCAL_RE = re.compile(r"dump_module\$\d+")
+# The start of an instance: indentation, the module's name, whitespace, the instance name.
+_INSTANCE_RE = re.compile(r"^(\s+)(\\\S+|[A-Za-z_][\w$]*)(?=\s+\S+\s*\()", re.M)
+
+
+def dedup_modules(verilog: str, top: str) -> tuple[str, dict[str, str]]:
+    """*verilog* with each set of identical modules replaced by one, and the aliases.
+
+    Amaranth writes one module per submodule instance, so the four FP adders of a
+    SIMD unit or the vaults of a cube are copies under different names; Yosys would
+    synthesize each copy (ABC's time is most of a synthesis). Modules whose text is
+    the same but for their name (and the writer's per-module counter names) are
+    merged into the first, their instances renamed, bottom-up until no two are alike
+    (parents become alike once their children are merged). Returns the text and
+    ``{removed name: kept name}``.
+    """
+    aliases: dict[str, str] = {}
+    text = verilog
+    while True:
+        keep: dict[str, str] = {}
+        found: dict[str, str] = {}
+        for m in _MODULE_RE.finditer(text):
+            name = m.group(1)
+            if name == top:
+                continue
+            body = m.group(0)
+            head = body.index("module ")
+            key = _LOCAL_RE.sub("", body[head:].replace(name, "", 1))
+            if key in keep:
+                found[name] = keep[key]
+            else:
+                keep[key] = name
+        if not found:
+            return text, aliases
+        text = _MODULE_RE.sub(lambda m: "" if m.group(1) in found else m.group(0), text)
+        text = _INSTANCE_RE.sub(lambda m: m.group(1) + found.get(m.group(2), m.group(2)), text)
+        for k, v in list(aliases.items()):
+            aliases[k] = found.get(v, v)
+        aliases.update(found)
 
 
 def _name(n: str) -> str:
     return n[1:] if n.startswith("\\") else n
 
 
-def _macro_ports(cell: dict[str, Any], p: dict[str, int]) -> int:
-    """Ports of the macro holding a ``$mem_v2`` cell: a read port and a write port driven
-    by the same address wires are one read/write port (a single-port SRAM), any
-    other port is a port of its own."""
-    conn = cell.get("connections", {})
-    addrs: set[tuple] = set()
-    for kind, n in (("RD", p["RD_PORTS"]), ("WR", p["WR_PORTS"])):
-        bits = conn.get(f"{kind}_ADDR", [])
-        w = len(bits) // n if n else 0
-        for i in range(n):
-            addrs.add(tuple(str(b) for b in bits[i * w:(i + 1) * w]) if w else (kind, i))
-    return max(1, len(addrs))
+def _macro_ports(p: dict[str, int]) -> int:
+    """Ports of the macro holding a ``$mem_v2`` cell: ``max(read, write)``. A read port
+    and a write port are taken to share one read/write port of the macro, as the
+    scratchpads' single-port SRAMs do (a 1R1W macro with separate addresses is about
+    a third larger; the DESCNet model has no such cell)."""
+    return max(1, p["RD_PORTS"], p["WR_PORTS"])
 
 
 def summarize(raw: dict[str, Any], top: str) -> dict[str, Any]:
@@ -242,7 +283,7 @@ def summarize(raw: dict[str, Any], top: str) -> dict[str, Any]:
             mems.setdefault(_name(mod), []).append({
                 "name": _name(str(cell["parameters"].get("MEMID", cname))).lstrip("\\"),
                 "width": p["WIDTH"], "depth": p["SIZE"], "read_ports": p["RD_PORTS"],
-                "write_ports": p["WR_PORTS"], "ports": _macro_ports(cell, p)})
+                "write_ports": p["WR_PORTS"], "ports": _macro_ports(p)})
     modules: dict[str, dict[str, Any]] = {}
     for name, s in stat.items():
         cells, subs = {}, {}
@@ -296,6 +337,9 @@ def summarize(raw: dict[str, Any], top: str) -> dict[str, Any]:
     for name, m in modules.items():
         m["instances"] = instances.get(name, 0)
         m["total"] = total(name)
+    for dup, kept in raw.get("aliases", {}).items():
+        if kept in modules:
+            modules[kept].setdefault("aliases", []).append(dup)
     return {"top": top, "modules": modules, "total": design}
 
 
