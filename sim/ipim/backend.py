@@ -117,7 +117,8 @@ def _ranges(block: list[VInstr]) -> dict[int, tuple[int, int]]:
     return {v: (first[v], last[v]) for v in first}
 
 
-def allocate(block: list[VInstr], free: list[int], policy: str) -> list[Instr]:
+def allocate(block: list[VInstr], free: list[int], policy: str,
+             lru: dict[int, int] | None = None) -> list[Instr]:
     """Colour the virtual registers of *block* with the DataRF entries *free*.
 
     Raises
@@ -153,8 +154,12 @@ def allocate(block: list[VInstr], free: list[int], policy: str) -> list[Instr]:
             dfs.append(v)
             stack.extend(sorted(adj[v] - seen, key=lambda u: -ranges[u][0]))
     colour: dict[int, int] = {}
+    # max: the entry used least recently, counting the blocks before this one (*lru*,
+    # updated in place), so that consecutive blocks do not reuse each other's registers
     last_used = {p: -1 - i for i, p in enumerate(reversed(free))}   # never used: oldest
-    clock = 0
+    if lru:
+        last_used.update({p: t for p, t in lru.items() if p in last_used})
+    clock = max(last_used.values(), default=0)
     for v in dfs:
         taken = {colour[u] for u in adj[v] if u in colour}
         cands = [p for p in free if p not in taken]
@@ -166,6 +171,8 @@ def allocate(block: list[VInstr], free: list[int], policy: str) -> list[Instr]:
         colour[v] = p
         clock += 1
         last_used[p] = clock
+    if lru is not None:
+        lru.update(last_used)
     out = []
     for vi in block:
         out.append(dataclasses.replace(vi.ins, **{f: colour[v] for f, v in vi.vregs.items()}))
@@ -193,7 +200,14 @@ def latency(ins: Instr, ip) -> int:
 
 def dependency_graph(prog: list[Instr], mem_order: bool) -> list[set[int]]:
     """``succ[i]``: the instructions that must follow instruction ``i``."""
+    return _graph(prog, mem_order)[0]
+
+
+def _graph(prog: list[Instr], mem_order: bool) -> tuple[list[set[int]], set[tuple[int, int]]]:
+    """The dependency graph and its memory-order edges that are not also a data
+    dependency (an order of issue, with no result to wait for)."""
     succ: list[set[int]] = [set() for _ in prog]
+    order_only: set[tuple[int, int]] = set()
     last_w: dict = {}
     reads_since: dict = {}
     last_dram = None
@@ -228,17 +242,18 @@ def dependency_graph(prog: list[Instr], mem_order: bool) -> list[set[int]]:
         for res in r:
             reads_since.setdefault(res, []).append(i)
         if mem_order and ins.opcode in _DRAM_OPS:
-            if last_dram is not None:
+            if last_dram is not None and i not in succ[last_dram]:
                 succ[last_dram].add(i)
+                order_only.add((last_dram, i))
             last_dram = i
         succ[i].discard(i)
-    return succ
+    return succ, order_only
 
 
 def reorder(prog: list[Instr], ip, mem_order: bool) -> list[Instr]:
     """Algorithm 1 on *prog* (one basic block)."""
     n = len(prog)
-    succ = dependency_graph(prog, mem_order)
+    succ, order_only = _graph(prog, mem_order)
     indeg = [0] * n
     for s in succ:
         for j in s:
@@ -246,16 +261,19 @@ def reorder(prog: list[Instr], ip, mem_order: bool) -> list[Instr]:
     T = [0] * n
     lat = [latency(ins, ip) for ins in prog]
     is_load = [ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM) for ins in prog]
+    is_store = [ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM) for ins in prog]
     ready = [i for i in range(n) if indeg[i] == 0]
     out: list[Instr] = []
     for step in range(n):
         loads = [i for i in ready if is_load[i] and T[i] <= step]
-        pick = min(loads) if loads else min(ready, key=lambda i: (T[i], i))
+        # stores last among the ready: they then reach the bank as one run (row hits)
+        # instead of one after each result, between the next block's loads
+        pick = min(loads) if loads else min(ready, key=lambda i: (is_store[i], T[i], i))
         ready.remove(pick)
         out.append(prog[pick])
         T[pick] = max(T[pick], step)
         for j in succ[pick]:
-            T[j] = max(T[j], T[pick] + lat[pick])
+            T[j] = max(T[j], T[pick] + (1 if (pick, j) in order_only else lat[pick]))
             indeg[j] -= 1
             if indeg[j] == 0:
                 ready.append(j)
@@ -265,17 +283,24 @@ def reorder(prog: list[Instr], ip, mem_order: bool) -> list[Instr]:
 _CACHE: dict = {}
 
 
-def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options) -> list[Instr]:
-    """Allocate *block*'s registers, then reorder it, as *opts* says (memoized: the
-    vaults and the repeated stages of a pipeline share most blocks)."""
+def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
+                   lru: dict[int, int] | None = None) -> list[Instr]:
+    """Allocate *block*'s registers (continuing the register-use history *lru*, updated
+    in place), then reorder it, as *opts* says (memoized: the vaults and the repeated
+    stages of a pipeline share most blocks)."""
+    before = tuple(sorted(lru.items())) if lru else ()
     key = (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
-           ip, opts)
+           ip, opts, before)
     hit = _CACHE.get(key)
     if hit is None:
-        prog = allocate(block, free, opts.regalloc)
-        hit = tuple(reorder(prog, ip, opts.mem_order) if opts.reorder else prog)
+        after: dict[int, int] = dict(lru or {})
+        prog = allocate(block, free, opts.regalloc, after)
+        hit = (tuple(reorder(prog, ip, opts.mem_order) if opts.reorder else prog), after)
         if len(_CACHE) > 4096:
             _CACHE.clear()
         _CACHE[key] = hit
-    return list(hit)
+    if lru is not None:
+        lru.clear()
+        lru.update(hit[1])
+    return list(hit[0])
 

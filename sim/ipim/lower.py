@@ -298,6 +298,8 @@ class _Builder:
         self.gv = gvault
         #: a kernel is unrolled with direct addresses when its code stays below this
         self.unroll_budget = 0
+        #: register-use history of the max allocator within the current segment
+        self.lru: dict[int, int] = {}
         self.prog: list[Instr] = []
         self.kernels_done: list[str] = []
         n = ip.drf_entries
@@ -338,7 +340,7 @@ class _Builder:
                 block.append(VInstr(Instr(Opcode.MOV_ARF, arf=reg, lane=lane,
                                           simb_mask=self.all), {"drf": t}))
         if block:
-            self.prog.extend(schedule_block(block, self.free, self.ip, self.opts))
+            self.prog.extend(schedule_block(block, self.free, self.ip, self.opts, self.lru))
 
     # -- loops ---------------------------------------------------------------------
 
@@ -357,7 +359,7 @@ class _Builder:
             for r in range(rows):
                 for sg in range(segs):
                     it = [_at(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
-                    self.prog.extend(schedule_block(it, self.free, self.ip, self.opts))
+                    self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
             return
         arf = {}
         for reg, (init, _, _) in k.ptrs.items():
@@ -380,7 +382,7 @@ class _Builder:
         inner = block + incs
         if segs == 1:
             inner = inner + row_incs
-        code = schedule_block(inner, self.free, self.ip, self.opts)
+        code = schedule_block(inner, self.free, self.ip, self.opts, self.lru)
         P = self.prog
         # c3/c4 hold pcs relative to the segment (relocated by _assemble)
         if rows > 1:
@@ -396,7 +398,7 @@ class _Builder:
             P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=1, src1=1, src2=0))
             P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=1, target=3))
             if rows > 1 and row_incs:
-                P.extend(schedule_block(row_incs, self.free, self.ip, self.opts))
+                P.extend(schedule_block(row_incs, self.free, self.ip, self.opts, self.lru))
         if rows > 1:
             P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=2, src1=2, src2=0))
             P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=2, target=4))
@@ -985,6 +987,7 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
             if body is None:
                 continue
             b.prog = []
+            b.lru = {}          # each stage starts alike, so that repeated stages fold
             _compute(b, a, body)
             if a is not g.out:
                 _x_halo(b, a)
