@@ -43,6 +43,12 @@ def _bad_values(action, tmp_path):
         return ["-7", "abc", "1.5", "99999999999999999999"]
     if name == "float":
         return ["abc", "nan", "inf", "-1e9"]
+    if name == "size_arg":
+        return ["64", "0x0", "axb", "64x64x3", "99999x4", ""]
+    if name == "_bench_names":
+        return ["nonesuch", "", "bilateral grid"]
+    if name == "_executor":
+        return ["nonesuch", "dask://", "tcp://host", ""]
     if isinstance(action, A.AppendUnique):
         return None                                  # covered by the twice-given case
     return []
@@ -56,7 +62,7 @@ def _required(p, tmp_path):
             argv.append("spm" if a.dest == "kind" else "x")
         elif a.required:
             good = {"--net": "Caps-MN1", "--out": str(tmp_path / "out"),
-                    "--json": str(tmp_path / "out.json")}
+                    "--json": str(tmp_path / "out.json"), "--bench": "brighten"}
             argv += [a.option_strings[0], good.get(a.option_strings[0], "1")]
     return argv
 
