@@ -155,7 +155,8 @@ def nicepim_table(log):
                                "nicepim.pe_rows": 128, "nicepim.pe_cols": 8,
                                "nicepim.ibuf_bytes": 16 * 1024,
                                "nicepim.wbuf_bytes": 144 * 1024,
-                               "nicepim.obuf_bytes": 32 * 1024})]
+                               "nicepim.obuf_bytes": 32 * 1024,
+                               "nicepim.banks_per_node": 8})]
     rows = []
     for preset, over in points:
         cfg = load_config(preset, over)
