@@ -27,8 +27,6 @@ from pimforge.verif.tb.simb_programs import (
 )
 
 log = logging.getLogger(__name__)
-# one Verilator build of the ipim_small cube for both modules (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("ipim_small_cube")
 
 @pytest.fixture(scope="module")
 def cfg():

@@ -21,8 +21,6 @@ from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.image import BENCHES
 
 log = logging.getLogger(__name__)
-# one Verilator build of the ipim_small cube for both modules (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("ipim_small_cube")
 SEED = int(os.environ.get("PIMFORGE_SEED", "20261125"))
 
 
