@@ -39,7 +39,7 @@ from ...gen.errors import PimforgeError
 
 __all__ = ["FP32", "INT32", "CompileError", "Expr", "Const", "Call", "Bin", "Select", "Cast",
            "Var", "Func", "ImageParam", "RDom", "Affine", "select", "min_", "max_", "clamp",
-           "cast"]
+           "cast", "children", "nodes"]
 
 FP32 = "fp32"
 INT32 = "int32"
@@ -441,23 +441,19 @@ class Func:
         return self
 
 
-def calls(e) -> list[Call]:
-    """Every :class:`Call` in *e* (depth first)."""
-    out: list[Call] = []
+def children(e) -> tuple:
+    """The operands of *e*, in evaluation order."""
+    if isinstance(e, Bin):
+        return (e.a, e.b)
+    if isinstance(e, Select):
+        return (e.cond.a, e.cond.b, e.a, e.b)
+    if isinstance(e, Cast):
+        return (e.a,)
+    return ()
 
-    def walk(n):
-        if isinstance(n, Call):
-            out.append(n)
-        elif isinstance(n, Bin):
-            walk(n.a)
-            walk(n.b)
-        elif isinstance(n, Select):
-            walk(n.cond.a)
-            walk(n.cond.b)
-            walk(n.a)
-            walk(n.b)
-        elif isinstance(n, Cast):
-            walk(n.a)
 
-    walk(e)
-    return out
+def nodes(e):
+    """Every node of *e*, depth first, a shared node once per occurrence."""
+    yield e
+    for c in children(e):
+        yield from nodes(c)

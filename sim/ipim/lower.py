@@ -72,6 +72,8 @@ from .lang import (
     Func,
     ImageParam,
     Select,
+    children,
+    nodes,
 )
 
 __all__ = ["Array", "Program", "compile_pipeline", "place", "gather"]
@@ -244,35 +246,7 @@ class _Graph:
 
 
 def _refs(e: Expr) -> list[_Ref]:
-    out = []
-
-    def walk(n):
-        if isinstance(n, _Ref):
-            out.append(n)
-        elif isinstance(n, Bin):
-            walk(n.a)
-            walk(n.b)
-        elif isinstance(n, Select):
-            for m in (n.cond.a, n.cond.b, n.a, n.b):
-                walk(m)
-        elif isinstance(n, Cast):
-            walk(n.a)
-
-    walk(e)
-    return out
-
-
-def _consts(e: Expr, out: set) -> None:
-    if isinstance(e, Const):
-        out.add(_bits(e))
-    elif isinstance(e, Bin):
-        _consts(e.a, out)
-        _consts(e.b, out)
-    elif isinstance(e, Select):
-        for m in (e.cond.a, e.cond.b, e.a, e.b):
-            _consts(m, out)
-    elif isinstance(e, Cast):
-        _consts(e.a, out)
+    return [n for n in nodes(e) if isinstance(n, _Ref)]
 
 
 def _bits(c: Const) -> int:
@@ -495,14 +469,7 @@ class _Eval:
         seen: set[int] = set()
 
         def walk(n):
-            kids = []
-            if isinstance(n, Bin):
-                kids = [n.a, n.b]
-            elif isinstance(n, Select):
-                kids = [n.cond.a, n.cond.b, n.a, n.b]
-            elif isinstance(n, Cast):
-                kids = [n.a]
-            for c in kids:
+            for c in children(n):
                 self.refs[id(c)] = self.refs.get(id(c), 0) + 1
                 if id(c) not in seen:
                     seen.add(id(c))
@@ -610,21 +577,14 @@ class _Eval:
 
 
 def _needs_consts(e: Expr, out: set) -> None:
-    _consts(e, out)
-
-    def walk(n):
-        if isinstance(n, Select):
+    """Add to *out* the bit patterns of the constants *e* and its lowering use."""
+    for n in nodes(e):
+        if isinstance(n, Const):
+            out.add(_bits(n))
+        elif isinstance(n, Select):
             out.add(_C_M31)
-            for m in (n.cond.a, n.cond.b, n.a, n.b):
-                walk(m)
         elif isinstance(n, Cast):
             out.update((_C_MAGIC_I, _C_MAGIC_F, _C_M31))
-            walk(n.a)
-        elif isinstance(n, Bin):
-            walk(n.a)
-            walk(n.b)
-
-    walk(e)
 
 
 def _loads_first(block: list[VInstr]) -> list[VInstr]:
