@@ -1,7 +1,8 @@
 """The ``pimforge`` command line.
 
-The framework's own commands live here: ``verilog``, ``regress``, ``config``
-and ``run`` (which dispatches on the registered workloads). Every other
+The framework's own commands live here: ``verilog``, ``regress``, ``config``,
+``run`` (which dispatches on the registered workloads) and ``dse`` (which
+dispatches on the registered design-space explorations). Every other
 subcommand is contributed by an accelerator (:mod:`pimforge.gen.registry`):
 its module provides ``add_arguments(parser)`` and ``run(args)``. Commands that
 take a config get ``--config``/``CONFIG`` and ``--set SECTION.FIELD=VALUE`` from
@@ -28,7 +29,7 @@ from .config import load_config, parse_overrides, preset_names, to_dict
 from .elaborate import elaborate
 from .errors import PimforgeError
 from .output import check_output_dir, write_json
-from .registry import blocks, commands, get_block, resolve, workloads
+from .registry import blocks, commands, explorers, get_block, resolve, workloads
 
 __all__ = ["build_parser", "main"]
 
@@ -208,6 +209,26 @@ def cmd_run(args) -> int:
     return 0 if result.ok else 1
 
 
+# -- dse KIND ------------------------------------------------------------------------
+
+def add_dse(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for kind, e in explorers().items():
+        q = sub.add_parser(kind, help=e.help, description=e.help)
+        if e.config == "option":
+            add_config_option(q, e.default_config)
+        elif e.config == "positional":
+            add_config_positional(q, e.default_config)
+        resolve(e.cli).add_arguments(q)
+
+
+def cmd_dse(args) -> int:
+    e = explorers()[args.kind]
+    if e.config:
+        resolve_config(args)
+    return resolve(e.cli).run(args)
+
+
 # -- synth, fpga ---------------------------------------------------------------------
 
 def add_synth(p: argparse.ArgumentParser) -> None:
@@ -294,6 +315,8 @@ CORE = {
     "sweep": ("run a grid of workload runs from a spec on Dask (local cores, a scheduler, "
               "Slurm/PBS)", lambda p: _sweep_cli().add_arguments(p),
               lambda args: _sweep_cli().run(args)),
+    "dse": ("design-space exploration of a registered kind (`pimforge dse KIND --help`)",
+            add_dse, cmd_dse),
     "synth": ("gate counts (Yosys) and area of a block or a config's top", add_synth,
               cmd_synth),
     "fpga": ("bitstream, utilization and Fmax of a block on an ECP5 board", add_fpga,

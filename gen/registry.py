@@ -28,9 +28,9 @@ from typing import Any
 
 from .errors import UnknownNameError
 
-__all__ = ["Accelerator", "Bench", "Block", "Command", "Section", "Workload", "accelerators",
-           "benches", "blocks", "commands", "get_block", "get_workload", "resolve", "sections",
-           "workloads"]
+__all__ = ["Accelerator", "Bench", "Block", "Command", "Explorer", "Section", "Workload",
+           "accelerators", "benches", "blocks", "commands", "explorers", "get_block",
+           "get_workload", "resolve", "sections", "workloads"]
 
 
 def resolve(ref: str) -> Any:
@@ -174,6 +174,34 @@ class Command:
 
 
 @dataclass(frozen=True)
+class Explorer:
+    """A design-space exploration: ``pimforge dse KIND``.
+
+    Parameters
+    ----------
+    kind : str
+        The ``pimforge dse`` subcommand (``spm``, ``nicepim``...).
+    help : str
+        One line of help.
+    cli : str
+        Module with ``add_arguments(parser)`` and ``run(args) -> int``.
+    config, default_config : str
+        As for :class:`Command`: ``"option"`` gives the kind ``--config C --set K=V``
+        and ``run`` gets the resolved config as ``args.config``; ``""`` none.
+    """
+
+    kind: str
+    help: str
+    cli: str
+    config: str = ""
+    default_config: str = "default"
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True)
 class Accelerator:
     """Everything one accelerator (or the shared hardware) registers."""
 
@@ -184,6 +212,7 @@ class Accelerator:
     benches: tuple[Bench, ...] = ()
     workloads: tuple[Workload, ...] = ()
     commands: tuple[Command, ...] = ()
+    explorers: tuple[Explorer, ...] = ()
 
 
 #: Discovered first: the hardware every accelerator shares (its sections come
@@ -204,7 +233,7 @@ def accelerators() -> tuple[Accelerator, ...]:
         if not isinstance(acc, Accelerator):
             raise TypeError(f"{pkg.__name__}.{n} must define ACCELERATOR = Accelerator(...)")
         found.append(acc)
-    for kind in ("sections", "blocks", "benches", "workloads", "commands"):
+    for kind in ("sections", "blocks", "benches", "workloads", "commands", "explorers"):
         seen: dict[str, str] = {}
         for acc in found:
             for entry in getattr(acc, kind):
@@ -237,6 +266,11 @@ def workloads() -> dict[str, Workload]:
 
 def commands() -> dict[str, Command]:
     return _all("commands")
+
+
+def explorers() -> dict[str, Explorer]:
+    """``pimforge dse`` kinds: kind -> :class:`Explorer`."""
+    return _all("explorers")
 
 
 def _get(kind: str, what: str, name: str):

@@ -17,7 +17,7 @@ def parse(*argv):
 
 
 def test_dse_spm_capsnet(tmp_path, capsys):
-    assert cli.run(parse("spm", "--net", "capsnet", "--out", str(tmp_path))) == 0
+    assert cli.run(parse("--net", "capsnet", "--out", str(tmp_path))) == 0
     res = json.loads((tmp_path / "results.json").read_text())
     for key in ("configs_evaluated", "seconds", "pareto", "selected", "paper", "system",
                 "baseline_8mib"):
@@ -38,16 +38,15 @@ def test_dse_spm_capsnet(tmp_path, capsys):
 
 
 def test_dse_spm_one_org(tmp_path):
-    assert cli.run(parse("spm", "--net", "deepcaps", "--org", "SEP,SEP-PG",
+    assert cli.run(parse("--net", "deepcaps", "--org", "SEP,SEP-PG",
                          "--out", str(tmp_path))) == 0
     res = json.loads((tmp_path / "results.json").read_text())
     assert set(res["selected"]) == {"SEP", "SEP-PG"}
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (("spm", "--net", "lenet"), "unknown --net 'lenet'; allowed: capsnet, deepcaps"),
-    (("spm", "--org", "HY,XX"), "unknown --org 'XX'; allowed: SMP, SMP-PG, SEP"),
-    (("nicepim",), "unknown exploration 'nicepim'; allowed: spm"),
+    (("--net", "lenet"), "unknown --net 'lenet'; allowed: capsnet, deepcaps"),
+    (("--org", "HY,XX"), "unknown --org 'XX'; allowed: SMP, SMP-PG, SEP"),
 ])
 def test_bad_values_are_clean_errors(tmp_path, argv, msg):
     with pytest.raises(UnknownNameError, match=msg.replace("(", r"\(")):
@@ -56,11 +55,17 @@ def test_bad_values_are_clean_errors(tmp_path, argv, msg):
 
 
 def test_dse_is_registered_in_the_cli():
-    from pimforge.gen.registry import commands, resolve
+    from pimforge.gen.cli import build_parser
+    from pimforge.gen.registry import explorers, resolve
 
-    cmd = commands()["dse"]
-    assert "spm" in cmd.help
-    p = argparse.ArgumentParser()
-    resolve(cmd.cli).add_arguments(p)
-    assert resolve(cmd.cli).run is cli.run
-    assert p.parse_args(["spm", "--out", "x"]).net == "capsnet"
+    e = explorers()["spm"]
+    assert resolve(e.cli).run is cli.run
+    args = build_parser().parse_args(["dse", "spm", "--out", "x"])
+    assert args.kind == "spm" and args.net == "capsnet"
+
+
+def test_unknown_kind_is_a_usage_error(capsys):
+    from pimforge.gen.cli import main
+
+    assert main(["dse", "warp", "--out", "x"]) == 2
+    assert "invalid choice: 'warp'" in capsys.readouterr().err

@@ -123,6 +123,8 @@ def _references():
             yield acc.name, "workload", w.cli
         for c in acc.commands:
             yield acc.name, "command", c.cli
+        for e in acc.explorers:
+            yield acc.name, "command", e.cli
 
 
 @pytest.mark.parametrize("acc, role, ref", list(_references()))

@@ -32,8 +32,9 @@ def test_every_config_section_comes_from_the_registry():
 def test_tables_are_filled():
     assert {"fp32_add", "capsnet_vault", "descnet_spm", "hmc_mem"} <= set(registry.blocks())
     assert "capsnet" in registry.workloads()
-    assert {"membench", "dse", "demo", "approx", "accuracy", "capsnet-dist"} <= set(
+    assert {"membench", "demo", "approx", "accuracy", "capsnet-dist"} <= set(
         registry.commands())
+    assert "spm" in registry.explorers()
     for b in registry.benches().values():
         assert b.block in registry.blocks(), b
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Accelerator, Bench, Block, Command, Section
+from ..registry import Accelerator, Bench, Block, Explorer, Section
 
 __all__ = ["ACCELERATOR"]
 
@@ -40,8 +40,8 @@ ACCELERATOR = Accelerator(
         Bench("descnet_spm_sep", "descnet_spm", f"{_TB}.test_descnet_spm",
               overrides={"spm.organization": "SEP", "spm.data_sectors": 4}),
     ),
-    commands=(
-        Command("dse", "design-space exploration (spm: DESCNet scratchpads)",
-                "pimforge.sim.descnet.dse_cli"),
+    explorers=(
+        Explorer("spm", "DESCNet scratchpads: Algorithms 1-2 over energy and area",
+                 "pimforge.sim.descnet.dse_cli"),
     ),
 )

@@ -32,7 +32,7 @@ from .pg_replay import replay_selected
 from .profiles import NETS, profile
 from .sram import TABLE_III
 
-__all__ = ["BYTES_PER_CONFIG", "KINDS", "add_arguments", "count_configs", "run"]
+__all__ = ["BYTES_PER_CONFIG", "add_arguments", "count_configs", "run"]
 
 #: Peak memory per configuration explored (measured: 1.88 GB for DeepCaps' 13.1 M
 #: uncapped configurations, 450 MB for CapsNet's 2.3 M), with a margin: --max-sectors
@@ -40,11 +40,7 @@ __all__ = ["BYTES_PER_CONFIG", "KINDS", "add_arguments", "count_configs", "run"]
 BYTES_PER_CONFIG = 192
 _BASE_BYTES = 256 << 20
 
-KINDS = ("spm",)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", help=f"what to explore: {', '.join(KINDS)}")
     p.add_argument("--net", default="capsnet", type=nonempty,
                    help="capsnet or deepcaps (default capsnet)")
     p.add_argument("--org", action=AppendUnique,
@@ -203,8 +199,6 @@ def _results(args, orgs, sp, res, prof, t_w, selected, base, savings, pg_sim) ->
 
 def run(args) -> int:
 
-    if args.kind not in KINDS:
-        raise UnknownNameError(f"unknown exploration {args.kind!r}; allowed: {', '.join(KINDS)}")
     if args.net not in NETS:
         raise UnknownNameError(f"unknown --net {args.net!r}; allowed: {', '.join(sorted(NETS))}")
     orgs = MAIN_ORGS
