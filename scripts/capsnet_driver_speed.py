@@ -19,7 +19,6 @@ import argparse
 
 from pimforge.gen.config import load_config
 from pimforge.sim.capsnet.compiler import compile_routing
-from pimforge.sim.capsnet.distribution import choose_distribution
 from pimforge.sim.capsnet.networks import network
 from pimforge.sim.capsnet.rtl_run import (
     build_vault_driver,
@@ -27,7 +26,7 @@ from pimforge.sim.capsnet.rtl_run import (
     native_loop,
     run_on_rtl,
 )
-from pimforge.sim.capsnet.workload import random_inputs
+from pimforge.sim.capsnet.workload import choose_dimension, random_inputs
 
 
 def main() -> None:
@@ -35,6 +34,8 @@ def main() -> None:
     ap.add_argument("--net", default="Caps-MN1")
     ap.add_argument("--scale", type=int, default=32)
     ap.add_argument("--config", default=None)
+    ap.add_argument("--dim", choices=["B", "L", "H"], default=None,
+                    help="distribution dimension (default: the run's own choice)")
     ap.add_argument("--dram", choices=["banked", "ideal"], default="banked")
     ap.add_argument("--opt-fast", default=None)
     ap.add_argument("--repeat", type=int, default=3, help="best of N timings (default 3)")
@@ -43,7 +44,7 @@ def main() -> None:
     a = ap.parse_args()
     cfg = load_config(a.config)
     net = network(a.net).scaled(a.scale)
-    comp = compile_routing(net, choose_distribution(net, cfg).best, cfg)
+    comp = compile_routing(net, choose_dimension(net, cfg, a.dim)[2], cfg)
     u, W = random_inputs(net, 1)
     mems = comp.memories(u, W)
     extra = ("-MAKEFLAGS", f"OPT_FAST={a.opt_fast}") if a.opt_fast else ()

@@ -15,10 +15,8 @@ import time
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
-from pimforge.sim.capsnet.compiler import compile_routing
-from pimforge.sim.capsnet.distribution import choose_distribution
 from pimforge.sim.capsnet.networks import network, network_names
-from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
+from pimforge.sim.capsnet.workload import CapsNetRunOptions, choose_dimension, run_capsnet
 
 
 def fitting_scale(name: str, cfg) -> int:
@@ -26,7 +24,7 @@ def fitting_scale(name: str, cfg) -> int:
     while True:
         net = network(name).scaled(s) if s > 1 else network(name)
         try:
-            compile_routing(net, choose_distribution(net, cfg).best, cfg)
+            choose_dimension(net, cfg)     # compiles every dimension that fits
             return s
         except CapacityError:
             s *= 2

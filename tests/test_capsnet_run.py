@@ -41,8 +41,10 @@ def test_run_capsnet_end_to_end(tmp_path, net, scale):
     assert res["cycles"] > 0 and res["time_s"] == pytest.approx(res["cycles"] / 312.5e6)
     assert res["dimension"] in res["scores"]
     assert res["energy_j"]["total"] > 0 and res["energy_j"]["pe"] > 0
-    best = max(res["scores"], key=lambda d: res["scores"][d]["score"])
-    assert res["dimension"] == best
+    # the dimension with the fewest compiled cycles, whose count is the timing model's
+    cyc = res["dimension_cycles"]
+    assert res["dimension_rule"] == "compiled" and res["dimension"] == min(cyc, key=cyc.get)
+    assert cyc[res["dimension"]] == res["timing_model_cycles"]
     assert set(res["per_equation_cycles_busiest_vault"]) >= {"eq1", "eq2", "eq3", "eq4", "eq5"}
     u, W, v = (np.load(dump / f"{n}.npy") for n in ("u", "W", "v"))
     it = int((dump / "iterations.txt").read_text())

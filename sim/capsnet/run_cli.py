@@ -26,7 +26,14 @@ from ...gen.args import int_range, nonempty, number_range, out_dir, seed
 from ...gen.errors import PimforgeError
 from .. import verilator as vl
 from .rtl_run import build_vault_driver
-from .workload import ABLATIONS, CapsNetRun, CapsNetRunOptions, resolve_config, run_ablations
+from .workload import (
+    ABLATIONS,
+    DIM_RULES,
+    CapsNetRun,
+    CapsNetRunOptions,
+    resolve_config,
+    run_ablations,
+)
 
 if TYPE_CHECKING:
     from ...gen.config import Config
@@ -45,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--freq", type=number_range(1.0, 5000.0),
                    help="logic-die MHz (default: the config's)")
     p.add_argument("--dim", choices=["B", "L", "H"], help="force the distribution dimension")
+    p.add_argument("--dim-rule", choices=list(DIM_RULES), default="compiled",
+                   help="how the dimension is chosen without --dim: compiled (default: the "
+                        "fewest controller cycles of the compiled programs) or score (the "
+                        "paper's Eq. 6-12 score, master-based aggregation)")
     p.add_argument("--seed", type=seed, default=1, help="seed of u and W (default 1)")
     p.add_argument("--dump", type=out_dir, help="write u.npy, W.npy, v.npy, iterations.txt here")
     p.add_argument("--ablation", choices=[*ABLATIONS, "all"], default="pim-capsnet",
@@ -70,7 +81,8 @@ def options(args: argparse.Namespace) -> CapsNetRunOptions:
     """The run options of parsed :func:`add_arguments` options."""
     if args.scale < 1:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
-    return CapsNetRunOptions(scale=args.scale, freq=args.freq, dim=args.dim, seed=args.seed,
+    return CapsNetRunOptions(scale=args.scale, freq=args.freq, dim=args.dim,
+                             dim_rule=args.dim_rule, seed=args.seed,
                              model_only=args.model_only, ablation=args.ablation,
                              dram=args.dram, operand_buffer=args.operand_buffer == "bundle",
                              threads=args.threads)

@@ -12,6 +12,9 @@ crossbar has moved the busiest vault port's bytes at ``intervault_bw_gbs``.
 tests check that it equals the RTL's count with an always-ready operand memory
 (``--dram ideal``; the banked DRAM model of the driver adds stalls), so runs too large for the RTL
 (full-size networks on 32 vaults) can be timed from the ISA model.
+The statistics depend on the instructions only, so :func:`compiled_cycles`
+times compiled programs without running them (the distribution choice of
+:func:`pimforge.sim.capsnet.workload.choose_dimension` compares the dimensions so).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-__all__ = ["program_cycles"]
+from ...verif.models.capsnet_isa import program_stats
+
+__all__ = ["compiled_cycles", "program_cycles"]
 
 
 def program_cycles(stats, vaults: int, phases: int, pe_latency: int, cfg) -> dict:
@@ -48,3 +53,11 @@ def program_cycles(stats, vaults: int, phases: int, pe_latency: int, cfg) -> dic
             phase_cycles.append(natural + 1)
             total += natural + 1
     return {"cycles": total, "phase_cycles": phase_cycles, "xbar_wait": wait}
+
+
+def compiled_cycles(programs, vaults: int, pe_latency: int, cfg) -> int:
+    """:func:`program_cycles` of compiled *programs* (one list per vault) without
+    executing them: equal to the ISA model's run and to the RTL with an
+    always-ready memory."""
+    ex = program_stats(programs)
+    return program_cycles(ex.stats, vaults, ex.phases, pe_latency, cfg)["cycles"]

@@ -4,8 +4,9 @@ Steps (each a function of this module, :func:`route` runs them in order):
 
 1. :func:`resolve_config`, :func:`resolve_network`: the config (at ``freq``)
    and the Table 1 network (``scale`` divides B and N_L);
-2. :func:`choose_dimension`: the distribution dimension, offline by the Sec. 5.1
-   scores (or forced by ``dim``);
+2. :func:`choose_dimension`: the distribution dimension, offline: the Sec. 5.1
+   trade-off costed on the compiled programs (or the paper's Eq. 6-12 score, or
+   forced by ``dim``);
 3. :func:`compile_variant`: the routing compiled for the Sec. 6.1 variant
    (:mod:`pimforge.sim.capsnet.compiler`);
 4. :func:`routing_inputs`: ``u`` and ``W``, random (``seed``; ``u`` squashed
@@ -61,21 +62,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...gen.config import Config, load_config
-from ...gen.errors import PimforgeError
+from ...gen.errors import CapacityError, PimforgeError
 from ...rtl.capsnet.pe import latency_from_config
 from ...verif.models.capsnet_isa import execute
 from ...verif.models.capsnet_pe import PEModel
 from ...verif.models.routing import route_f64, route_pim, squash_f64
 from ..result import OMIT_IF_NONE, WorkloadResult
 from .compiler import compile_routing, program_ops
-from .distribution import choose_distribution
+from .distribution import DIMENSIONS, choose_distribution
 from .energy import pim_energy
 from .gpu_models import GPUModelTime, gpu_models
 from .gpu_roofline import roofline
 from .networks import CapsNetSpec, network
 from .pipeline import routing_from_run, whole_network, whole_network_table
 from .rtl_run import build_vault_driver, run_on_rtl
-from .timing import program_cycles
+from .timing import compiled_cycles, program_cycles
 
 if TYPE_CHECKING:
     from ...verif.models.capsnet_isa import ExecResult
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABLATIONS",
+    "DIM_RULES",
     "NETWORK_ABLATIONS",
     "ROUTING_ABLATIONS",
     "CapsNetRun",
@@ -97,6 +99,7 @@ __all__ = [
     "WallTimes",
     "assemble",
     "choose_dimension",
+    "dimension_cycles",
     "compile_variant",
     "measure",
     "model_execution",
@@ -138,7 +141,9 @@ class CapsNetRunOptions:
     freq : float or None
         Logic-die MHz (None: the config's ``freq_mhz``).
     dim : {"B", "L", "H"} or None
-        Force the distribution dimension (None: the best Sec. 5.1 score).
+        Force the distribution dimension (None: chosen by *dim_rule*).
+    dim_rule : {"compiled", "score"}
+        How :func:`choose_dimension` chooses when *dim* is None.
     seed : int
         Seed of the random ``u`` and ``W``.
     model_only : bool
@@ -162,6 +167,7 @@ class CapsNetRunOptions:
     scale: int = 1
     freq: float | None = None
     dim: str | None = None
+    dim_rule: str = "compiled"
     seed: int = 1
     model_only: bool = False
     check_route_pim: bool = True
@@ -276,6 +282,11 @@ class CapsNetRun(WorkloadResult):
     whole_network: dict | None = field(default=None, metadata=OMIT_IF_NONE)
     gpu_models: dict[str, dict[str, GPUModelTime]] | None = field(default=None,
                                                                   metadata=OMIT_IF_NONE)
+    #: How the dimension was chosen (:data:`DIM_RULES`) and the controller cycles of
+    #: each dimension's compiled programs with an always-ready memory; None when read
+    #: back from a result written before they existed.
+    dimension_rule: str | None = None
+    dimension_cycles: dict[str, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -295,9 +306,14 @@ class CapsNetRun(WorkloadResult):
         s = self.shape
         lines.append(f"{self.network} B={s['B']} N_L={s['N_L']} N_H={s['N_H']} on "
                      f"{self.vaults} vaults at {self.freq_mhz} MHz")
+        cyc = ""
+        if self.dimension_cycles:
+            cyc = "; compiled cycles " + ", ".join(f"{k} {v}"
+                                                   for k, v in self.dimension_cycles.items())
+        rule = f" ({self.dimension_rule})" if self.dimension_rule else " (forced)"
         lines.append("  dimension scores (1/s): "
                      + ", ".join(f"{k} {v['score']:.4g}" for k, v in self.scores.items())
-                     + f" -> {self.dimension}")
+                     + cyc + f"{rule} -> {self.dimension}")
         lines.append(f"  {self.cycles} cycles = {self.time_s * 1e6:.2f} us; inter-vault "
                      f"{self.intervault_bytes} B; per equation "
                      f"{self.per_equation_cycles_busiest_vault}")
@@ -345,12 +361,53 @@ def resolve_network(net: CapsNetSpec | str, scale: int = 1) -> CapsNetSpec:
     return full.scaled(scale) if scale > 1 else full
 
 
-def choose_dimension(net: CapsNetSpec, cfg: Config, dim: str | None = None
-                     ) -> tuple[Distribution, str]:
-    """The Sec. 5.1 scores of *net* on *cfg* and the dimension to use (*dim* if given)."""
+#: How :func:`choose_dimension` picks the distribution dimension.
+DIM_RULES = ("compiled", "score")
 
+
+def dimension_cycles(net: CapsNetSpec, cfg: Config) -> dict[str, int]:
+    """Per dimension, the cycles of *net*'s routing compiled for *cfg* at the vault
+    controller's fixed timing with an always-ready memory
+    (:func:`~pimforge.sim.capsnet.timing.compiled_cycles`; nothing is executed).
+    A dimension whose slices do not fit a vault's memory is left out (the
+    :class:`~pimforge.gen.errors.CapacityError` is raised when none fits)."""
+    lat = pe_latency(cfg)
+    out, full = {}, None
+    for d in DIMENSIONS:
+        try:
+            comp = compile_routing(net, d, cfg)
+        except CapacityError as e:      # this dimension's slices do not fit a vault
+            full = full or e
+            continue
+        out[d] = compiled_cycles(comp.programs, comp.vaults, lat, cfg)
+    if not out:
+        raise full
+    return out
+
+
+def choose_dimension(net: CapsNetSpec, cfg: Config, dim: str | None = None,
+                     rule: str = "compiled") -> tuple[Distribution, dict[str, int], str]:
+    """The distribution dimension of *net* on *cfg* (*dim* if given), chosen offline.
+
+    Sec. 5.1 weighs each dimension's compute on the busiest vault (``E``) against
+    its inter-vault movement (``M``). ``rule="score"`` takes the paper's Eq. 6-12
+    score as printed (:func:`~pimforge.sim.capsnet.distribution.choose_distribution`),
+    whose ``M`` terms gather every partial on one master vault.
+    ``rule="compiled"`` (the default) makes the same trade-off on the programs
+    the compiler emits for each dimension: the fewest
+    :func:`dimension_cycles`, which cost the compute per vault and the
+    aggregation as it is done here (reduce-scatter and all-gather, bounded by the
+    busiest vault's crossbar port) at the controller's exact timing. Returns the
+    paper's scores, the compiled cycles per dimension and the dimension.
+    """
+    if rule not in DIM_RULES:
+        raise PimforgeError(f"dimension rule must be one of {', '.join(DIM_RULES)}, "
+                            f"not {rule!r}")
     dist = choose_distribution(net, cfg, cfg.freq_mhz)
-    return dist, dim or dist.best
+    cycles = dimension_cycles(net, cfg)
+    best = dist.best if rule == "score" else min(cycles, key=lambda d: (cycles[d],
+                                                                        DIMENSIONS.index(d)))
+    return dist, cycles, dim or best
 
 
 def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pim-capsnet",
@@ -569,9 +626,10 @@ def measure(comp: Compiled, cfg: Config, model: ModelRun, run: Execution) -> Mea
 
 def assemble(net: CapsNetSpec, cfg: Config, opts: CapsNetRunOptions, dist: Distribution,
              dim: str, comp: Compiled, model: ModelRun, run: Execution, m: Measures,
-             u: np.ndarray, W: np.ndarray, t_start: float) -> CapsNetRun:
+             u: np.ndarray, W: np.ndarray, t_start: float,
+             dim_cycles: dict[str, int] | None = None) -> CapsNetRun:
     """The :class:`CapsNetRun` of the steps' outputs (*t_start*: ``time.monotonic()``
-    when the run began)."""
+    when the run began; *dim_cycles*: :func:`dimension_cycles`)."""
 
     v64 = route_f64(u, W, net.iterations).v
     err = float(np.abs(run.v - v64).max())
@@ -599,6 +657,8 @@ def assemble(net: CapsNetSpec, cfg: Config, opts: CapsNetRunOptions, dist: Distr
         vault_busy_cycles=run.busy,
         reads=[int(r) for r in m.reads], writes=[int(w) for w in m.writes],
         dimension=dim, dimension_forced=opts.dim is not None,
+        dimension_rule=None if opts.dim is not None else opts.dim_rule,
+        dimension_cycles=dim_cycles,
         scores={k: {"E": s.E, "M": s.M, "time_s": s.time_s, "score": s.score}
                 for k, s in dist.scores.items()},
         program_instructions=comp.program_words(),
@@ -644,7 +704,7 @@ def route(net: CapsNetSpec | str, config: Config | str | None = None,
     t_start = time.monotonic()
     cfg = resolve_config(config, opts.freq)
     spec = resolve_network(net, opts.scale)
-    dist, dim = choose_dimension(spec, cfg, opts.dim)
+    dist, dim_cycles, dim = choose_dimension(spec, cfg, opts.dim, opts.dim_rule)
     if opts.ablation == "pim-intra" and opts.dim is None:
         dim = INTRA_DIMENSION
     comp = compile_variant(spec, dim, cfg, opts.ablation, opts.mapping)
@@ -655,7 +715,8 @@ def route(net: CapsNetSpec | str, config: Config | str | None = None,
            run_rtl(comp, mems, cfg, model, opts.dram, opts.operand_buffer, opts.threads,
                    prefetch=opts.ablation != "pim-inter"))
     m = measure(comp, cfg, model, run)
-    res = assemble(spec, cfg, opts, dist, dim, comp, model, run, m, u, W, t_start)
+    res = assemble(spec, cfg, opts, dist, dim, comp, model, run, m, u, W, t_start,
+                   dim_cycles)
     return Routed(res, u, W, run.v)
 
 

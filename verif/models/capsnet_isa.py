@@ -19,7 +19,9 @@ other here. :func:`execute` also returns per-instruction statistics that the
 timing and energy models read, including the loop shape from which
 :meth:`InstrStats.issue_cycles` gives the controller's issue cycles for any
 number of lanes (the vault controller issues ``lanes`` outputs of the ``o3``
-loop per cycle; see :mod:`pimforge.rtl.capsnet.vault`).
+loop per cycle; see :mod:`pimforge.rtl.capsnet.vault`). The statistics depend
+on the instructions' fields only, so :func:`program_stats` gives the same ones
+without running anything.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from ...rtl.capsnet.isa import Instr, Opcode
 from ...rtl.capsnet.pe import Flow
 from .capsnet_pe import NEG_ZERO, f32_add, f32_mul
 
-__all__ = ["lane_sum", "InstrStats", "ExecResult", "execute", "issue_cycles", "ONE_BITS"]
+__all__ = ["lane_sum", "InstrStats", "ExecResult", "execute", "issue_cycles", "ONE_BITS",
+           "program_stats", "walk"]
 
 ONE_BITS = 0x3F800000
 _MINUS_ONE = 0xBF800000
@@ -168,44 +171,66 @@ def _flow(flow: Flow, a: np.ndarray, b: np.ndarray, pe, lanes: int) -> np.ndarra
     return pe.div(a0, b0)
 
 
-def execute(programs: list[list[Instr]], memories: list[np.ndarray], pe) -> ExecResult:
-    """Run one program per vault on *memories* (modified in place) with PE model *pe*.
+def _stats(v: int, pc: int, ins: Instr, phase: int) -> InstrStats:
+    """The statistics of instruction *ins* at *pc* of vault *v*: they depend on its
+    fields only, never on the data."""
+    n_in = 2 if ins.op in (Opcode.FLOW, Opcode.ADD, Opcode.SELPOS) else 1
+    send = ins.op is Opcode.SEND
+    return InstrStats(
+        v, pc, ins.op.name, ins.flow.name if ins.op is Opcode.FLOW else None,
+        2 * ins.outputs if ins.op is Opcode.ADD else ins.elements, ins.outputs,
+        n_in * ins.elements, ins.elements if send else ins.outputs,
+        4 * ins.elements if send else 0, ins.peer if send else -1, phase,
+        ins.n1 * ins.n2, ins.n3, 2 if ins.op is Opcode.ADD else ins.g)
 
-    Raises ``ValueError`` when the vaults disagree on the number of barriers or a
-    program does not end with ``HALT``.
+
+def walk(programs: list[list[Instr]]) -> tuple[list[tuple[int, int, Instr, int]], int]:
+    """The order in which :func:`execute` runs the instructions of *programs*.
+
+    Returns ``(steps, phases)``: ``(vault, pc, instr, phase)`` for every
+    instruction other than ``BAR``/``HALT``, phase by phase and within a phase
+    vault by vault (the vaults are independent between barriers), and the
+    number of phases. Raises ``ValueError`` when the vaults disagree on the
+    number of barriers or a program does not end with ``HALT``.
     """
-    lanes = pe.lanes
     nb = {sum(1 for i in p if i.op is Opcode.BAR) for p in programs}
     if len(nb) != 1:
         raise ValueError(f"vault programs have different barrier counts: {sorted(nb)}")
     for v, p in enumerate(programs):
         if not p or p[-1].op is not Opcode.HALT:
             raise ValueError(f"program of vault {v} does not end with HALT")
-    res = ExecResult(memories)
+    steps = []
     pcs = [0] * len(programs)
     phase = 0
     while True:
         for v, prog in enumerate(programs):
             while prog[pcs[v]].op not in (Opcode.BAR, Opcode.HALT):
-                ins = prog[pcs[v]]
-                _run_instr(ins, v, pcs[v], memories, pe, lanes)
-                n_in = 2 if ins.op in (Opcode.FLOW, Opcode.ADD, Opcode.SELPOS) else 1
-                if ins.op is Opcode.ADD:
-                    elems = 2 * ins.outputs
-                else:
-                    elems = ins.elements
-                res.stats.append(InstrStats(
-                    v, pcs[v], ins.op.name, ins.flow.name if ins.op is Opcode.FLOW else None,
-                    elems, ins.outputs, n_in * ins.elements,
-                    ins.elements if ins.op is Opcode.SEND else ins.outputs,
-                    4 * ins.elements if ins.op is Opcode.SEND else 0,
-                    ins.peer if ins.op is Opcode.SEND else -1, phase,
-                    ins.n1 * ins.n2, ins.n3, 2 if ins.op is Opcode.ADD else ins.g))
+                steps.append((v, pcs[v], prog[pcs[v]], phase))
                 pcs[v] += 1
         if all(p[pcs[v]].op is Opcode.HALT for v, p in enumerate(programs)):
-            break
+            return steps, phase + 1
         for v in range(len(programs)):
             pcs[v] += 1
         phase += 1
-    res.phases = phase + 1
+
+
+def program_stats(programs: list[list[Instr]]) -> ExecResult:
+    """:func:`execute`'s statistics and phase count without running anything
+    (no memories): the timing model's input for a compiled program, e.g. to
+    compare distribution dimensions before choosing one."""
+    steps, phases = walk(programs)
+    return ExecResult([], [_stats(*st) for st in steps], phases)
+
+
+def execute(programs: list[list[Instr]], memories: list[np.ndarray], pe) -> ExecResult:
+    """Run one program per vault on *memories* (modified in place) with PE model *pe*.
+
+    Raises ``ValueError`` when the vaults disagree on the number of barriers or a
+    program does not end with ``HALT`` (:func:`walk`).
+    """
+    steps, phases = walk(programs)
+    res = ExecResult(memories, phases=phases)
+    for v, pc, ins, phase in steps:
+        _run_instr(ins, v, pc, memories, pe, pe.lanes)
+        res.stats.append(_stats(v, pc, ins, phase))
     return res
