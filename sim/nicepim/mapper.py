@@ -19,15 +19,16 @@ The mapping of a network on the ``na_rows x na_cols`` PIM-node array:
   consumers see the same layout (Sec. III-E).
 
 The **cost model** of one node's part of a layer follows the node's hardware
-(:mod:`pimforge.rtl.nn`): the engine's tile loop of
-:func:`~pimforge.sim.nicepim.rtl_run.conv_tasks` (output channels ``pe_cols`` at a
-time, output-row bands and input-channel blocks as large as the buffers hold)
-costed with the engine's :func:`~pimforge.rtl.nn.engine.tile_cycles`; the DRAM
-words each load and store moves (``banks_per_node x bank_width_bits`` a cycle)
-and the row activations its access pattern causes in the tensor's layout
-(``tRP + tRCD`` each, a new row per contiguous run that starts in another row);
-the data sharing of Sec. VII as Hamilton cycles of one link per edge
-(:mod:`.sharing`'s model). Node tasks run one after the other (the node
+(:mod:`pimforge.rtl.nn`): the node's task list, tiled as the node's lowering tiles
+it (:mod:`.tiling`: output channels ``pe_cols`` at a time, output-row bands,
+input-channel chunks and kernel-row bands as large as the buffers hold), costed
+task by task by :mod:`.node_model` (the engine's
+:func:`~pimforge.rtl.nn.engine.tile_cycles`, the tensor DMA's two cycles per
+element and its DRAM word reads, write-backs and row activations in the tensor's
+layout, the controller's cycles per task, refresh) and checked against the node
+RTL on sampled layer tiles (:mod:`.costmodel_check`: within 5%); the data
+sharing of Sec. VII as Hamilton cycles of one link per edge (:mod:`.sharing`'s
+model). Node tasks run one after the other (the node
 controller is in order), so a layer's latency on a node is the sum; the layer's
 latency is its slowest node's. Energy: MACs, buffer accesses, DRAM bits and NoC
 bit-hops at the config's ``dram_pj_per_bit`` and ``noc_pj_per_bit_hop`` and the
@@ -44,8 +45,9 @@ them (Algorithm 1's alternating iterations).
 Simplifications, stated: batch 1 (no B split); the spatial order within a row or
 column split is fixed (K outermost, then P, Q, C); the capacity grid rounds sizes
 up to ``CAP / cap_steps``; layers without MACs (pools, additions, softmax,
-normalization) cost their DRAM traffic and one element per PE column and cycle;
-the cost model is analytical and not yet checked against the array RTL.
+normalization) cost their DRAM traffic and one element per PE column and cycle
+(they run on the host in ``pimforge run dnn``; that part of the model is not
+checked against hardware).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ from ...rtl.nn.engine import tile_cycles
 from ...rtl.nn.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
 from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .networks import Layer, Network
+from .node_model import NodeTiming, part_cost
+from .tiling import ConvPart, blocking
 
 __all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "Candidate", "LayerCost", "Mapping", "NodeModel",
            "Partition", "baseline_map", "choose_layouts", "map_network", "mapping_select",
@@ -137,48 +141,27 @@ class NodeModel:
         self.act_cycles = math.ceil((t.tRP + t.tRCD) / n.tck_ns)
         self.flit_bytes = n.flit_bits // 8
         self.packet_flits = n.noc_packet_flits
+        self.timing = NodeTiming(n)
 
     # ---- the engine ---------------------------------------------------------------------
     def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
                        groups: int) -> tuple[int, int, int]:
-        """Engine cycles, and how often the weights and the inputs are read from DRAM, of a
-        convolution ``c -> k`` channels onto ``p x q`` outputs on one node, blocked as
-        :func:`~pimforge.sim.nicepim.rtl_run.conv_tasks` blocks it."""
-        n, R = self.n, self.R
-        cg, og = c // groups, k // groups
-        nw = (q - 1) * stride + s
-        if q > n.obuf_lines:
-            raise CapacityError(f"an output row of {q} pixels exceeds the output buffer's "
-                                f"{n.obuf_lines} lines")
-        per_rows = max(1, min(p, n.obuf_lines // q))
-
-        def rows_in(o: int) -> int:
-            return (o - 1) * stride + r
-
-        while per_rows > 1 and rows_in(per_rows) * nw > n.ibuf_lines:
-            per_rows -= 1
-        blocks = math.ceil(cg / R)
-        # a kernel larger than the weight buffer goes a band of its rows at a time (the
-        # later bands accumulate, as later channel blocks do)
-        kr = min(r, n.wbuf_lines // (s * R))
-        if kr < 1 or rows_in(per_rows) * nw > n.ibuf_lines:
-            raise CapacityError(f"one input band or one {s}-wide kernel row does not fit "
-                                "the node's buffers")
-        cbs = blocks
-        while cbs > 1 and (cbs * rows_in(per_rows) * nw > n.ibuf_lines
-                           or cbs * kr * s * R > n.wbuf_lines):
-            cbs -= 1
-        bands = math.ceil(p / per_rows)
-        full, last = divmod(p, per_rows)
-        krs = [kr] * (r // kr) + ([r % kr] if r % kr else [])
+        """Engine cycles, output-row bands and output-channel blocks of a convolution
+        ``c -> k`` channels onto ``p x q`` outputs on one node, tiled as the node's
+        lowering tiles it (:mod:`.tiling`)."""
+        part = ConvPart(c=c, k=k, h=(p - 1) * stride + r, w=(q - 1) * stride + s, r=r, s=s,
+                        stride=stride, pad=0, groups=groups, rows=(0, p), cols=(0, q))
+        b = blocking(self.n, part)
+        co_blocks = math.ceil(k // groups / self.C)
+        full, last = divmod(p, b.per_rows)
         cyc = 0
-        for oh, times in ((per_rows, full), (last, 1 if last else 0)):
-            for cb in [cbs] * (blocks // cbs) + ([blocks % cbs] if blocks % cbs else []):
-                for kh in krs:
-                    cyc += times * tile_cycles(pe_rows=R, pe_cols=self.C, cb=cb, kh=kh,
-                                               kw=s, oh=oh, ow=q)
-        co_blocks = math.ceil(og / self.C)
-        return groups * co_blocks * cyc, bands, co_blocks
+        for oh, times in ((b.per_rows, full), (last, 1 if last else 0)):
+            for b0 in range(0, b.blocks, b.cbs):
+                for u0 in range(0, r, b.kr):
+                    cyc += times * tile_cycles(pe_rows=self.R, pe_cols=self.C,
+                                               cb=min(b.cbs, b.blocks - b0),
+                                               kh=min(b.kr, r - u0), kw=s, oh=oh, ow=q)
+        return groups * co_blocks * cyc, math.ceil(p / b.per_rows), co_blocks
 
     # ---- DRAM ---------------------------------------------------------------------------
     def _runs(self, layout: int, ch: int, rows: int, cols: int, full_w: int) -> tuple[int, int]:
@@ -235,18 +218,22 @@ class NodeModel:
         if lay.kind not in ("conv", "fc", "matmul"):
             return self._plain_cost(lay, k, p, q, layout_in, layout_out, part)
         r, s, st = lay.r, lay.s, lay.stride
-        cyc, bands, co_blocks = self.compute_cycles(c, k, p, q, r, s, st, groups)
+        if groups > 1:           # whole groups, each with its share of the group's channels
+            c = groups * math.ceil(lay.c // lay.groups / pc)
+            k = groups * (lay.k // lay.groups)
+        # the node's task list (:mod:`.node_model`), for the largest part (the last of
+        # each split), its engine tiles from compute_cycles
+        node = part_cost(self.n, ConvPart(c=c, k=k, h=lay.h, w=lay.w, r=r, s=s, stride=st,
+                                          pad=lay.pad, groups=groups,
+                                          rows=(lay.p - p, lay.p), cols=(lay.q - q, lay.q)),
+                         layout_in, layout_out, self.timing)
+        eng, _, _ = self.compute_cycles(c, k, p, q, r, s, st, groups)
+        cyc = eng + node.overhead
+        dram = node.dma + node.refresh
         rows_in = (p - 1) * st + r
         cols_in = (q - 1) * st + s
-        # inputs: read once per block of pe_cols output channels
-        in_cyc, in_bits = self.dram_cycles(layout_in, c, min(rows_in, lay.h),
-                                           min(cols_in, lay.w), lay.w)
         w_elems = k * (c // groups if groups > 1 else c) * r * s
         w_bytes = w_elems * DATA_BITS // 8
-        w_words = math.ceil(w_bytes / self.word_bytes)
-        w_cyc = bands * (w_words + math.ceil(w_bytes / self.row_bytes) * self.act_cycles)
-        out_cyc, out_bits = self.dram_cycles(layout_out, k, p, q, lay.q, PSUM_BITS)
-        dram = co_blocks * in_cyc + w_cyc + out_cyc
         # sharing: inputs among the K parts, weights among the P/Q parts (WR), partial
         # sums among the C parts; hops: the spacing of the sharing set in the region
         share = bits_hops = 0
@@ -268,7 +255,7 @@ class NodeModel:
         bits_hops = bh_i + bh_w + bh_c
         macs = k * (c // groups if groups > 1 else c) * r * s * p * q
         n = self.n
-        dram_bits = co_blocks * in_bits + bands * w_words * self.word_bytes * 8 + out_bits
+        dram_bits = (node.words_rd + node.words_wr) * self.word_bytes * 8
         energy = (macs * E_MAC_PJ + dram_bits * n.dram_pj_per_bit
                   + bits_hops * n.noc_pj_per_bit_hop / max(1, pk * pp * pq * pc)
                   + (macs * 2 * DATA_BITS + k * p * q * PSUM_BITS) * E_BUF_PJ_PER_BIT)

@@ -19,7 +19,6 @@ a node's DRAM words in a :class:`~pimforge.rtl.nn.params.Layout`, and
 from __future__ import annotations
 
 import gc
-import math
 import subprocess
 import tempfile
 import warnings
@@ -34,6 +33,7 @@ from ...gen.elaborate import elaborate
 from ...gen.errors import CapacityError, SimulationError
 from ...rtl.nn.node import COUNTERS
 from ...rtl.nn.params import (
+    C_BLOCK,
     DATA_BITS,
     PSUM_BITS,
     SIGNED_FIELDS,
@@ -48,11 +48,12 @@ from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
 from ..drivers.pins import driver_top
+from .tiling import ConvPart, blocking, tiles
 
 __all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "LayerPlan", "build_array_driver",
-           "conv_layer_tasks", "conv_tasks",
+           "conv_layer_tasks", "conv_tasks", "part_tasks",
            "link_names", "pins", "place_tensor", "read_tensor", "run_array", "send_tasks",
-           "task", "tensor_words"]
+           "task", "tensor_elems", "tensor_words"]
 
 
 def task(op: Op, **fields: int) -> int:
@@ -216,6 +217,14 @@ def run_array(cfg, tasks: Mapping[int, Sequence[int]],
 
 
 # ---- tensors in DRAM ---------------------------------------------------------------------
+def tensor_elems(layout: int, dims: tuple[int, int, int, int]) -> int:
+    """Elements a tensor of *dims* spans in *layout* (NCHW[C8] fills its last block)."""
+    n, c, h, w = dims
+    if layout == Layout.NCHWC8:
+        c = -(-c // C_BLOCK) * C_BLOCK
+    return n * c * h * w
+
+
 def _flat_index(layout: int, dims: tuple[int, int, int, int]) -> np.ndarray:
     idx = np.indices(dims).reshape(4, -1)
     return np.array([element_address(layout, dims, *e) for e in idx.T], dtype=np.int64)
@@ -277,6 +286,48 @@ class ConvPlan:
     tiles: list
 
 
+def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, o_base: int,
+               o_layout: int = Layout.NCHW, x_box: tuple | None = None,
+               o_box: tuple | None = None) -> ConvPlan:
+    """Tasks computing one node's *part* of a convolution (:mod:`.tiling`'s loop).
+
+    The input is the sub-tensor ``part.x_dims`` (the part's window clipped to the image)
+    at element ``x_base`` in *x_layout*, or, with ``x_box = (dims, (row, col))``, a tensor
+    of ``dims = (C, H, W)`` whose element ``(0, 0)`` is image pixel ``(row, col)``. The
+    weights ``[k, c / groups, r, s]`` are at ``w_base`` in NCHW (OIHW) order. The output of
+    32-bit sums goes to ``o_base`` in *o_layout*, one tensor ``(k / groups, p, q)`` per group
+    after the other, or, with ``o_box = ((k / groups, H, W), (row, col))``, into per-group
+    tensors of that size whose ``(0, 0)`` is output pixel ``(row, col)``.
+    """
+    n = cfg.nicepim
+    R = n.pe_rows
+    b = blocking(n, part)
+    cg, og = part.c // part.groups, part.k // part.groups
+    (ci, hi, wi), (xr, xc) = x_box or (part.x_dims, (part.x_rows[0], part.x_cols[0]))
+    (_, P, Q), (orow, ocol) = o_box or ((og, part.p, part.q), part.rows[:1] + part.cols[:1])
+    st, pad = part.stride, part.pad
+    o_group = tensor_elems(o_layout, (1, og, P, Q))
+    out, shapes = [], []
+    for t in tiles(n, part):
+        nh = (t.oh - 1) * st + t.kh
+        out.append(task(Op.LOAD_W, base=w_base + t.g * og * cg * part.r * part.s,
+                        layout=Layout.NCHW, dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co,
+                        c0=t.b0 * R, h0=t.u0, w0=0, cb=t.cb, nh=t.kh, nw=part.s))
+        # Channels of the block beyond the group read the next group's inputs; their
+        # weights (beyond cg in the group's view) are 0.
+        out.append(task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi,
+                        n0=0, c0=t.g * cg + t.b0 * R, h0=t.o0 * st - pad + t.u0 - xr,
+                        w0=part.cols[0] * st - pad - xc, cb=t.cb, nh=nh, nw=b.nw))
+        out.append(task(Op.COMPUTE, acc=int(t.b0 > 0 or t.u0 > 0), cb=t.cb, nh=nh, nw=b.nw,
+                        kh=t.kh, kw=part.s, stride=st, pad=0, oh=t.oh, ow=part.q))
+        shapes.append(dict(cb=t.cb, kh=t.kh, kw=part.s, oh=t.oh, ow=part.q))
+        if t.store:
+            out.append(task(Op.STORE, base=o_base + t.g * o_group, layout=o_layout,
+                            dn=1, dc=og, dh=P, dw=Q, n0=0, c0=t.co, h0=t.o0 - orow,
+                            w0=part.cols[0] - ocol, cb=1, nh=t.oh, nw=part.q))
+    return ConvPlan(out, shapes)
+
+
 def conv_tasks(cfg, *, x_dims: tuple[int, int, int], w_dims: tuple[int, int, int, int],
                stride: int, pad: int, groups: int, x_layout: int, x_base: int, w_base: int,
                o_base: int, rows: tuple[int, int] | None = None) -> ConvPlan:
@@ -285,19 +336,13 @@ def conv_tasks(cfg, *, x_dims: tuple[int, int, int], w_dims: tuple[int, int, int
     The input ``[C, H, W]`` is at element ``x_base`` in *x_layout*; the weights
     ``[CO, C / groups, KH, KW]`` at element ``w_base`` in NCHW (OIHW) order; the output
     ``[CO, OH, OW]`` of 32-bit sums goes to 32-bit element ``o_base`` in NCHW order.
-    Each group is a dense convolution; its output channels go ``pe_cols`` at a time,
-    its input channels as many ``pe_rows`` blocks as the buffers hold (later blocks
-    accumulate), its output rows as many as the buffers hold. Padding is done by the
-    input load (the window reaches outside the image, which reads 0), so the tiles
-    have ``pad = 0``.
+    The tiles are :mod:`.tiling`'s (:func:`part_tasks` of the whole image).
 
     Raises
     ------
     CapacityError
         Not even one output row of one channel block fits the buffers.
     """
-    n = cfg.nicepim
-    R, C = n.pe_rows, n.pe_cols
     Ci, H, W = x_dims
     CO, CG, KH, KW = w_dims
     if Ci != CG * groups or CO % groups:
@@ -305,54 +350,11 @@ def conv_tasks(cfg, *, x_dims: tuple[int, int, int], w_dims: tuple[int, int, int
                             f"{CG} input channels")
     OH = (H + 2 * pad - KH) // stride + 1
     OW = (W + 2 * pad - KW) // stride + 1
-    o_lo, o_hi = rows or (0, OH)
-    OG = CO // groups
-    nw = (OW - 1) * stride + KW
-    blocks = math.ceil(CG / R)
-    # Output rows per tile and channel blocks per tile, the largest that fit.
-    per_rows = max(1, min(o_hi - o_lo, n.obuf_lines // OW if OW <= n.obuf_lines else 0))
-    if OW > n.obuf_lines:
-        raise CapacityError(f"an output row of {OW} pixels exceeds the output buffer's "
-                            f"{n.obuf_lines} lines; raise nicepim.obuf_bytes")
-
-    def rows_in(orows):
-        return (orows - 1) * stride + KH
-
-    while per_rows > 1 and rows_in(per_rows) * nw > n.ibuf_lines:
-        per_rows -= 1
-    cbs = blocks
-    while cbs > 1 and (cbs * rows_in(per_rows) * nw > n.ibuf_lines
-                       or cbs * KH * KW * R > n.wbuf_lines):
-        cbs -= 1
-    if rows_in(per_rows) * nw > n.ibuf_lines or KH * KW * R > n.wbuf_lines:
-        raise CapacityError(f"one input row band ({rows_in(per_rows)} x {nw} pixels) or one "
-                            f"kernel ({KH} x {KW}) does not fit the node's buffers; raise "
-                            "nicepim.ibuf_bytes/wbuf_bytes")
-    out, tiles = [], []
-    o_group = OG * OH * OW
-    w_group = OG * CG * KH * KW
-    for g in range(groups):
-        for co in range(0, OG, C):
-            for o0 in range(o_lo, o_hi, per_rows):
-                oh = min(per_rows, o_hi - o0)
-                for b0 in range(0, blocks, cbs):
-                    cb = min(cbs, blocks - b0)
-                    out.append(task(Op.LOAD_W, base=w_base + g * w_group, layout=Layout.NCHW,
-                                    dn=OG, dc=CG, dh=KH, dw=KW, n0=co, c0=b0 * R, h0=0,
-                                    w0=0, cb=cb, nh=KH, nw=KW))
-                    out.append(task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=Ci,
-                                    dh=H, dw=W, n0=0, c0=g * CG + b0 * R,
-                                    h0=o0 * stride - pad, w0=-pad, cb=cb, nh=rows_in(oh),
-                                    nw=nw))
-                    # Channels of the block beyond the group read the next group's
-                    # inputs; their weights (beyond CG in the group's view) are 0.
-                    out.append(task(Op.COMPUTE, acc=int(b0 > 0), cb=cb, nh=rows_in(oh),
-                                    nw=nw, kh=KH, kw=KW, stride=stride, pad=0, oh=oh, ow=OW))
-                    tiles.append(dict(cb=cb, kh=KH, kw=KW, oh=oh, ow=OW))
-                out.append(task(Op.STORE, base=o_base + g * o_group, layout=Layout.NCHW,
-                                dn=1, dc=OG, dh=OH, dw=OW, n0=0, c0=co, h0=o0, w0=0, cb=1,
-                                nh=oh, nw=OW))
-    return ConvPlan(out, tiles)
+    part = ConvPart(c=Ci, k=CO, h=H, w=W, r=KH, s=KW, stride=stride, pad=pad, groups=groups,
+                    rows=rows or (0, OH), cols=(0, OW))
+    return part_tasks(cfg, part, x_layout=x_layout, x_base=x_base, w_base=w_base,
+                      o_base=o_base, x_box=((Ci, H, W), (0, 0)),
+                      o_box=((CO // groups, OH, OW), (0, 0)))
 
 
 def send_tasks(words: Sequence[int], dest_node: int, cols: int, *,

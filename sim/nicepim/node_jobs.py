@@ -1,0 +1,141 @@
+"""Run PIM-nodes' parts of convolutions on the Verilated array and model them.
+
+A :class:`NodeJob` is one node's part of a convolution (:class:`~.tiling.ConvPart`)
+with its data: the input sub-tensor the node holds (its window, halo included,
+clipped to the image), its weights and the layouts of its input and output in
+DRAM. :func:`run_jobs` places every job's tensors in its node's DRAM (input at
+element 0, weights and output each from the next DRAM row), lowers it with
+:func:`~.rtl_run.part_tasks`, runs the task lists on the array (in pieces of what a
+node's task memory holds, the DRAM carried from one piece to the next) and reads
+the raw 32-bit outputs back. Each node's counters are summed over the pieces; the
+cost model's prediction (:func:`~.node_model.part_cost`) comes with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...gen.errors import CapacityError
+from ...rtl.nn.node import COUNTERS
+from ...rtl.nn.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
+from .node_model import NodeCost, NodeTiming, part_cost
+from .rtl_run import part_tasks, place_tensor, read_tensor, run_array, task, tensor_elems
+from .tiling import ConvPart
+
+__all__ = ["JobResult", "NodeJob", "run_jobs"]
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """One node's part of a convolution and its data.
+
+    Attributes
+    ----------
+    part : ConvPart
+    x : ndarray
+        The input sub-tensor ``part.x_dims`` (int16 values).
+    w : ndarray
+        Weights ``[k, c / groups, r, s]`` (int16 values).
+    x_layout, o_layout : Layout
+        Of the input and of the output in the node's DRAM.
+    """
+
+    part: ConvPart
+    x: np.ndarray
+    w: np.ndarray
+    x_layout: int = Layout.NCHW
+    o_layout: int = Layout.NCHW
+
+
+@dataclass
+class JobResult:
+    """What one node did: its raw output ``[k, p, q]`` (int64 of the 32-bit sums), its
+    counters summed over the pieces of its task list, and the model's prediction."""
+
+    out: np.ndarray
+    perf: dict
+    model: NodeCost
+    tasks: int
+    pieces: int
+
+
+def _row_align(elems: int, bits: int, n) -> int:
+    """*elems* elements of *bits* rounded up to whole DRAM rows, in 16-bit elements."""
+    row_bits = n.row_words * n.node_bank_bits
+    return -(-elems * bits // row_bits) * row_bits // DATA_BITS
+
+
+def _pieces(tasks: list[int], most: int, node: int) -> list[list[int]]:
+    """*tasks* cut after STOREs into pieces of at most *most* tasks."""
+    out: list[list[int]] = [[]]
+    band: list[int] = []
+    op = TASK_LAYOUT["op"]
+    for t in tasks:
+        band.append(t)
+        if (t >> op.offset) & ((1 << op.width) - 1) != Op.STORE:
+            continue
+        if len(band) > most:
+            raise CapacityError(f"node {node}: a band of {len(band)} tasks exceeds the task "
+                                f"memory's {most + 1}; raise nicepim.task_entries or the "
+                                "buffers")
+        if len(out[-1]) + len(band) > most:
+            out.append([])
+        out[-1] += band
+        band = []
+    return [p for p in out if p]
+
+
+def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None) -> dict[int, JobResult]:
+    """Run every node's job at once on *cfg*'s array (see the module docstring).
+
+    Raises
+    ------
+    CapacityError
+        A node's tensors exceed its DRAM, or a part does not fit its buffers.
+    """
+    n = cfg.nicepim
+    bits = n.node_bank_bits
+    tm = NodeTiming(n)
+    lists, dram, layout = {}, {}, {}
+    for node, j in jobs.items():
+        p = j.part
+        og = p.k // p.groups
+        x_el = tensor_elems(j.x_layout, (1, *p.x_dims))
+        w_base = _row_align(x_el, DATA_BITS, n)
+        o_base16 = w_base + _row_align(j.w.size, DATA_BITS, n)
+        o_el = p.groups * tensor_elems(j.o_layout, (1, og, p.p, p.q))
+        end_bits = o_base16 * DATA_BITS + o_el * PSUM_BITS
+        if end_bits > n.node_words * bits:
+            raise CapacityError(f"node {node}'s part needs {end_bits // 8} bytes of DRAM but "
+                                f"a node has {n.node_bytes}; use a larger --scale or raise "
+                                "nicepim.bank_bytes")
+        o_base = o_base16 * DATA_BITS // PSUM_BITS
+        words = place_tensor(j.x[None], j.x_layout, 0, bits)
+        place_tensor(j.w, Layout.NCHW, w_base, bits, words=words)
+        plan = part_tasks(cfg, p, x_layout=j.x_layout, x_base=0, w_base=w_base,
+                          o_base=o_base, o_layout=j.o_layout)
+        lists[node], dram[node], layout[node] = plan.tasks, words, o_base
+    # A run starts from reset: the output buffer is empty, so a piece ends after a STORE.
+    pieces_of = {node: _pieces(t, n.task_entries - 1, node) for node, t in lists.items()}
+    n_pieces = max((len(p) for p in pieces_of.values()), default=0)
+    perf = {node: dict.fromkeys(COUNTERS, 0) for node in jobs}
+    for i in range(n_pieces):
+        piece = {node: p[i] + [task(Op.END)] for node, p in pieces_of.items() if i < len(p)}
+        run = run_array(cfg, piece, dram, exe=exe)
+        dram = run.dram
+        for node in piece:
+            for c in COUNTERS:
+                perf[node][c] += run.perf[c][node]
+    out = {}
+    for node, j in jobs.items():
+        p = j.part
+        og = p.k // p.groups
+        o_group = tensor_elems(j.o_layout, (1, og, p.p, p.q))
+        res = [read_tensor(dram.get(node, {}), j.o_layout, (1, og, p.p, p.q),
+                           layout[node] + g * o_group, bits)[0] for g in range(p.groups)]
+        out[node] = JobResult(np.concatenate(res), perf[node],
+                              part_cost(n, p, j.x_layout, j.o_layout, tm), len(lists[node]),
+                              len(pieces_of[node]))
+    return out
