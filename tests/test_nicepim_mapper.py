@@ -11,13 +11,15 @@ import math
 import os
 import random
 
+import numpy as np
 import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nn.engine import tile_cycles
 from pimforge.rtl.nn.params import Layout
-from pimforge.sim.nicepim import mapper
+from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
+from pimforge.sim.nicepim import ddam, mapper
 from pimforge.sim.nicepim import networks as nets
 from pimforge.sim.nicepim.rtl_run import conv_tasks
 
@@ -135,3 +137,194 @@ def test_what_does_not_fit_is_a_capacity_error():
     # 4x4 PEs with 1 KiB buffers: a 224-pixel output row exceeds the output buffer
     with pytest.raises(CapacityError, match="conv1_1 fits no partition"):
         mapper.baseline_map(nets.network("vgg16"), load_config("default"))
+
+
+# ---- inter-layer movement, the baseline's definition, the DDAM-style pipeline ----------------
+
+def _layer(name, kind, c, k, h, w, r=1, stride=1, pad=0, preds=()):
+    p = (h + 2 * pad - r) // stride + 1
+    q = (w + 2 * pad - r) // stride + 1
+    return nets.Layer(name, kind, 1, c, h, w, k, p, q, r, r, stride, pad, preds=preds)
+
+
+def _part(**dims):
+    ph = tuple(dims.get(d, (1, 1))[0] for d in "kpqc")
+    pw = tuple(dims.get(d, (1, 1))[1] for d in "kpqc")
+    return mapper.Partition(ph, pw)
+
+
+def test_redistribution_hand_count():
+    """A 4-channel 2x2 map made split by channels over two nodes side by side, read
+    split by rows: each node sends the other half of its channels of the other row,
+    4 elements (8 bytes), one hop, one packet each way."""
+    cfg = load_config("nicepim_16x16")                   # 8-byte flits
+    model = mapper.NodeModel(cfg)
+    prod = _layer("a", "conv", 4, 4, 2, 2)
+    cons = _layer("b", "maxpool", 4, 4, 2, 2, preds=("a",))
+    src = mapper.Placement(prod, _part(k=(1, 2)), (3, 5, 1, 2))
+    dst = mapper.Placement(cons, _part(p=(1, 2)), (3, 5, 1, 2))
+    cyc, bit_hops = mapper.redistribution(model, (16, 16), [src], dst)
+    flits = 1 + 1 * (HEAD_CYCLES_PER_HOP - 1)            # one flit, one packet head
+    assert cyc == flits + HEAD_CYCLES_PER_HOP * 2 - 1
+    assert bit_hops == 2 * 8 * 8
+    # the same split on both sides moves nothing
+    same = mapper.Placement(cons, _part(k=(1, 2)), (3, 5, 1, 2))
+    assert mapper.redistribution(model, (16, 16), [src], same) == (0, 0.0)
+    # two hops away (one node between): twice the bit-hops, one more hop of pipeline
+    far = mapper.Placement(cons, _part(p=(1, 2)), (3, 7, 1, 2))
+    cyc2, bh2 = mapper.redistribution(model, (16, 16), [src], far)
+    assert bh2 > bit_hops and cyc2 > cyc
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_every_needed_element_has_one_owner(case):
+    """The producers' boxes tile the output, so the elements a consumer node takes from
+    all producer nodes (local ones included) are exactly its home box."""
+    rng = random.Random(SEED * 1000 + case)
+    log.info("seed %d case %d", SEED, case)
+    c, h = rng.choice([4, 8, 16, 24]), rng.choice([4, 6, 8, 12])
+    k = rng.choice([4, 8, 16, 32])
+    r = rng.choice([1, 3])
+    prod = _layer("a", "conv", 8, c, h, h)
+    cons = _layer("b", rng.choice(["conv", "maxpool"]), c, k if r else c, h, h, r=r,
+                  stride=rng.choice([1, 2]), pad=r // 2, preds=("a",))
+    if cons.kind == "maxpool":
+        cons = _layer("b", "maxpool", c, c, h, h, r=r, stride=cons.stride, pad=r // 2,
+                      preds=("a",))
+    rh, rw = rng.choice([(2, 2), (1, 4), (4, 2), (2, 3)])
+    src = mapper.Placement(prod, rng.choice(mapper.partitions(prod, rh, rw)), (0, 0, rh, rw))
+    parts = [pt for pt in mapper.partitions(cons, rh, rw)
+             if cons.kind == "conv" or pt.parts("c") == 1]
+    dst = mapper.Placement(cons, rng.choice(parts), (0, 0, rh, rw))
+    _, own = mapper._owned(src)
+    _, home = mapper._home(dst, prod, 0)
+    vol = np.prod(own[:, 1::2] - own[:, 0::2], axis=1)
+    assert vol.sum() == prod.k * prod.p * prod.q
+    lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])
+    hi = np.minimum(own[:, None, 1::2], home[None, :, 1::2])
+    got = np.prod(np.maximum(hi - lo, 0), axis=2).sum(axis=0)
+    assert (got == np.prod(home[:, 1::2] - home[:, 0::2], axis=1)).all()
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_noc_transfer_loads_equal_a_walk_of_the_xy_routes(case):
+    rng = random.Random(SEED * 7 + case)
+    log.info("seed %d case %d", SEED, case)
+    H, W = rng.randint(2, 5), rng.randint(2, 5)
+    cfg = load_config("nicepim_16x16")
+    model = mapper.NodeModel(cfg)
+    rows = []
+    for _ in range(rng.randint(1, 12)):
+        a = (rng.randrange(H), rng.randrange(W))
+        b = (rng.randrange(H), rng.randrange(W))
+        if a != b:
+            rows.append((*a, *b, rng.randint(1, 200)))
+    rows.append((0, 0, H - 1, W - 1, 40))
+
+    def flits(nbytes):
+        f = math.ceil(nbytes / model.flit_bytes)
+        return f + math.ceil(f / model.packet_flits) * (HEAD_CYCLES_PER_HOP - 1)
+
+    links: dict = {}
+    ports: dict = {}
+    hops = 0
+    for ys, xs, yd, xd, nb in rows:
+        f = flits(nb)
+        ports[("in", ys, xs)] = ports.get(("in", ys, xs), 0) + f
+        ports[("out", yd, xd)] = ports.get(("out", yd, xd), 0) + f
+        y, x = ys, xs
+        while x != xd:                       # X first, then Y
+            nx = x + (1 if xd > x else -1)
+            links[(y, x, y, nx)] = links.get((y, x, y, nx), 0) + f
+            x = nx
+        while y != yd:
+            ny = y + (1 if yd > y else -1)
+            links[(y, x, ny, x)] = links.get((y, x, ny, x), 0) + f
+            y = ny
+        hops = max(hops, abs(ys - yd) + abs(xs - xd))
+    want = max(max(links.values()), max(ports.values())) + HEAD_CYCLES_PER_HOP * (hops + 1) - 1
+    got, _ = mapper.noc_transfer(model, (H, W), np.array(rows, dtype=float))
+    assert got == want
+
+
+def test_baseline_follows_sec_viii_b():
+    """Whole array for every layer, one layout, WR lowered from the heaviest layers
+    first, and each LM the one of least node cycles (engine and DRAM), kept when WR
+    drops."""
+    net = nets.network("googlenet")
+    # 1 MiB a node: GoogLeNet's LMs need 1.16 MiB at full replication, 0.83 unreplicated
+    cfg = load_config("nicepim_4x4", {"nicepim.bank_bytes": 1 << 16})
+    b = mapper.baseline_map(net, cfg)
+    n = cfg.nicepim
+    assert b.weight_bytes_per_node <= n.node_bytes
+    assert all(info["region"] == [0, 0, 4, 4] for info in b.layers.values())
+    assert len(set(b.layouts.values())) == 1
+    heavy = sorted((lay for lay in net.layers if lay.weights), key=lambda lay: -lay.weights)
+    lowered = [lay.name for lay in heavy if b.layers[lay.name]["wr"] < 16]
+    assert lowered, "the capacity should bind here"
+    assert lowered == [lay.name for lay in heavy[:len(lowered)]]
+    assert all(b.layers[x]["wr"] == 1 for x in lowered[:-1])
+    model = mapper.NodeModel(cfg)
+    lo = Layout[b.layouts["conv1"]]
+    for name in ("inc4a_3x3", lowered[0], lowered[-1]):
+        lay = net.by_name[name]
+        _, pt = min(((model.layer_cost(lay, pt, 16, lo, lo), pt)
+                     for pt in mapper.partitions(lay, 4, 4)
+                     if not _raises(model, lay, pt, lo)),
+                    key=lambda t: t[0].compute + t[0].dram)
+        assert b.layers[name]["partition"] == str(pt)
+    # the latency is the layers' and their inputs' movements, one after the other
+    assert b.latency_cycles == pytest.approx(sum(i["cycles"] + i["redist_cycles"]
+                                                 for i in b.layers.values()))
+
+
+def _raises(model, lay, pt, lo):
+    try:
+        model.layer_cost(lay, pt, 16, lo, lo)
+    except CapacityError:
+        return True
+    return False
+
+
+def test_mapper_no_worse_than_the_stronger_baseline():
+    cfg = load_config("nicepim_4x4")
+    net = nets.network("darknet53")
+    full = mapper.baseline_map(net, cfg, lm_goal="full")
+    m = mapper.map_network(net, cfg)
+    assert m.latency_cycles <= full.latency_cycles
+    with pytest.raises(ValueError, match="lm_goal"):
+        mapper.baseline_map(net, cfg, lm_goal="timeloop")
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_min_max_split_equals_enumeration(case):
+    rng = random.Random(SEED * 31 + case)
+    log.info("seed %d case %d", SEED, case)
+    loads = [rng.randint(1, 20) for _ in range(rng.randint(1, 9))]
+    parts = rng.randint(1, 4)
+    best = math.inf
+    for cuts in range(min(parts, len(loads))):
+        for pos in itertools.combinations(range(1, len(loads)), cuts):
+            b = [0, *pos, len(loads)]
+            best = min(best, max(sum(loads[x:y]) for x, y in itertools.pairwise(b)))
+    starts = ddam.min_max_split(loads, parts)
+    b = [*starts, len(loads)]
+    assert starts[0] == 0 and len(starts) <= parts
+    assert max(sum(loads[x:y]) for x, y in itertools.pairwise(b)) == pytest.approx(best)
+
+
+def test_ddam_pipeline_covers_the_network_on_disjoint_regions():
+    cfg = load_config("nicepim_4x4")
+    net = nets.network("vgg16")
+    d = ddam.ddam_map(net, cfg, stages=[3])
+    assert len(d.stages) >= 2
+    layers = [x for s in d.stages for x in s["layers"]]
+    assert layers == [lay.name for lay in net.layers if lay.kind != "input"]
+    cells = [(y, x) for s in d.stages for y in range(s["region"][0], s["region"][0]
+                                                       + s["region"][2])
+             for x in range(s["region"][1], s["region"][1] + s["region"][3])]
+    assert len(cells) == len(set(cells)) and all(0 <= y < 4 and 0 <= x < 4 for y, x in cells)
+    assert d.period_cycles == max(s["cycles"] for s in d.stages)
+    assert d.latency_cycles == pytest.approx(sum(s["cycles"] for s in d.stages))
+    assert d.throughput(1) == pytest.approx(1 / (len(d.stages) * d.period_cycles))
+    assert d.throughput(16) > d.throughput(1)

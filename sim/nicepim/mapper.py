@@ -34,20 +34,36 @@ latency is its slowest node's. Energy: MACs, buffer accesses, DRAM bits and NoC
 bit-hops at the config's ``dram_pj_per_bit`` and ``noc_pj_per_bit_hop`` and the
 constants below.
 
+**Between layers**: a layer's output stays in the DRAM of the nodes that made it
+(the C parts of a split reduction each keep a slice of its channels); before a
+layer runs, each of its nodes gets the part of its input window it does not hold
+from the nodes that hold it (:func:`redistribution`: the boxes intersected, the
+transfers routed XY at once, the busiest link or port in flits). Its K set then
+shares the window as the node model counts. :func:`evaluate` adds this to every
+layer of a mapping, PIM-Mapper's and the baseline's alike.
+
 **Selection** (Algorithm 2): for every segment, SM candidate and region, the
 candidates of each layer are (WR, best LM for that WR) pairs with their latency
-and the DRAM capacity their weights take on a node; a multiple-choice knapsack
-DP over a capacity grid picks one per layer so that the whole network's weights
-fit a node's DRAM at the least total latency (:func:`mapping_select`). Then the
-layouts are chosen (:func:`choose_layouts`) and the selection is repeated with
-them (Algorithm 1's alternating iterations).
+(the movement of their inputs from where the previous iteration put the
+predecessors included) and the DRAM capacity their weights take on a node; a
+multiple-choice knapsack DP over a capacity grid picks one per layer so that the
+whole network's weights fit a node's DRAM at the least total latency
+(:func:`mapping_select`). Then the layouts are chosen (:func:`choose_layouts`)
+and the selection is repeated with them (Algorithm 1's alternating iterations).
+
+**The baseline** (:func:`baseline_map`, Sec. VIII-B): every layer on the whole
+array, the LM a per-layer search of least node cycles gives (the paper's Timeloop
+"Delay"), WR lowered from the largest layers until the weights fit, one layout.
 
 Simplifications, stated: batch 1 (no B split); the spatial order within a row or
-column split is fixed (K outermost, then P, Q, C); the capacity grid rounds sizes
-up to ``CAP / cap_steps``; layers without MACs (pools, additions, softmax,
-normalization) cost their DRAM traffic and one element per PE column and cycle
-(they run on the host in ``pimforge run dnn``; that part of the model is not
-checked against hardware).
+column split is fixed (K outermost, then P, Q, C); the movement of inputs is
+weighed for the 8 fastest LMs of each WR and those equal to a predecessor's, and
+taken from the previous iteration's placements (exact in :func:`evaluate`); a
+flatten before a classifier moves each node's share from every producer node in
+proportion; the capacity grid rounds sizes up to ``CAP / cap_steps``; layers
+without MACs (pools, additions, softmax, normalization) cost their DRAM traffic
+and one element per PE column and cycle (they run on the host in ``pimforge run
+dnn``; that part of the model is not checked against hardware).
 """
 
 from __future__ import annotations
@@ -55,6 +71,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ...gen.errors import CapacityError
 from ...rtl.nn.engine import tile_cycles
@@ -64,9 +82,10 @@ from .networks import Layer, Network
 from .node_model import NodeTiming, part_cost
 from .tiling import ConvPart, blocking
 
-__all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "Candidate", "LayerCost", "Mapping", "NodeModel",
-           "Partition", "baseline_map", "choose_layouts", "map_network", "mapping_select",
-           "partitions", "pieces"]
+__all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "Candidate", "IdealEngineModel", "LayerCost",
+           "Mapping", "NodeModel", "Partition", "Placement", "baseline_map", "choose_layouts",
+           "evaluate", "map_network", "mapping_select", "noc_transfer", "partitions",
+           "pieces", "placements", "redistribution"]
 
 #: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
 #: integer multiplier and 32-bit adder in a 28 nm class process).
@@ -272,6 +291,20 @@ class NodeModel:
         return LayerCost(compute, reads * cin + cout, 0, energy, 0)
 
 
+class IdealEngineModel(NodeModel):
+    """A what-if node model: every engine tile streams its outputs without the PE array's
+    fill and drain, ``ceil(K/PE_col) ceil(C/PE_row) R S P Q`` cycles a node (the PE
+    quantization kept), as a Timeloop-style engine model counts it; the buffer blocking,
+    DRAM and NoC are :class:`NodeModel`'s."""
+
+    def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
+                       groups: int) -> tuple[int, int, int]:
+        _, bands, co_blocks = super().compute_cycles(c, k, p, q, r, s, stride, groups)
+        cg, og = c // groups, k // groups
+        return (groups * math.ceil(og / self.C) * math.ceil(cg / self.R) * r * s * p * q,
+                bands, co_blocks)
+
+
 def _spacing(part: Partition, dim: str) -> int:
     """Hops between neighbouring nodes of a sharing set: the split dimensions after
     *dim* in the fixed order K, P, Q, C vary faster, so the set's nodes are that far
@@ -282,6 +315,174 @@ def _spacing(part: Partition, dim: str) -> int:
     if part.pw[i] > 1:
         return math.prod(part.pw[i + 1:])
     return math.prod(part.ph[i + 1:])
+
+
+# ---- inter-layer redistribution: a producer's partitions to a consumer's ----------------------
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a layer runs: its LM on a region ``(y, x, h, w)`` of the array."""
+
+    layer: Layer
+    part: Partition
+    region: tuple[int, int, int, int]
+
+
+def _split(total: int, parts: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ranges ``[lo, hi)`` of part *idx* when *total* is cut into *parts* near-equal parts."""
+    return idx * total // parts, (idx + 1) * total // parts
+
+
+def _nodes(pl: Placement) -> dict[str, np.ndarray]:
+    """Each node of *pl*'s region: absolute ``y``, ``x`` and its part index along K, P,
+    Q, C. Along each axis the split dimensions follow the order K, P, Q, C with C
+    fastest (as :func:`_spacing` assumes); a dimension's index is its row part times
+    its column parts plus its column part."""
+    y0, x0, h, w = pl.region
+    ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    ys, xs = ys.ravel(), xs.ravel()
+    out = {"y": ys + y0, "x": xs + x0}
+    ry, rx = ys.copy(), xs.copy()
+    for i in reversed(range(4)):
+        d = _DIMS[i]
+        hi_, wi_ = ry % pl.part.ph[i], rx % pl.part.pw[i]
+        ry, rx = ry // pl.part.ph[i], rx // pl.part.pw[i]
+        out[d] = hi_ * pl.part.pw[i] + wi_
+    return out
+
+
+def _owned(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The output box ``[lo, hi)`` in channels, rows and columns each node of *pl* keeps
+    in its DRAM after the layer: its K, P and Q part; the C parts of one output split
+    its channels among them (the partial sums are reduced onto the owners)."""
+    lay, part = pl.layer, pl.part
+    nd = _nodes(pl)
+    k0, k1 = _split(lay.k, part.parts("k"), nd["k"])
+    pc = part.parts("c")
+    width = k1 - k0
+    c0, c1 = k0 + nd["c"] * width // pc, k0 + (nd["c"] + 1) * width // pc
+    p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
+    q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
+    return nd, np.stack([c0, c1, p0, p1, q0, q1], axis=1)
+
+
+def _home(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The input box of *pred*'s output each node of *pl* must hold in its own DRAM
+    before the layer: its window (output rows and columns back through the stride,
+    padding and kernel), its input channels (its C part; for a grouped layer its groups;
+    for a layer without MACs its output channels, less *offset* for a concatenation's
+    later inputs). The nodes of a K set of a layer with MACs each hold one slice of the
+    set's channels; the layer's own sharing (:meth:`NodeModel.layer_cost`) gathers the
+    rest."""
+    lay, part = pl.layer, pl.part
+    nd = _nodes(pl)
+    p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
+    q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
+    r0 = np.clip(p0 * lay.stride - lay.pad, 0, lay.h)
+    r1 = np.clip((p1 - 1) * lay.stride - lay.pad + lay.r, 0, lay.h)
+    s0 = np.clip(q0 * lay.stride - lay.pad, 0, lay.w)
+    s1 = np.clip((q1 - 1) * lay.stride - lay.pad + lay.s, 0, lay.w)
+    r1, s1 = np.maximum(r1, r0), np.maximum(s1, s0)
+    if lay.kind in ("conv", "fc", "matmul"):
+        if lay.groups > 1:
+            og, cg = lay.k // lay.groups, lay.c // lay.groups
+            k0, k1 = _split(lay.k, part.parts("k"), nd["k"])
+            g0, g1 = k0 // og, -(-k1 // og)
+            c0, c1 = g0 * cg, np.maximum(g1 * cg, g0 * cg)
+            w_ = c1 - c0
+            c0, c1 = c0 + nd["c"] * w_ // part.parts("c"), c0 + (nd["c"] + 1) * w_ \
+                // part.parts("c")
+        else:
+            c0, c1 = _split(lay.c, part.parts("c"), nd["c"])
+            pk = part.parts("k")
+            w_ = c1 - c0
+            c0, c1 = c0 + nd["k"] * w_ // pk, c0 + (nd["k"] + 1) * w_ // pk
+    else:
+        c0, c1 = _split(lay.k, part.parts("k"), nd["k"])
+        if lay.kind != "add":
+            c0, c1 = c0 - offset, c1 - offset
+        c0, c1 = np.clip(c0, 0, pred.k), np.clip(c1, 0, pred.k)
+    return nd, np.stack([c0, c1, r0, r1, s0, s1], axis=1)
+
+
+def _traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
+    """Rows ``(ys, xs, yd, xd, elements)`` of *src*'s output moved to *dst*'s nodes."""
+    ns, own = _owned(src)
+    nd, home = _home(dst, src.layer, offset)
+    lay = dst.layer
+    if (lay.kind not in ("concat", "add") and lay.kind in ("conv", "fc", "matmul")
+            and (lay.c, lay.h, lay.w) != (src.layer.k, src.layer.p, src.layer.q)):
+        # a reshape (a flatten before a classifier): the consumer's channels are the
+        # producer's elements in another order; each node's home is taken from every
+        # producer node in proportion to what that node keeps
+        size = np.prod(np.maximum(home[:, 1::2] - home[:, 0::2], 0), axis=1)
+        share = np.prod(own[:, 1::2] - own[:, 0::2], axis=1) / max(1, src.layer.out_elems)
+        amount = share[:, None] * size[None, :] * src.layer.out_elems / max(1, lay.in_elems)
+    else:
+        lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])
+        hi = np.minimum(own[:, None, 1::2], home[None, :, 1::2])
+        amount = np.prod(np.maximum(hi - lo, 0), axis=2).astype(float)
+    ys, yd = np.meshgrid(ns["y"], nd["y"], indexing="ij")
+    xs, xd = np.meshgrid(ns["x"], nd["x"], indexing="ij")
+    keep = (amount > 0) & ((ys != yd) | (xs != xd))
+    return np.stack([ys[keep], xs[keep], yd[keep], xd[keep], np.ceil(amount[keep])], axis=1)
+
+
+def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> tuple[int, float]:
+    """(cycles, bit-hops) of moving ``rows`` = ``(ys, xs, yd, xd, bytes)`` at once over
+    the mesh with XY routing: the busiest link, injection or ejection port in flits
+    (with the head cycles of each packet, as :meth:`NodeModel.share_cycles` counts
+    them), plus the pipeline of the longest path."""
+    if len(rows) == 0:
+        return 0, 0.0
+    H, W = array
+    ys, xs, yd, xd = (rows[:, i].astype(np.int64) for i in range(4))
+    flits = np.ceil(rows[:, 4] / model.flit_bytes)
+    flits = flits + np.ceil(flits / model.packet_flits) * (HEAD_CYCLES_PER_HOP - 1)
+    # link loads by difference arrays: east/west links of row ys between xs and xd, then
+    # north/south links of column xd between ys and yd; link i joins i and i + 1
+    load = 0.0
+    for a, b, fixed, n_fix, n_run in ((xs, xd, ys, H, W), (ys, yd, xd, W, H)):
+        for sign in (1, -1):
+            sel = (b - a) * sign > 0
+            lo = np.where(sign > 0, a, b)[sel]
+            hi = np.where(sign > 0, b, a)[sel]
+            diff = np.zeros((n_fix, n_run + 1))
+            np.add.at(diff, (fixed[sel], lo), flits[sel])
+            np.add.at(diff, (fixed[sel], hi), -flits[sel])
+            load = max(load, float(np.cumsum(diff, axis=1).max(initial=0.0)))
+    port = 0.0
+    for y, x in ((ys, xs), (yd, xd)):
+        per = np.zeros(H * W)
+        np.add.at(per, y * W + x, flits)
+        port = max(port, float(per.max()))
+    hops = np.abs(ys - yd) + np.abs(xs - xd)
+    pipe = HEAD_CYCLES_PER_HOP * (int(hops.max()) + 1) - 1
+    bit_hops = float((np.ceil(rows[:, 4] / model.flit_bytes) * model.flit_bytes * 8
+                      * hops).sum())
+    return math.ceil(max(load, port)) + pipe, bit_hops
+
+
+def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Placement],
+                   dst: Placement) -> tuple[int, float]:
+    """(cycles, bit-hops) of bringing the outputs of *preds* from where their LMs left
+    them to where *dst*'s LM needs them (all predecessors' transfers at once); the
+    second operand of an attention product is shared by the layer's own model, and the
+    network's input is placed where the first layer needs it."""
+    lay = dst.layer
+    rows = []
+    offset = 0
+    for src in preds:
+        if src.layer.kind == "input" or src.layer.name == lay.operand:
+            offset += src.layer.k
+            continue
+        t = _traffic(src, dst, offset)
+        t[:, 4] *= DATA_BITS / 8
+        rows.append(t)
+        offset += src.layer.k
+    if not rows:
+        return 0, 0.0
+    return noc_transfer(model, array, np.concatenate(rows))
 
 
 # ---- Algorithm 2: the DP over segments, SM candidates, regions and layer candidates -----------
@@ -295,6 +496,7 @@ class Candidate:
     wr: int = 1
     part: Partition | None = None
     energy: float = 0.0
+    redist: float = 0.0        # the part of perf that moves the inputs into place
 
 
 def mapping_select(segments: Sequence[Sequence[Sequence[Sequence[Candidate]]]], cap: int,
@@ -444,33 +646,58 @@ def _parts(lay: Layer, h: int, w: int) -> list[Partition]:
     return [pt for pt in partitions(lay, h, w) if pt.parts("c") == 1]
 
 
-def _layer_candidates(model: NodeModel, lay: Layer, h: int, w: int, wrs: Sequence[int],
-                      layouts: dict[str, int], cache: dict) -> list[Candidate]:
-    key = (lay.name, h, w, layouts.get(lay.preds[0], 0) if lay.preds else 0,
-           layouts.get(lay.name, 0))
-    if key in cache:
-        return cache[key]
+def _layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, int],
+                      wrs: Sequence[int], layouts: dict[str, int], cache: dict,
+                      preds: Sequence[Placement] = (), array: tuple[int, int] = (0, 0),
+                      keep: int = 8) -> list[Candidate]:
+    """The (WR, LM) candidates of *lay* on *region*: for each WR the LM of least latency.
+    With *preds* (where the predecessors ran in the previous iteration of Algorithm 1)
+    a candidate's latency includes moving their outputs to its nodes
+    (:func:`redistribution`), weighed for the *keep* fastest LMs of each WR and for
+    those equal to a predecessor's on the same region."""
+    _, _, h, w = region
     li = layouts.get(lay.preds[0], Layout.NCHW) if lay.preds else Layout.NCHW
     lo = layouts.get(lay.name, Layout.NCHW)
+    key = (lay.name, h, w, li, lo)
+    if key not in cache:
+        per_wr = []
+        parts = _parts(lay, h, w)
+        for wr in wrs:
+            costs = []
+            for part in parts:
+                try:
+                    costs.append((model.layer_cost(lay, part, wr, li, lo), part))
+                except CapacityError:
+                    continue
+            if costs:
+                costs.sort(key=lambda t: t[0].cycles)
+                per_wr.append((wr, costs))
+            if lay.weights == 0 or lay.dynamic_weights:
+                break
+        if not per_wr:
+            raise CapacityError(f"layer {lay.name} fits no partition of a {h}x{w} region")
+        cache[key] = per_wr
+    preds = [p for p in preds if p.layer.kind != "input"]
+    same = {p.part for p in preds if p.region == tuple(region)}
     cands = []
-    parts = _parts(lay, h, w)
-    for wr in wrs:
+    for wr, costs in cache[key]:
         best = None
-        for part in parts:
-            try:
-                c = model.layer_cost(lay, part, wr, li, lo)
-            except CapacityError:
+        for i, (c, part) in enumerate(costs):
+            if preds and i >= keep and part not in same:
                 continue
-            if best is None or c.cycles < best[0].cycles:
-                best = (c, part)
-        if best is not None:
-            c, part = best
-            cands.append(Candidate(c.cycles, c.weight_bytes, wr, part, c.energy_pj))
-        if lay.weights == 0 or lay.dynamic_weights:
-            break
-    if not cands:
-        raise CapacityError(f"layer {lay.name} fits no partition of a {h}x{w} region")
-    cache[key] = cands
+            move = 0
+            if preds:
+                rk = ("redist", lay.name, tuple(region), part, tuple(preds))
+                if rk not in cache:
+                    cache[rk] = redistribution(model, array, preds,
+                                               Placement(lay, part, tuple(region)))[0]
+                move = cache[rk]
+            if best is None or c.cycles + move < best[0]:
+                best = (c.cycles + move, move, c, part)
+            if not preds:
+                break
+        _, move, c, part = best
+        cands.append(Candidate(c.cycles + move, c.weight_bytes, wr, part, c.energy_pj, move))
     return cands
 
 
@@ -522,45 +749,55 @@ def _segment_sms(branches: list[list[Layer]], array: tuple[int, int],
     return sms
 
 
-def map_network(net: Network, cfg, *, iterations: int = 2, cap_steps: int = 128,
-                max_regions: int = 4) -> Mapping:
-    """PIM-Mapper (Algorithm 1): SM/LM/WR by Algorithm 2, then DL, repeated."""
-    model = NodeModel(cfg)
+def map_network(net: Network, cfg, *, iterations: int = 3, cap_steps: int = 128,
+                max_regions: int = 4, model: NodeModel | None = None) -> Mapping:
+    """PIM-Mapper (Algorithm 1): SM/LM/WR by Algorithm 2, then DL, repeated
+    (``MAX_OPTIM_ITER`` = 3, Sec. VIII-B). Algorithm 1's initial mapping (its line 4)
+    is every layer on the whole array with its fastest LM and one layout for all
+    (:func:`baseline_map` with ``lm_goal="full"``, a point of the mapper's space); the
+    first iteration weighs the movement of each layer's inputs from where that mapping
+    puts its predecessors, each later one from where the previous iteration put them.
+    The result is the mapping of least :func:`evaluate`d latency visited, the initial
+    one included. *model* replaces the config's node model (for what-if studies)."""
+    model = model or NodeModel(cfg)
     n = cfg.nicepim
     array = (n.na_rows, n.na_cols)
     sms_per_seg = [_segment_sms(brs, array, max_regions) for brs in pieces(net)]
-    # the first layouts: the best single layout for every tensor (the baseline's choice)
-    base = baseline_map(net, cfg)
+    base = baseline_map(net, cfg, lm_goal="full", model=model)
     uniform = Layout[base.mapper.split("(")[1].rstrip(")")]
     layouts: dict[str, int] = {lay.name: uniform for lay in net.layers}
-    result = None
+    prev = placements(net, base)
+    base.mapper = "nicepim"
+    result = base
+    cache: dict = {}
     for _ in range(iterations):
-        cache: dict = {}
         tree = []
         for sms in sms_per_seg:
             seg_c = []
             for sm in sms:
                 reg_c = []
-                for (_, _, h, w), lays in sm:
+                for region, lays in sm:
+                    _, _, h, w = region
                     wrs = sorted({1, 2, 4, h * w} | {2 ** i for i in range(8) if 2 ** i <= h * w})
-                    reg_c.append([_layer_candidates(model, lay, h, w, wrs, layouts, cache)
+                    reg_c.append([_layer_candidates(model, lay, region, wrs, layouts, cache,
+                                                    [prev[p] for p in lay.preds], array)
                                   for lay in lays])
                 seg_c.append(reg_c)
             tree.append(seg_c)
         lat, sm_pick, lay_pick = mapping_select(tree, n.node_bytes, cap_steps)
         m = _assemble(net, "nicepim", tree, sms_per_seg, sm_pick, lay_pick, lat)
         m.layouts = {k: Layout(v).name for k, v in layouts.items()}
-        if result is None or m.latency_cycles < result.latency_cycles:
+        m = evaluate(net, cfg, m, model)
+        if m.latency_cycles < result.latency_cycles:
             result = m
         layouts = layouts | choose_layouts(net, model, m, array)
-    assert result is not None
+        prev = placements(net, m)
     return result
 
 
 def _assemble(net, name, tree, sms_per_seg, sm_pick, lay_pick, lat) -> Mapping:
     m = Mapping(net.name, name, lat, 0.0)
     size = 0
-    energy = 0.0
     for seg_c, sms, si, regs in zip(tree, sms_per_seg, sm_pick, lay_pick, strict=True):
         sm = sms[si]
         m.segments.append({"regions": [list(r) for r, _ in sm],
@@ -572,15 +809,53 @@ def _assemble(net, name, tree, sms_per_seg, sm_pick, lay_pick, lat) -> Mapping:
                 c = cs[ci]
                 nodes = region[2] * region[3]
                 m.layers[lay.name] = {"region": list(region), "wr": c.wr,
-                                      "partition": str(c.part), "cycles": c.perf,
-                                      "weight_bytes": c.size}
-                energy += c.energy * nodes
+                                      "partition": str(c.part), "cycles": c.perf - c.redist,
+                                      "weight_bytes": c.size, "energy_pj": c.energy * nodes}
                 rs += c.size
             seg_size = max(seg_size, rs)
         size += seg_size
-    m.energy_pj = energy
     m.weight_bytes_per_node = size
     return m
+
+
+def placements(net: Network, mapping: Mapping) -> dict[str, Placement]:
+    """Where each layer of *mapping* runs."""
+    out = {}
+    for lay in net.layers:
+        info = mapping.layers.get(lay.name)
+        region = tuple(info["region"]) if info else (0, 0, 1, 1)
+        part = _parse_part(info["partition"], info["region"]) if info else Partition(
+            (1, 1, 1, 1), (1, 1, 1, 1))
+        out[lay.name] = Placement(lay, part, region)
+    return out
+
+
+def evaluate(net: Network, cfg, mapping: Mapping, model: NodeModel | None = None) -> Mapping:
+    """*mapping* with the movement of every layer's inputs from its predecessors'
+    nodes to its own (:func:`redistribution`) added: each layer's ``redist_cycles`` and
+    ``redist_pj``, and the latency (per segment its slowest region's layers one after
+    the other; a mapping without segments runs its layers one after the other on the
+    whole array) and energy (the layers' and the movements')."""
+    model = model or NodeModel(cfg)
+    n = cfg.nicepim
+    array = (n.na_rows, n.na_cols)
+    pl = placements(net, mapping)
+    energy = 0.0
+    for lay in net.layers:
+        info = mapping.layers.get(lay.name)
+        if info is None:
+            continue
+        cyc, bh = redistribution(model, array, [pl[p] for p in lay.preds], pl[lay.name])
+        info["redist_cycles"] = cyc
+        info["redist_pj"] = bh * n.noc_pj_per_bit_hop
+        energy += info["energy_pj"] + info["redist_pj"]
+    segs = mapping.segments or [{"regions": [info["region"]], "layers": [[name]]}
+                                for name, info in mapping.layers.items()]
+    mapping.latency_cycles = float(sum(
+        max(sum(mapping.layers[x]["cycles"] + mapping.layers[x]["redist_cycles"] for x in lays)
+            for lays in seg["layers"]) for seg in segs))
+    mapping.energy_pj = energy
+    return mapping
 
 
 def choose_layouts(net: Network, model: NodeModel, mapping: Mapping,
@@ -625,31 +900,49 @@ def _parse_part(text: str, region: list[int]) -> Partition:
     return Partition(tuple(ph), tuple(pw))
 
 
-def baseline_map(net: Network, cfg, layout: int | None = None) -> Mapping:
-    """The baseline of Sec. VII-B: every layer on the whole array in turn with its fastest
-    LM, WR at its maximum and lowered from the layers with the most weights until the
-    weights fit a node's DRAM, one DL for all layers (the best of NCHW, NHWC, NCHW[C8])."""
-    model = NodeModel(cfg)
+def baseline_map(net: Network, cfg, layout: int | None = None, *, lm_goal: str = "node",
+                 model: NodeModel | None = None) -> Mapping:
+    """The baseline of Sec. VIII-B: every layer on the whole array in turn, WR at its
+    maximum and lowered from the layers with the most weights until the weights fit a
+    node's DRAM, one DL for all layers (the best of NCHW, NHWC, NCHW[C8] by the
+    :func:`evaluate`d latency).
+
+    The paper takes each layer's LM from Timeloop with the goal "Delay", a per-layer
+    search that sees the node's engine, buffers and DRAM but neither the NoC's data
+    sharing nor the neighbouring layers, and keeps it when WR is lowered. With
+    ``lm_goal="node"`` (the default) the LM is likewise the one of least engine and
+    DRAM cycles on a node, chosen once; ``lm_goal="full"`` instead picks, for each WR,
+    the LM of least latency including the layer's own data sharing (a stronger
+    baseline than the paper's, kept for comparison)."""
+    if lm_goal not in ("node", "full"):
+        raise ValueError(f"lm_goal must be 'node' or 'full', not {lm_goal!r}")
+    model = model or NodeModel(cfg)
     n = cfg.nicepim
     h, w = n.na_rows, n.na_cols
     best = None
     for lo in ([layout] if layout is not None else LAYOUTS):
         wr = {lay.name: h * w for lay in net.layers}
+        fixed: dict[str, Partition] = {}
         costs: dict[str, tuple[LayerCost, Partition]] = {}
 
-        def cost(lay: Layer, lo=lo, wr=wr) -> tuple[LayerCost, Partition]:
-            parts = _parts(lay, h, w)
+        def cost(lay: Layer, lo=lo, wr=wr, fixed=fixed) -> tuple[LayerCost, Partition]:
+            if lay.name in fixed:
+                part = fixed[lay.name]
+                return model.layer_cost(lay, part, wr[lay.name], lo, lo), part
             found = None
-            for part in parts:
+            for part in _parts(lay, h, w):
                 try:
                     c = model.layer_cost(lay, part, wr[lay.name], lo, lo)
                 except CapacityError:
                     continue
-                if found is None or c.cycles < found[0].cycles:
-                    found = (c, part)
+                goal = c.compute + c.dram if lm_goal == "node" else c.cycles
+                if found is None or goal < found[0]:
+                    found = (goal, c, part)
             if found is None:
                 raise CapacityError(f"layer {lay.name} fits no partition of the array")
-            return found
+            if lm_goal == "node":
+                fixed[lay.name] = found[2]
+            return found[1], found[2]
 
         for lay in net.layers[1:]:
             costs[lay.name] = cost(lay)
@@ -663,14 +956,15 @@ def baseline_map(net: Network, cfg, layout: int | None = None) -> Mapping:
                     break
             else:
                 raise CapacityError("the weights do not fit the nodes' DRAM even unreplicated")
-        lat = sum(c.cycles for c, _ in costs.values())
-        if best is None or lat < best[0]:
-            best = (lat, lo, costs, wr)
-    lat, lo, costs, wr = best
-    m = Mapping(net.name, f"baseline ({Layout(lo).name})", lat,
-                sum(c.energy_pj for c, _ in costs.values()) * h * w)
-    m.weight_bytes_per_node = sum(c.weight_bytes for c, _ in costs.values())
-    for name, (c, part) in costs.items():
-        m.layers[name] = {"region": [0, 0, h, w], "wr": wr[name], "partition": str(part),
-                          "cycles": c.cycles, "weight_bytes": c.weight_bytes}
-    return m
+        m = Mapping(net.name, f"baseline ({Layout(lo).name})", 0.0, 0.0)
+        m.weight_bytes_per_node = sum(c.weight_bytes for c, _ in costs.values())
+        m.layouts = {lay.name: Layout(lo).name for lay in net.layers}
+        for name, (c, part) in costs.items():
+            m.layers[name] = {"region": [0, 0, h, w], "wr": wr[name], "partition": str(part),
+                              "cycles": c.cycles, "weight_bytes": c.weight_bytes,
+                              "energy_pj": c.energy_pj * h * w}
+        m = evaluate(net, cfg, m, model)
+        if best is None or m.latency_cycles < best.latency_cycles:
+            best = m
+    assert best is not None
+    return best
