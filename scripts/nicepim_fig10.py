@@ -9,13 +9,15 @@ also weighs the layer's data sharing (``lm_goal="full"``), and of PIM-Mapper
 with the movement of every layer's inputs between partitions (mapper.evaluate).
 Writes the rows as JSON.
 
-``--engine ideal`` is a what-if (mapper.IdealEngineModel): every engine tile streams
-its outputs without the array's fill and drain, as a Timeloop-style engine model counts
-it, everything else unchanged; it shows how much of the gap to the paper the engine's
-per-tile overhead, which every mapping pays, accounts for.
+``--node`` picks the node model: ``rtl`` (mapper.NodeModel, the node RTL's, checked
+against it) or a what-if of mapper.WhatIfNodeModel that counts the engine
+(``ideal-engine``), the tensor DMA (``ideal-dma``) or both (``ideal``) as the paper's
+simulators would (Timeloop; a DRAM at the banks' width), to measure how much of the
+difference to the paper those terms, which every mapping pays, account for.
 
     python scripts/nicepim_fig10.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
-                                    [--engine rtl|ideal] [--json build/nicepim_fig10.json]
+                                    [--node rtl|ideal|ideal-engine|ideal-dma]
+                                    [--json build/nicepim_fig10.json]
 """
 
 from __future__ import annotations
@@ -34,20 +36,28 @@ def _moved(m: mapper.Mapping) -> float:
     return sum(i["redist_cycles"] for i in m.layers.values()) / m.latency_cycles
 
 
+def _terms(b: mapper.Mapping) -> dict[str, float]:
+    """The baseline's latency by term (its layers run one after the other)."""
+    out = {t: sum(i[t] for i in b.layers.values()) / b.latency_cycles
+           for t in ("compute", "dram", "share")}
+    out["moved"] = _moved(b)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nets", default=",".join(nets.network_names()))
     p.add_argument("--configs", default="nicepim_4x4,nicepim_16x16")
-    p.add_argument("--engine", choices=("rtl", "ideal"), default="rtl")
+    p.add_argument("--node", choices=tuple(mapper.WHAT_IF), default="rtl")
     p.add_argument("--json", default="build/nicepim_fig10.json")
     args = p.parse_args()
     rows = []
     print(f"{'config':14s} {'network':10s} {'baseline cyc':>12s} {'mapper cyc':>11s} "
           f"{'latency':>8s} {'energy':>8s} {'vs full: lat':>12s} {'energy':>7s} "
-          f"{'moved B/M':>10s} {'s':>6s}")
+          f"{'moved B/M':>10s} {'B: engine/DRAM/share':>20s} {'s':>6s}")
     for cname in args.configs.split(","):
         cfg = load_config(cname)
-        model = mapper.IdealEngineModel(cfg) if args.engine == "ideal" else mapper.NodeModel(cfg)
+        model = mapper.node_model(cfg, args.node)
         for name in args.nets.split(","):
             net = nets.network(name)
             t0 = time.perf_counter()
@@ -60,18 +70,21 @@ def main() -> None:
                 rows.append({"config": cname, "network": name, "error": str(e)})
                 continue
             dt = time.perf_counter() - t0
-            row = {"config": cname, "network": name, "engine": args.engine,
+            row = {"config": cname, "network": name, "node": args.node,
                    "baseline": b.to_json(),
                    "baseline_full": bf.to_json(), "mapper": m.to_json(),
                    "latency_ratio": m.latency_cycles / b.latency_cycles,
                    "energy_ratio": m.energy_pj / b.energy_pj,
                    "latency_ratio_full": m.latency_cycles / bf.latency_cycles,
-                   "energy_ratio_full": m.energy_pj / bf.energy_pj, "seconds": dt}
+                   "energy_ratio_full": m.energy_pj / bf.energy_pj,
+                   "baseline_terms": _terms(b), "seconds": dt}
+            t = row["baseline_terms"]
             rows.append(row)
             print(f"{cname:14s} {name:10s} {b.latency_cycles:12.4g} {m.latency_cycles:11.4g} "
                   f"{row['latency_ratio'] - 1:+8.1%} {row['energy_ratio'] - 1:+8.1%} "
                   f"{row['latency_ratio_full'] - 1:+12.1%} {row['energy_ratio_full'] - 1:+7.1%} "
-                  f"{_moved(b):4.1%}/{_moved(m):4.1%} {dt:6.1f}", flush=True)
+                  f"{_moved(b):4.1%}/{_moved(m):4.1%} "
+                  f"{t['compute']:6.1%}/{t['dram']:5.1%}/{t['share']:5.1%} {dt:6.1f}", flush=True)
             write_json(args.json, rows)
     ok = [r for r in rows if "error" not in r]
     if ok:

@@ -11,7 +11,10 @@ sample. The paper: PIM-Mapper's throughput 11 % higher on average, DDAM's latenc
 about 10x PIM-Mapper's, DDAM's NoC energy much lower.
 
     python scripts/nicepim_fig11.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
-                                    [--engine rtl|ideal] [--json build/nicepim_fig11.json]
+                                    [--node rtl|ideal|ideal-engine|ideal-dma]
+                                    [--json build/nicepim_fig11.json]
+
+``--node`` as in nicepim_fig10.py.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nets", default=",".join(nets.network_names()))
     p.add_argument("--configs", default="nicepim_4x4,nicepim_16x16")
-    p.add_argument("--engine", choices=("rtl", "ideal"), default="rtl")
+    p.add_argument("--node", choices=tuple(mapper.WHAT_IF), default="rtl")
     p.add_argument("--json", default="build/nicepim_fig11.json")
     args = p.parse_args()
     rows = []
@@ -41,7 +44,7 @@ def main() -> None:
           f"{'D lat/M lat':>11s} {'D E/M E':>8s} {'s':>6s}")
     for cname in args.configs.split(","):
         cfg = load_config(cname)
-        model = mapper.IdealEngineModel(cfg) if args.engine == "ideal" else mapper.NodeModel(cfg)
+        model = mapper.node_model(cfg, args.node)
         for name in args.nets.split(","):
             net = nets.network(name)
             t0 = time.perf_counter()
@@ -56,7 +59,7 @@ def main() -> None:
             thr_m = 1e6 / m.latency_cycles                 # samples per million cycles
             thr_d = d.throughput(BATCH) * 1e6
             thr_inf = 1e6 / d.period_cycles
-            row = {"config": cname, "network": name, "engine": args.engine,
+            row = {"config": cname, "network": name, "node": args.node,
                    "mapper": m.to_json(), "ddam": d.to_json(),
                    "mapper_per_mcycle": thr_m, "ddam_per_mcycle": thr_d,
                    "ddam_steady_per_mcycle": thr_inf, "throughput_ratio": thr_m / thr_d,

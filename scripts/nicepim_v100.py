@@ -21,9 +21,10 @@ here. The V100 side, every constant stated:
 
 NicePIM's side is PIM-Mapper's batch-1 latency on ``nicepim_gpu`` at its 400 MHz (the
 model has no batch split, so the paper's batch 1 to 16 is not searched), with the node
-model of the array's RTL engine or (``--engine ideal``) the what-if engine without each
-tile's fill and drain (:class:`pimforge.sim.nicepim.mapper.IdealEngineModel`), closer
-to the Timeloop model the paper's design was tuned with.
+model of the node's RTL (``--node rtl``) or a what-if of
+:class:`pimforge.sim.nicepim.mapper.WhatIfNodeModel` (``--node ideal``: the engine
+without each tile's fill and drain and a DMA at the banks' width, closer to the
+simulators the paper's design was chosen with).
 
 Scaling ("with the area, frequency and technology node", Sec. VIII-C): the GPU's
 latency is multiplied by ``(A_gpu (28/12)^2 / A_pim) (f_gpu / f_pim)``: the V100's die
@@ -32,7 +33,8 @@ rule (:func:`pimforge.gen.area.node_scale`) over the 48 mm^2 NicePIM's NN engine
 take (Table II), times 1530 MHz over 400 MHz. The paper does not give its formula;
 this is one reading of it, and the raw ratio is printed beside the scaled one.
 
-    python scripts/nicepim_v100.py [--nets vgg16,...] [--launch-us 5] [--engine rtl|ideal]
+    python scripts/nicepim_v100.py [--nets vgg16,...] [--launch-us 5]
+                                   [--node rtl|ideal|ideal-engine|ideal-dma]
                                    [--json build/nicepim_v100.json]
 """
 
@@ -82,7 +84,7 @@ def main() -> None:
     p.add_argument("--nets", default=",".join(nets.network_names()))
     p.add_argument("--config", default="nicepim_gpu")
     p.add_argument("--launch-us", type=number_range(0.0, 1000.0), default=5.0)
-    p.add_argument("--engine", choices=("rtl", "ideal"), default="rtl")
+    p.add_argument("--node", choices=tuple(mapper.WHAT_IF), default="rtl")
     p.add_argument("--json", default="build/nicepim_v100.json")
     args = p.parse_args()
     cfg = load_config(args.config)
@@ -97,7 +99,7 @@ def main() -> None:
     for name in args.nets.split(","):
         net = nets.network(name)
         t0 = time.perf_counter()
-        model = mapper.IdealEngineModel(cfg) if args.engine == "ideal" else None
+        model = mapper.node_model(cfg, args.node)
         try:
             m = mapper.map_network(net, cfg, model=model)
         except PimforgeError as e:
@@ -119,7 +121,7 @@ def main() -> None:
               f"{row['fp16']['scaled_ratio']:11.1f} {row['fp32']['scaled_ratio']:11.1f} "
               f"{row['seconds']:5.1f}", flush=True)
         write_json(args.json, {"scale": scale, "launch_us": args.launch_us,
-                               "engine": args.engine, "rows": rows})
+                               "node": args.node, "rows": rows})
     ok = [r for r in rows if "error" not in r]
     for label in ("fp16", "fp32") if ok else ():
         avg = sum(r[label]["scaled_ratio"] for r in ok) / len(ok)

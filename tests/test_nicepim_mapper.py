@@ -328,3 +328,22 @@ def test_ddam_pipeline_covers_the_network_on_disjoint_regions():
     assert d.latency_cycles == pytest.approx(sum(s["cycles"] for s in d.stages))
     assert d.throughput(1) == pytest.approx(1 / (len(d.stages) * d.period_cycles))
     assert d.throughput(16) > d.throughput(1)
+
+
+def test_what_if_node_models():
+    """The what-ifs change only their term: the ideal engine is the MAC count over the PE
+    array (quantized), the word-rate DMA is never slower than the node's DMA."""
+    cfg = load_config("nicepim_4x4")
+    rtl = mapper.node_model(cfg, "rtl")
+    eng = mapper.node_model(cfg, "ideal-engine")
+    dma = mapper.node_model(cfg, "ideal-dma")
+    cyc, bands, blocks = eng.compute_cycles(48, 40, 9, 7, 3, 3, 1, 1)
+    assert cyc == 2 * 2 * 9 * 9 * 7               # ceil(40/32) ceil(48/32) R S P Q
+    assert (bands, blocks) == rtl.compute_cycles(48, 40, 9, 7, 3, 3, 1, 1)[1:]
+    lay = nets.network("vgg16").by_name["conv3_2"]
+    pt = mapper.partitions(lay, 4, 4)[5]
+    a = rtl.layer_cost(lay, pt, 16, Layout.NCHW, Layout.NCHW)
+    b = dma.layer_cost(lay, pt, 16, Layout.NCHW, Layout.NCHW)
+    assert b.dram < a.dram and b.compute == a.compute and b.share == a.share
+    with pytest.raises(ValueError, match="node model"):
+        mapper.node_model(cfg, "timeloop")

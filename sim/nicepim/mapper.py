@@ -82,10 +82,10 @@ from .networks import Layer, Network
 from .node_model import NodeTiming, part_cost
 from .tiling import ConvPart, blocking
 
-__all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "Candidate", "IdealEngineModel", "LayerCost",
+__all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "Candidate", "LayerCost",
            "Mapping", "NodeModel", "Partition", "Placement", "baseline_map", "choose_layouts",
-           "evaluate", "map_network", "mapping_select", "noc_transfer", "partitions",
-           "pieces", "placements", "redistribution"]
+           "evaluate", "map_network", "mapping_select", "noc_transfer", "node_model",
+           "partitions", "pieces", "placements", "redistribution", "WhatIfNodeModel"]
 
 #: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
 #: integer multiplier and 32-bit adder in a 28 nm class process).
@@ -291,18 +291,55 @@ class NodeModel:
         return LayerCost(compute, reads * cin + cout, 0, energy, 0)
 
 
-class IdealEngineModel(NodeModel):
-    """A what-if node model: every engine tile streams its outputs without the PE array's
-    fill and drain, ``ceil(K/PE_col) ceil(C/PE_row) R S P Q`` cycles a node (the PE
-    quantization kept), as a Timeloop-style engine model counts it; the buffer blocking,
-    DRAM and NoC are :class:`NodeModel`'s."""
+class _WordRateTiming(NodeTiming):
+    """The node's DRAM events with a DMA that moves one DRAM word (all the node's banks'
+    width) a cycle instead of one element per two cycles, the row activations kept."""
+
+    def dma(self, op, layout, dims, n0, c0, h0, w0, cb, nh, nw):
+        _, words, rows, elements = super().dma(op, layout, dims, n0, c0, h0, w0, cb, nh, nw)
+        return words + rows * self.row, words, rows, elements
+
+
+class WhatIfNodeModel(NodeModel):
+    """A what-if node model for studies of the mapping's headroom, :class:`NodeModel`
+    with one or both of its dominant terms replaced by what a simulator of the paper's
+    kind counts (Timeloop for the engine, a DRAM simulator at the banks' width):
+
+    * ``engine``: every engine tile streams its outputs without the PE array's fill
+      and drain, ``ceil(K/PE_col) ceil(C/PE_row) R S P Q`` cycles a node (the PE
+      quantization kept);
+    * ``dma``: the tensor DMA moves one DRAM word (``banks_per_node x 128`` bits) a
+      cycle, plus ``tRP + tRCD`` per row switch, instead of two cycles per element and
+      a read latency per word.
+
+    The tiling, buffers, controller and NoC are :class:`NodeModel`'s."""
+
+    def __init__(self, cfg, *, engine: bool = True, dma: bool = True):
+        super().__init__(cfg)
+        self.ideal_engine = engine
+        if dma:
+            self.timing = _WordRateTiming(cfg.nicepim)
 
     def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
                        groups: int) -> tuple[int, int, int]:
-        _, bands, co_blocks = super().compute_cycles(c, k, p, q, r, s, stride, groups)
+        cyc, bands, co_blocks = super().compute_cycles(c, k, p, q, r, s, stride, groups)
+        if not self.ideal_engine:
+            return cyc, bands, co_blocks
         cg, og = c // groups, k // groups
         return (groups * math.ceil(og / self.C) * math.ceil(cg / self.R) * r * s * p * q,
                 bands, co_blocks)
+
+
+WHAT_IF = {"rtl": {}, "ideal-engine": {"engine": True, "dma": False},
+           "ideal-dma": {"engine": False, "dma": True}, "ideal": {"engine": True, "dma": True}}
+
+
+def node_model(cfg, kind: str = "rtl") -> NodeModel:
+    """The node model *kind*: ``rtl`` (:class:`NodeModel`) or a :data:`WHAT_IF` of
+    :class:`WhatIfNodeModel`."""
+    if kind not in WHAT_IF:
+        raise ValueError(f"node model must be one of {', '.join(WHAT_IF)}, not {kind!r}")
+    return NodeModel(cfg) if kind == "rtl" else WhatIfNodeModel(cfg, **WHAT_IF[kind])
 
 
 def _spacing(part: Partition, dim: str) -> int:
@@ -962,7 +999,8 @@ def baseline_map(net: Network, cfg, layout: int | None = None, *, lm_goal: str =
         for name, (c, part) in costs.items():
             m.layers[name] = {"region": [0, 0, h, w], "wr": wr[name], "partition": str(part),
                               "cycles": c.cycles, "weight_bytes": c.weight_bytes,
-                              "energy_pj": c.energy_pj * h * w}
+                              "energy_pj": c.energy_pj * h * w, "compute": c.compute,
+                              "dram": c.dram, "share": c.share}
         m = evaluate(net, cfg, m, model)
         if best is None or m.latency_cycles < best.latency_cycles:
             best = m
