@@ -7,15 +7,19 @@ Random cases draw from ``random.Random(seed)`` with ``seed`` from ``PIMFORGE_SEE
 (the one tests/test_nicepim_array.py uses).
 """
 
+import json
 import logging
 import os
 import random
 
+import numpy as np
 import pytest
 
+from pimforge.gen.cli import main
 from pimforge.gen.config import load_config
 from pimforge.sim.nicepim.costmodel_check import CASES, check_cases, random_cases
-from pimforge.sim.nicepim.rtl_run import build_array_driver
+from pimforge.sim.nicepim.dnn_cli import DnnResult, array_driver
+from pimforge.verif.models.nicepim import conv2d
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
@@ -28,7 +32,7 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def exe(cfg):
-    return build_array_driver(cfg)
+    return array_driver(cfg)            # the build the command line reuses in this process
 
 
 def test_cost_model_within_5_percent_of_the_node_rtl(cfg, exe):
@@ -51,3 +55,96 @@ def test_cost_model_within_5_percent_of_the_node_rtl(cfg, exe):
     # cases' cycles (two orders of magnitude)
     cyc = [r.cycles_rtl for r in rows]
     assert max(cyc) > 50 * min(cyc)
+
+
+def _post(y, ops):
+    """Apply a layer.json's post-operations (the integer ones this workload uses)."""
+    for op in ops:
+        if op["op"] in ("relu", "gelu"):
+            y = np.maximum(y, 0)
+        elif op["op"] == "leaky":
+            y = np.where(y < 0, y >> 3, y)
+        elif op["op"] == "requantize":
+            y = np.clip(y >> op["shift"], *op["clip"])
+    return y
+
+
+def test_reduced_resnet_block_end_to_end_bit_exact(tmp_path, cfg, exe, capsys):
+    """ResNet152 scaled by 8, its first 7 layers (conv1, the max pool and the first
+    bottleneck with its down-sampling branch and residual addition) mapped by PIM-Mapper
+    onto the 2x2 array: every layer with MACs bit-exact on the RTL, the model within 5% of
+    each layer's RTL cycles, and the dump consistent with itself (each output is the
+    convolution of its input and weights; each next input is its producer's output
+    after the recorded post-operations; the addition adds its two branches)."""
+    out, dump = tmp_path / "r.json", tmp_path / "dump"
+    rc = main(["run", "dnn", "--net", "resnet152", "--scale", "8", "--layers", "7",
+               "--seed", str(SEED), "--dump", str(dump), "--json", str(out)])
+    text = capsys.readouterr().out
+    log.info("seed %d\n%s", SEED, text)
+    assert rc == 0
+    res = DnnResult.from_json(json.loads(out.read_text()))
+    assert res.engine == "rtl" and res.scale == 8 and res.ok
+    rtl = [x for x in res.layers if x["runs_on"] == "rtl"]
+    assert [x["name"] for x in rtl] == ["conv1", "res2_0_a", "res2_0_b", "res2_0_c",
+                                       "res2_0_down"]
+    for x in rtl:
+        assert x["matches_reference"] is True, x["name"]
+        assert abs(x["model_error"]) <= 0.05, (x["name"], x["cycles_rtl"], x["cycles_model"])
+        assert x["cycles_rtl"] == max(nd["cycles_rtl"] for nd in x["nodes"]) > 0
+    assert {x["name"] for x in res.layers if x["runs_on"] == "host"} == {"pool1", "res2_0_add"}
+    t = res.totals
+    assert t["all_match_reference"] and abs(t["cycles_model"] / t["cycles_rtl"] - 1) <= 0.05
+    assert t["energy_pj_rtl"] > 0
+    # the dump
+    meta = {d.name: json.loads((d / "layer.json").read_text()) for d in dump.iterdir()}
+    assert set(meta) == {x["name"] for x in res.layers}
+    arrays = {}
+    for name, m in meta.items():
+        x, y = np.load(dump / name / "input.npy"), np.load(dump / name / "output.npy")
+        assert x.dtype == np.int16 and y.dtype == np.int32
+        assert list(x.shape) == m["input_shape"] and list(y.shape) == m["output_shape"]
+        assert {"kind", "stride", "padding", "groups", "post"} <= set(m)
+        if m["runs_on"] == "rtl":
+            w = np.load(dump / name / "weight.npy")
+            assert w.dtype == np.int16 and list(w.shape) == m["weight_shape"]
+            want = conv2d(x[0], w, stride=m["stride"], pad=m["padding"], groups=m["groups"])
+            assert np.array_equal(y[0], want), name
+        else:
+            assert not (dump / name / "weight.npy").exists()
+        arrays[name] = (x[0].astype(np.int64), y[0].astype(np.int64))
+    nxt = {"conv1": "pool1", "res2_0_a": "res2_0_b", "res2_0_b": "res2_0_c"}
+    for a, b in nxt.items():
+        assert np.array_equal(_post(arrays[a][1], meta[a]["post"]), arrays[b][0]), (a, b)
+    branches = _post(arrays["res2_0_c"][1], meta["res2_0_c"]["post"]) + \
+        _post(arrays["res2_0_down"][1], meta["res2_0_down"]["post"])
+    assert np.array_equal(arrays["res2_0_add"][1], branches)
+
+
+def test_full_size_is_the_model_only(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = main(["run", "dnn", "--net", "darknet53", "--scale", "1", "--layers", "8",
+               "--config", "nicepim_4x4", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "MODEL ONLY" in text
+    res = DnnResult.from_json(json.loads(out.read_text()))
+    assert res.engine == "model"
+    conv = [x for x in res.layers if x["kind"] == "conv"]
+    assert conv and all(x["cycles_rtl"] is None and x["cycles_model"] > 0 for x in conv)
+    assert res.totals["mapper_latency_cycles_model"] > 0
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--net", "alexnet"], "unknown network 'alexnet'"),
+    (["--net", "vgg16", "--scale", "16"], "pool4: its 2x2 window does not fit"),
+    (["--net", "resnet152", "--scale", "1", "--dump", "DUMP"], "--dump needs a run on the RTL"),
+    (["--net", "darknet53", "--scale", "2", "--layers", "1"],
+     "layer conv0: node 0's part needs 282624 bytes of DRAM but a node has 131072"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, match):
+    out = tmp_path / "r.json"
+    argv = [a.replace("DUMP", str(tmp_path / "d")) for a in argv]
+    rc = main(["run", "dnn", *argv, "--json", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and match in err and len(err.strip().splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
