@@ -12,7 +12,8 @@ What this module builds, for ``S`` stages:
 1. every layer's load is its node-cycles on the whole array (the baseline's
    per-layer cost times the nodes), the chain is cut into ``S`` contiguous stages
    minimizing the largest stage load (the min-max linear partition, solved exactly
-   by bisection on the bottleneck with a greedy feasibility check);
+   by bisection on the bottleneck with a greedy feasibility check); then again, twice,
+   with each layer's node-cycles on the region the last cut gave it;
 2. the regions are cut from the array by the slicing tree PIM-Mapper uses for
    branches (:func:`~.mapper._regions`), each in proportion to its stage's load;
 3. a stage's layers run one after the other on its region, each with its fastest LM
@@ -109,8 +110,8 @@ def _stage_counts(nodes: int, layers: int) -> list[int]:
     return sorted(out)
 
 
-def ddam_map(net: Network, cfg, *, stages: Sequence[int] | None = None,
-             batch: int = 16, model: mapper.NodeModel | None = None) -> PipelineMapping:
+def ddam_map(net: Network, cfg, *, stages: Sequence[int] | None = None, batch: int = 16,
+             rounds: int = 2, model: mapper.NodeModel | None = None) -> PipelineMapping:
     """The DDAM-style pipeline of highest throughput at *batch* over the stage counts
     *stages* (by default 2 to 8, then growing by half, up to the nodes and layers: a
     pipeline has at least two parts) and the three layouts."""
@@ -125,19 +126,25 @@ def ddam_map(net: Network, cfg, *, stages: Sequence[int] | None = None,
         layouts = {lay.name: lo for lay in net.layers}
         cache: dict = {}
         for s in stages or _stage_counts(n.na_rows * n.na_cols, len(lays)):
-            starts = min_max_split(load, s)
-            groups = [lays[a:b] for a, b in zip(starts, [*starts[1:], len(lays)], strict=True)]
-            regs = mapper._regions(array, [sum(load[lays.index(g[0]):lays.index(g[0]) + len(g)])
-                                           for g in groups])
-            if any(h < 1 or w < 1 for _, _, h, w in regs):
-                continue
-            try:
-                pm = _evaluate(net, model, array, n, groups, regs, layouts, cache)
-            except CapacityError:
-                continue
-            pm.layout = Layout(lo).name
-            if best is None or pm.throughput(batch) > best.throughput(batch):
-                best = pm
+            est = load
+            for _ in range(1 + rounds):
+                starts = min_max_split(est, s)
+                ends = [*starts[1:], len(lays)]
+                groups = [lays[a:b] for a, b in zip(starts, ends, strict=True)]
+                regs = mapper._regions(array, [sum(est[a:b])
+                                               for a, b in zip(starts, ends, strict=True)])
+                if any(h < 1 or w < 1 for _, _, h, w in regs):
+                    break
+                try:
+                    pm = _evaluate(net, model, array, n, groups, regs, layouts, cache)
+                except CapacityError:
+                    break
+                pm.layout = Layout(lo).name
+                if best is None or pm.throughput(batch) > best.throughput(batch):
+                    best = pm
+                # the next balance: each layer's node-cycles on the region it got
+                est = [c * st["region"][2] * st["region"][3] + 1.0
+                       for st in pm.stages for c in st["layer_cycles"]]
     if best is None:
         raise CapacityError(f"{net.name} fits no pipelined mapping of the array")
     return best
@@ -154,6 +161,7 @@ def _evaluate(net, model, array, n, groups, regs, layouts, cache) -> PipelineMap
                  for lay in group]
         _, _, pick = mapper.mapping_select([[[cands]]], n.node_bytes)
         cycles = 0.0
+        per = []
         for lay, cs, ci in zip(group, cands, pick[0][0], strict=True):
             c = cs[ci]
             pl = mapper.Placement(lay, c.part, tuple(region))
@@ -161,9 +169,10 @@ def _evaluate(net, model, array, n, groups, regs, layouts, cache) -> PipelineMap
             move, bit_hops = mapper.redistribution(model, array, preds, pl)
             placed[lay.name] = pl
             cycles += c.perf + move
+            per.append(c.perf + move)
             energy += c.energy * h * w + bit_hops * n.noc_pj_per_bit_hop
         pm.stages.append({"region": list(region), "layers": [lay.name for lay in group],
-                          "cycles": cycles})
+                          "cycles": cycles, "layer_cycles": per})
     pm.energy_pj = energy
     if not math.isfinite(pm.period_cycles):
         raise CapacityError("a stage does not fit")
