@@ -148,3 +148,20 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, match)
     err = capsys.readouterr().err
     assert rc == 2 and match in err and len(err.strip().splitlines()) == 1, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_reduced_bert_attention_bit_exact(tmp_path, exe):
+    """BERT-base scaled by 32 (sequence 4, hidden 24, 12 heads of 2) through its first
+    attention: the Q/K/V projections, Q K^T and softmax(.) V as grouped 1x1 convolutions
+    whose weights are the other operand, bit-exact, the model within 5%."""
+    out = tmp_path / "r.json"
+    assert main(["run", "dnn", "--net", "bert_base", "--scale", "32", "--layers", "8",
+                 "--seed", str(SEED), "--json", str(out)]) == 0
+    res = DnnResult.from_json(json.loads(out.read_text()))
+    kinds = {x["name"]: x for x in res.layers}
+    assert kinds["enc0_qk"]["groups"] == kinds["enc0_av"]["groups"] == 12
+    assert kinds["enc0_qk"]["output_shape"] == [1, 48, 4, 1]       # 12 heads x 4 keys
+    for x in res.layers:
+        if x["runs_on"] == "rtl":
+            assert x["matches_reference"] is True, x["name"]
+            assert abs(x["model_error"]) <= 0.05, x["name"]

@@ -406,10 +406,10 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
     model = NodeModel(cfg)
     tm = NodeTiming(n)
     runs: list[LayerRun] = []
-    d_head = 64
+    d_head = 64                 # BERT's head size: Q K^T's channels per head
     for lay in net.layers:
-        if lay.kind == "matmul":
-            d_head = lay.c // lay.groups if lay.k != lay.c else d_head
+        if lay.kind == "matmul" and net.by_name[lay.operand].k != lay.k:
+            d_head = lay.c // lay.groups
     for lay in net.layers:
         info = m.layers.get(lay.name, {})
         lo_in = layouts.get(lay.preds[0], Layout.NCHW) if lay.preds else Layout.NCHW
@@ -420,9 +420,9 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
             continue
         compute = lay.kind in COMPUTE
         lr = LayerRun(
-            name=lay.name, kind=lay.kind, runs_on=("rtl" if rtl else "model") if compute
-            else "host", input_shape=[1, lay.c, lay.h, lay.w], output_shape=[1, lay.k, lay.p,
-                                                                              lay.q],
+            name=lay.name, kind=lay.kind,
+            runs_on=("rtl" if compute else "host") if rtl else "model",
+            input_shape=[1, lay.c, lay.h, lay.w], output_shape=[1, lay.k, lay.p, lay.q],
             weight_shape=[lay.k, lay.c // lay.groups, lay.r, lay.s] if compute else None,
             stride=lay.stride, padding=lay.pad, groups=lay.groups,
             region=info.get("region"), partition=info.get("partition", ""),
@@ -517,10 +517,12 @@ def _totals(m: Mapping, runs: list[LayerRun], rtl: bool) -> dict:
     """Network totals under the mapping's schedule: segments one after the other, the
     regions of a segment side by side (a segment takes its slowest region)."""
     by = {r.name: r for r in runs}
+    # the baseline runs every layer on the whole array in turn (it records no segments)
+    segments = m.segments or [{"layers": [[r.name]]} for r in runs]
 
     def total(key):
         t = 0.0
-        for seg in m.segments:
+        for seg in segments:
             t += max((sum(getattr(by[x], key) or 0 for x in names if x in by)
                       for names in seg["layers"]), default=0)
         return t
