@@ -161,6 +161,7 @@ class NodeModel:
         self.flit_bytes = n.flit_bits // 8
         self.packet_flits = n.noc_packet_flits
         self.timing = NodeTiming(n)
+        self._engine: dict = {}             # compute_cycles by its arguments
 
     # ---- the engine ---------------------------------------------------------------------
     def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
@@ -168,6 +169,9 @@ class NodeModel:
         """Engine cycles, output-row bands and output-channel blocks of a convolution
         ``c -> k`` channels onto ``p x q`` outputs on one node, tiled as the node's
         lowering tiles it (:mod:`.tiling`)."""
+        key = (c, k, p, q, r, s, stride, groups)
+        if key in self._engine:
+            return self._engine[key]
         part = ConvPart(c=c, k=k, h=(p - 1) * stride + r, w=(q - 1) * stride + s, r=r, s=s,
                         stride=stride, pad=0, groups=groups, rows=(0, p), cols=(0, q))
         b = blocking(self.n, part)
@@ -180,7 +184,8 @@ class NodeModel:
                     cyc += times * tile_cycles(pe_rows=self.R, pe_cols=self.C,
                                                cb=min(b.cbs, b.blocks - b0),
                                                kh=min(b.kr, r - u0), kw=s, oh=oh, ow=q)
-        return groups * co_blocks * cyc, math.ceil(p / b.per_rows), co_blocks
+        self._engine[key] = groups * co_blocks * cyc, math.ceil(p / b.per_rows), co_blocks
+        return self._engine[key]
 
     # ---- DRAM ---------------------------------------------------------------------------
     def _runs(self, layout: int, ch: int, rows: int, cols: int, full_w: int) -> tuple[int, int]:

@@ -20,6 +20,7 @@ The one description of the node's tile loop, used by the lowering to task lists
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -100,6 +101,7 @@ class Blocking:
         return (oh - 1) * stride + kh
 
 
+@functools.lru_cache(maxsize=65536)
 def blocking(n, part: ConvPart) -> Blocking:
     """The largest tiles of *part* that fit the buffers of ``cfg.nicepim`` *n*.
 
