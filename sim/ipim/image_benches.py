@@ -5,20 +5,23 @@ iPIM schedules (Listing 1's: ``compute_root``, ``ipim_tile``, ``load_pgs``,
 
 Each builder returns ``(out, layout, crop)``: the output func, the ``(W, H)`` the
 compiler computes it over (the bands and lanes need ``W`` a multiple of 16 and ``H``
-of the PEs), and the ``(rows, cols)`` of it that is the benchmark's output (the
-blur's valid region is smaller than the image it is computed on).
+of the PEs), and the ``(rows, cols[, channels])`` of it that is the benchmark's output
+(the blur's valid region is smaller than the image it is computed on). A builder with
+a ``pes`` argument gets the machine's PE count: a pyramid's schedule tiles the levels
+the bands can hold and replicates the smaller ones.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
-from ...verif.models.image import stencil_weights
-from .lang import FP32, INT32, CompileError, Func, ImageParam, RDom, Var
+from ...verif.models.image import interpolate_levels, stencil_weights
+from .lang import FP32, INT32, CompileError, Expr, Func, ImageParam, RDom, Var, reinterpret
 
 __all__ = ["PIPELINES", "build"]
 
-_X, _Y, _XI, _YI = Var("x"), Var("y"), Var("xi"), Var("yi")
+_X, _Y, _XI, _YI, _C = Var("x"), Var("y"), Var("xi"), Var("yi"), Var("c")
 
 
 def _schedule(f: Func, tile=(8, 8)) -> Func:
@@ -106,19 +109,110 @@ def histogram(H: int, W: int):
     return hist, (W, H), (256,)
 
 
+def _replicate(f: Func) -> Func:
+    return f.compute_root().ipim_replicate()
+
+
+#: ``0x7EF311C3 - bits(a)``, read as a float, is within 12.5% of ``1/a`` for normal ``a``
+_RECIP_MAGIC = 0x7EF311C3
+
+
+def divide(n: Expr, d: Expr) -> Expr:
+    """``n / d`` for ``d > 0`` without a divide instruction (Table I has none): a first
+    guess of ``1/d`` from its bits, three Newton-Raphson steps ``r = r * (2 - d*r)``
+    (relative error 0.125 -> 1.6e-2 -> 2.4e-4 -> 6e-8, then float32 rounding), the
+    quotient ``q = n * r`` and one residual correction ``q + (n - q*d) * r``: within a
+    few ulp of the correctly rounded quotient. ``d = 0`` gives NaN (as 0/0 does)."""
+    r = reinterpret(FP32, _RECIP_MAGIC - reinterpret(INT32, d))
+    for _ in range(3):
+        r = r * (2.0 - d * r)
+    q = n * r
+    return q + (n - q * d) * r
+
+
+def _tiled_levels(H: int, W: int, L: int, pes: int) -> int:
+    """The last pyramid level ``m`` that is tiled: levels ``0..m`` halve exactly into
+    widths that are multiples of 16 and heights that are multiples of the PEs, and the
+    levels below ``m`` have an even number of rows per PE (an upsampling kernel makes two
+    rows per step); the smaller levels are replicated."""
+    m = 0
+    for lv in range(1, L):
+        w, h = W >> lv, H >> lv
+        ok = (w << lv, h << lv) == (W, H) and w % 16 == 0 and h % pes == 0
+        if not ok or (H >> (lv - 1)) // pes % 2:
+            break
+        m = lv
+    return m
+
+
+def interpolate(H: int, W: int, levels: int | None = None, *, pes: int = 1):
+    """Halide's ``apps/interpolate`` on premultiplied RGBA: funcs ``f[x, y, c]`` of four
+    channels.
+
+    ``D_l = down(D_{l-1})`` (``dx`` in x, then y, inlined: one stage reads 3x3 taps at
+    stride 2), ``I_l = D_l + (1 - D_l.a) * up(I_{l+1})`` (``ux`` and ``up`` inlined),
+    ``out = I_0 / I_0.a`` (:func:`divide`). The levels down to ``m``
+    (:func:`_tiled_levels`) are tiled over the PEs, a plane per channel; the smaller
+    ones are replicated in every PE with the channels in the lanes, and so is level
+    ``m``'s upsampling ``up_m``, so that ``I_m`` reads it at its own size."""
+    x, y, c = _X, _Y, _C
+    L = interpolate_levels(H, W) if levels is None else levels
+    m = _tiled_levels(H, W, L, pes)
+    inp = ImageParam("in", FP32, channels=4)
+
+    def sched(f: Func, lv: int) -> Func:
+        f.bound(c, 0, 4)
+        return _schedule(f) if lv <= m else _replicate(f)
+
+    d0 = Func("d0")
+    d0[x, y, c] = inp[x, y, c]
+    d0.bound(c, 0, 4)
+    down = [d0]
+    for lv in range(1, L):
+        p = down[-1]
+        dx = Func(f"dx{lv}")
+        dx[x, y, c] = (p[2 * x - 1, y, c] + 2.0 * p[2 * x, y, c] + p[2 * x + 1, y, c]) * 0.25
+        dx.bound(c, 0, 4)
+        d = Func(f"d{lv}")
+        d[x, y, c] = (dx[x, 2 * y - 1, c] + 2.0 * dx[x, 2 * y, c] + dx[x, 2 * y + 1, c]) * 0.25
+        down.append(sched(d, lv))
+    interp = down[L - 1]
+    for lv in range(L - 2, -1, -1):
+        ux = Func(f"ux{lv}")
+        ux[x, y, c] = (interp[x // 2, y, c] + interp[(x + 1) // 2, y, c]) * 0.5
+        ux.bound(c, 0, 4)
+        up = Func(f"up{lv}")
+        up[x, y, c] = (ux[x, y // 2, c] + ux[x, (y + 1) // 2, c]) * 0.5
+        up.bound(c, 0, 4)
+        if lv == m:
+            _replicate(up)
+        d = down[lv]
+        i = Func(f"i{lv}")
+        i[x, y, c] = d[x, y, c] + (1.0 - d[x, y, 3]) * up[x, y, c]
+        interp = sched(i, lv)
+    out = Func("out")
+    out[x, y, c] = divide(interp[x, y, c], interp[x, y, 3])
+    out.bound(c, 0, 4)
+    return _schedule(out), (W, H), (H, W, 4)
+
+
 #: Benchmark name -> builder ``(H, W, **params) -> (out, layout (W, H), crop (rows, cols))``.
 PIPELINES: dict[str, Callable] = {
     "brighten": brighten, "blur": blur, "downsample": downsample, "upsample": upsample,
     "shift": shift, "histogram": histogram, "stencil_chain": stencil_chain,
+    "interpolate": interpolate,
 }
 
 
-def build(name: str, H: int, W: int, **params):
-    """``(out, layout, crop)`` of benchmark *name* for an ``(H, W)`` input."""
+def build(name: str, H: int, W: int, pes: int = 1, **params):
+    """``(out, layout, crop)`` of benchmark *name* for an ``(H, W)`` input on a machine
+    of *pes* PEs (the pyramids' schedules depend on it: which levels are tiled)."""
     try:
         fn = PIPELINES[name]
     except KeyError:
         raise CompileError(f"the compiler has no pipeline for {name!r} yet; it has "
                            f"{', '.join(sorted(PIPELINES))}") from None
+    if "pes" in inspect.signature(fn).parameters:
+        params["pes"] = pes
     return fn(H, W, **params)
 

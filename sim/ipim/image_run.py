@@ -58,9 +58,16 @@ class ImageRun:
 
     @property
     def max_abs_error(self) -> float:
+        """The largest difference from the reference; a NaN (interpolate's 0/0 where no
+        opaque pixel reaches) matches a NaN and differs infinitely from a number."""
         if self.output.shape != self.reference.shape:
             return float("inf")
-        d = np.abs(self.output.astype(np.float64) - self.reference.astype(np.float64))
+        out = self.output.astype(np.float64)
+        ref = self.reference.astype(np.float64)
+        nan_o, nan_r = np.isnan(out), np.isnan(ref)
+        if (nan_o != nan_r).any():
+            return float("inf")
+        d = np.abs(np.where(nan_r, 0.0, out) - np.where(nan_r, 0.0, ref))
         return float(d.max()) if d.size else 0.0
 
     @property
@@ -89,7 +96,8 @@ def compile_bench(name: str, H: int, W: int, cfg, opts: Options | str = "opt",
                   **params) -> Program:
     """Compile benchmark *name* for an ``(H, W)`` input on *cfg*."""
     o = OPT_LEVELS[opts] if isinstance(opts, str) else opts
-    out, layout, crop = build(name, H, W, **params)
+    ip = cfg.ipim
+    out, layout, crop = build(name, H, W, ip.cubes * ip.vaults * ip.pes, **params)
     return compile_pipeline(out, layout, cfg, o, out_shape=crop)
 
 

@@ -24,8 +24,19 @@ A func's argument in ``x`` (or ``y``) must be ``(a*x + b) // d`` with ``a`` and
 ``d`` in {1, 2} and an integer ``b`` (``x + 1``, ``2*x - 1``, ``x // 2``,
 ``(x + 1) // 2``): the stencils and the power-of-two resamplings of the
 benchmarks. Reads outside the producer's domain clamp to its edge (the
-benchmarks' boundary condition), so the domain of every func is a rectangle
-stated by its ``size``.
+benchmarks' boundary condition), so the domain of every func is a rectangle: the
+output's size, and for a producer the size its reads imply (a read at ``x // 2`` of
+a ``W``-wide consumer makes a producer of ``ceil(W/2)``, a pyramid level).
+
+Channels
+--------
+A func may have a third variable, ``f[x, y, c] = ...`` with ``f.bound(c, 0, n)``,
+and an input ``ImageParam(name, FP32, channels=n)``; a read names the consumer's
+channel variable or a constant channel (``d[x, y, 3]``, RGBA's alpha). A tiled func
+is one plane per channel; ``ipim_replicate()`` computes a small func whole in every
+PE with its channels in the four lanes (Halide's ``vectorize(c)``), for the levels of
+a pyramid too small for the bands. ``reinterpret(dtype, e)`` reads the bits of a
+value as the other type (a reciprocal's first guess).
 """
 
 from __future__ import annotations
@@ -38,8 +49,8 @@ import numpy as np
 from ...gen.errors import PimforgeError
 
 __all__ = ["FP32", "INT32", "CompileError", "Expr", "Const", "Call", "Bin", "Select", "Cast",
-           "Var", "Func", "ImageParam", "RDom", "Affine", "select", "min_", "max_", "clamp",
-           "cast", "children", "nodes"]
+           "Reinterpret", "Var", "Func", "ImageParam", "RDom", "Affine", "select", "min_", "max_",
+           "clamp", "cast", "reinterpret", "children", "nodes"]
 
 FP32 = "fp32"
 INT32 = "int32"
@@ -180,6 +191,16 @@ class Cast(Expr):
     a: Expr
 
 
+@dataclass(eq=False)
+class Reinterpret(Expr):
+    """The 32 bits of *a* read as *dtype* (Halide's ``reinterpret``): no instruction, as
+    a DataRF entry holds bits; the integer tricks on floats (a reciprocal's first
+    guess) are written with it."""
+
+    dtype: str
+    a: Expr
+
+
 def select(cond: Cmp, a, b) -> Expr:
     if not isinstance(cond, Cmp):
         raise CompileError("select needs a comparison (a < b, a <= b, a > b, a >= b)")
@@ -211,6 +232,14 @@ def cast(dtype: str, e) -> Expr:
     if dtype not in (FP32, INT32):
         raise CompileError(f"cast to {dtype!r}: use FP32 or INT32")
     return e if e.dtype == dtype else Cast(dtype, e)
+
+
+def reinterpret(dtype: str, e) -> Expr:
+    """*e*'s bits as *dtype* (FP32 or INT32)."""
+    e = lift(e, INT32 if dtype == FP32 else FP32)
+    if dtype not in (FP32, INT32):
+        raise CompileError(f"reinterpret as {dtype!r}: use FP32 or INT32")
+    return e if e.dtype == dtype else Reinterpret(dtype, e)
 
 
 # -- coordinates -------------------------------------------------------------------
@@ -282,6 +311,13 @@ class Affine:
         return (self.a * v + self.b) // self.d
 
 
+def _channel(name: str, c) -> Var | int:
+    if isinstance(c, Var) or (isinstance(c, int) and not isinstance(c, bool) and c >= 0):
+        return c
+    raise CompileError(f"{name}[x, y, c]: the channel is the consumer's channel variable or "
+                       f"a constant, not {c!r}")
+
+
 def _affine(arg) -> Affine:
     if isinstance(arg, Var):
         return arg._aff()
@@ -292,11 +328,13 @@ def _affine(arg) -> Affine:
 
 @dataclass(eq=False)
 class Call(Expr):
-    """The value of *func* at ``(x, y) = (ax, ay)``."""
+    """The value of *func* at ``(x, y) = (ax, ay)`` (channel *c* of a multi-channel
+    input)."""
 
     func: Func | ImageParam
     ax: Affine
     ay: Affine
+    c: Var | int | None = None
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
@@ -331,12 +369,24 @@ class _Bucket(Expr):
 
 @dataclass(eq=False)
 class ImageParam:
-    """An input image: ``(rows, cols)`` of FP32 or INT32 values."""
+    """An input image: ``(rows, cols)`` of FP32 or INT32 values, or ``(rows, cols,
+    channels)`` read as ``img[x, y, c]`` with a constant channel ``c`` (each channel is
+    a plane of its own, laid out like a gray image)."""
 
     name: str
     dtype: str = FP32
+    channels: int = 0
 
     def __getitem__(self, key) -> Call:
+        if self.channels:
+            if len(key) != 3 or (isinstance(key[2], int) and
+                                 not 0 <= key[2] < self.channels):
+                raise CompileError(f"{self.name} has {self.channels} channels: read it as "
+                                   f"{self.name}[x, y, c] with the consumer's channel "
+                                   f"variable or a constant in 0..{self.channels - 1}")
+            return Call(self, _affine(key[0]), _affine(key[1]), _channel(self.name, key[2]))
+        if len(key) != 2:
+            raise CompileError(f"{self.name} is a 2-D image: read it as {self.name}[x, y]")
         ax, ay = key
         return Call(self, _affine(ax), _affine(ay))
 
@@ -347,6 +397,7 @@ class Schedule:
     tile: tuple[int, int] | None = None
     vector: int = 1
     load_pgs: bool = False
+    replicate: bool = False
 
 
 @dataclass(eq=False)
@@ -361,6 +412,9 @@ class Func:
     #: ``(image, increment)`` of a histogram update ``f[image(r.x, r.y)] += increment``
     update: tuple | None = None
     buckets: int = 0
+    #: the channel variable of ``f[x, y, c]`` and the number of channels (``bound``)
+    c: Var | None = None
+    channels: int = 0
 
     @property
     def dtype(self) -> str:
@@ -391,7 +445,14 @@ class Func:
                 raise CompileError(f"define {self.name}[x] = 0 before its update")
             self.update = (img, int(value.b.value))
             return
-        x, y = key
+        if len(key) == 3:                        # f[x, y, c]: channels
+            x, y, c = key
+            if not isinstance(c, Var) or c in (x, y):
+                raise CompileError(f"{self.name}[x, y, c] = ...: the left side takes three "
+                                   "distinct Vars")
+            self.c = c
+        else:
+            x, y = key
         if not (isinstance(x, Var) and isinstance(y, Var)) or x == y:
             raise CompileError(f"{self.name}[x, y] = ...: the left side takes two distinct Vars")
         if self.expr is not None:
@@ -401,11 +462,19 @@ class Func:
     def __getitem__(self, key) -> Call:
         if isinstance(key, Call):
             return _Bucket(self, key)
+        if len(key) == 3:
+            return Call(self, _affine(key[0]), _affine(key[1]), _channel(self.name, key[2]))
         ax, ay = key
         return Call(self, _affine(ax), _affine(ay))
 
     def bound(self, x: Var, lo: int, n: int) -> Func:
-        """The buckets ``lo <= x < lo + n`` of a 1-D func."""
+        """The buckets ``lo <= x < lo + n`` of a 1-D func, or the channels ``0 <= c < n``
+        of a func ``f[x, y, c]``."""
+        if self.c is not None and x == self.c:
+            if lo != 0 or not 1 <= n <= 64:
+                raise CompileError(f"bound({self.name}, {x.name}): channels 0..n-1, n <= 64")
+            self.channels = int(n)
+            return self
         if x != self.x or lo != 0 or not 1 <= n <= 4096:
             raise CompileError(f"bound({self.name}): buckets 0..n-1 of its variable, n <= 4096")
         self.buckets = int(n)
@@ -425,7 +494,24 @@ class Func:
                                f"variables are {self.x.name}, {self.y.name}")
         if tx < 1 or ty < 1:
             raise CompileError(f"ipim_tile sizes must be positive, not {tx}x{ty}")
+        if self.schedule.replicate:
+            raise CompileError(f"{self.name} is replicated by ipim_replicate; a func is "
+                               "tiled or replicated, not both")
         self.schedule.tile = (int(tx), int(ty))
+        return self
+
+    def ipim_replicate(self) -> Func:
+        """Compute the whole func in every PE, one pixel per vector: its channels (up to
+        four) in the lanes for ``f[x, y, c]`` (Halide's ``vectorize(c)``; a read at a
+        constant channel broadcasts that lane), the four lanes alike for ``f[x, y]``;
+        for a level of a pyramid too small to split into bands of rows and strips of
+        columns. A tiled consumer reads it at its own size only (``x + b``,
+        ``y + b``); the compiler copies each PE's band out of it, and copies a tiled
+        producer that it reads into every PE first (``sync``, ``req``, VSM)."""
+        if self.schedule.tile is not None:
+            raise CompileError(f"{self.name} is tiled by ipim_tile; a func is tiled or "
+                               "replicated, not both")
+        self.schedule.replicate = True
         return self
 
     def load_pgs(self, *_m) -> Func:
@@ -447,7 +533,7 @@ def children(e) -> tuple:
         return (e.a, e.b)
     if isinstance(e, Select):
         return (e.cond.a, e.cond.b, e.a, e.b)
-    if isinstance(e, Cast):
+    if isinstance(e, Cast | Reinterpret):
         return (e.a,)
     return ()
 

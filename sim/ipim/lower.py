@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -71,6 +72,7 @@ from .lang import (
     Expr,
     Func,
     ImageParam,
+    Reinterpret,
     Select,
     children,
     nodes,
@@ -83,13 +85,28 @@ _ALL = 0xF
 _SCRATCH_LINES = 4
 
 
+def _even(n: int) -> int:
+    return n + n % 2
+
+
 def f32_bits(v: float) -> int:
     return struct.unpack("<I", struct.pack("<f", float(v)))[0]
 
 
-@dataclass
+@dataclass(eq=False)
 class Array:
-    """One root func or input image, as every PE stores its band."""
+    """One root func or input image, as every PE stores it.
+
+    A *tiled* array (the default) is a band of ``R = H / PEs`` rows in four strips of
+    ``S = W/4`` vectors. A *replicated* one (``rep``) is the whole ``W x H`` func in
+    every PE, one pixel per vector (the channels in the lanes, or the lanes alike), over
+    ``R x S`` rows and columns, rounded up to even where its kernel resamples (it makes
+    two per step); the rows and columns beyond ``H`` and ``W`` hold the edge, as the halo
+    does. ``kind`` says where the values come from: ``"input"`` (placed by the host;
+    ``channel`` of a multi-channel image), ``"func"`` (a root func; ``channel`` of a
+    tiled one), ``"gather"`` (a replicated copy of the tiled ``srcs``, one per lane) or
+    ``"extract"`` (a tiled copy of channel ``channel`` of the replicated ``srcs[0]``).
+    """
 
     name: str
     dtype: str
@@ -102,10 +119,17 @@ class Array:
     hyb: int = 0
     base: int = 0
     func: Func | None = None
+    rep: bool = False
+    kind: str = "func"
+    srcs: list[Array] = field(default_factory=list)
+    channel: int | None = None
+    px: int = 0
+    #: the extracts of every channel of one replicated array, made together
+    group: list[Array] = field(default_factory=list, repr=False)
 
     @property
     def S(self) -> int:
-        return self.W // LANES
+        return self.W + self.px if self.rep else self.W // LANES
 
     @property
     def pitch(self) -> int:
@@ -128,16 +152,21 @@ class Program:
     inputs: dict[str, Array]
     output: Array
     arrays: list[Array]
-    out_shape: tuple[int, int]
+    out_shape: tuple[int, ...]
     opts: Options
     kernels: list[str] = field(default_factory=list)
     #: ``reader(fetch) -> ndarray`` for an output that is not an image band (a histogram)
     reader: Callable | None = None
+    #: every output of a multi-output pipeline (the channels of an image), in order
+    outputs: list[Array] = field(default_factory=list)
 
     def read(self, fetch: Callable[[int, int, int, int], np.ndarray], ip) -> np.ndarray:
-        """The output, from ``fetch(global vault, pe, base, n) -> uint32[n, 4]``."""
+        """The output, from ``fetch(global vault, pe, base, n) -> uint32[n, 4]``; the
+        outputs of a multi-output pipeline stacked as the last axis."""
         if self.reader is not None:
             return self.reader(fetch)
+        if len(self.outputs) > 1:
+            return np.stack([gather(a, fetch, ip) for a in self.outputs], axis=-1)
         return gather(self.output, fetch, ip)
 
     def breakdown(self) -> dict[str, int]:
@@ -171,78 +200,243 @@ def _compose(outer: tuple[int, int, int], inner: Affine) -> tuple[int, int, int]
 
 @dataclass(eq=False)
 class _Ref(Expr):
-    """A read of a root array at ``(x, y)`` forms relative to the consumer."""
+    """A read of a root array at ``(x, y)`` forms relative to the consumer; *lane*: the
+    channel of a replicated array with channels in its lanes, broadcast to all four."""
 
     arr: Array
     ax: tuple[int, int, int]
     ay: tuple[int, int, int]
+    lane: int | None = None
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.arr.dtype
 
 
+def _fits(have: int, want: int, a: int) -> bool:
+    """A producer of *have* pixels serves a read at ``a*x`` of *want*: equal, or for
+    ``2*x`` one fewer (an odd pyramid level: the last read clamps)."""
+    return have == want or (a == 2 and have == want - 1)
+
+
+_LANES = "lanes"        # the channel context of a replicated func with channels in lanes
+
+
 class _Graph:
-    def __init__(self, out: Func, W: int, H: int, npe: int):
+    """The root arrays of a pipeline, in an order that computes producers first, with
+    their bodies resolved (inlined funcs expanded, reads made :class:`_Ref` s). A func
+    ``f[x, y, c]`` is one array per channel when tiled, and one array with the channels
+    in its lanes when replicated."""
+
+    def __init__(self, outs: list[Func], W: int, H: int, npe: int):
         self.npe = npe
-        self.arrays: dict[int, Array] = {}
+        self.arrays: dict = {}
         self.order: list[Array] = []
         self.bodies: dict[int, Expr] = {}
-        self._visiting: set[int] = set()
-        out.schedule.root = True
-        self.out = self._array(out, W, H)
+        self._visiting: set = set()
+        self._memo: dict = {}
+        self._rep = False            # the layout of the func whose body is resolved
+        self._c: int | str | None = None     # and its channel (or _LANES)
+        self.outs: list[Array] = []
+        # the resolution recurses through every stage (a consumer sizes its producers):
+        # a chain of many stages of long sums needs more than Python's default depth
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 20_000))
+        try:
+            for o in outs:
+                if o.schedule.replicate:
+                    raise CompileError(f"output {o.name} is replicated; an output is tiled")
+                o.schedule.root = True
+                chans = range(_channels(o)) if o.c is not None else [None]
+                self.outs += [self._array(o, W, H, ch) for ch in chans]
+        finally:
+            sys.setrecursionlimit(limit)
+        self.out = self.outs[0]
 
-    def _array(self, f: Func | ImageParam, W: int, H: int) -> Array:
-        a = self.arrays.get(id(f))
+    def _array(self, f: Func | ImageParam, W: int, H: int, ch=None,
+               ra: tuple[int, int] = (1, 1)) -> Array:
+        key = (id(f), ch)
+        a = self.arrays.get(key)
         if a is not None:
-            if (a.W, a.H) != (W, H):
+            if not (_fits(a.W, W, ra[0]) and _fits(a.H, H, ra[1])):
                 raise CompileError(f"{f.name} is read at two resolutions ({a.W}x{a.H} and "
                                    f"{W}x{H}); give each its own func")
             return a
-        if W % 16 or H % self.npe or W <= 0 or H <= 0:
+        rep = isinstance(f, Func) and f.schedule.replicate
+        if W <= 0 or H <= 0 or (not rep and (W % 16 or H % self.npe)):
             raise CompileError(f"{f.name} is {W}x{H}: the width must be a multiple of 16 "
-                               f"and the height of the {self.npe} PEs (one band of rows each)")
-        if id(f) in self._visiting:
+                               f"and the height of the {self.npe} PEs (one band of rows "
+                               "each), or schedule it ipim_replicate()")
+        if key in self._visiting:
             raise CompileError(f"func {f.name} depends on itself")
-        a = Array(f.name, f.dtype, W, H, H // self.npe,
-                  func=f if isinstance(f, Func) else None)
-        self.arrays[id(f)] = a
+        name = f.name if ch in (None, _LANES) else f"{f.name}.{ch}"
+        a = Array(name, f.dtype, W, H, H if rep else H // self.npe,
+                  func=f if isinstance(f, Func) else None, rep=rep,
+                  kind="func" if isinstance(f, Func) else "input",
+                  channel=ch if isinstance(ch, int) else None)
+        self.arrays[key] = a
         if isinstance(f, Func):
-            self._visiting.add(id(f))
-            self.bodies[id(a)] = self._resolve(f.expr, (1, 0, 1), (1, 0, 1), W, H)
-            self._visiting.discard(id(f))
+            self._visiting.add(key)
+            outer = self._rep, self._c
+            self._rep, self._c = rep, ch
+            body = self._resolve(f.expr, (1, 0, 1), (1, 0, 1), W, H)
+            self._rep, self._c = outer
+            self._visiting.discard(key)
+            self.bodies[id(a)] = body
+            if rep:     # a resampling kernel makes two columns (rows) per step
+                refs = _refs(body)
+                a.px = W % 2 * any(r.ax[2] == 2 for r in refs)
+                a.R = H + H % 2 * any(r.ay[2] == 2 for r in refs)
         self.order.append(a)
         return a
 
+    def _channel_of(self, e: Call):
+        """The producer channel a read names: the consumer's (``c``) or a constant."""
+        f = e.func
+        nch = _channels(f)
+        if e.c is None:
+            if nch:
+                raise CompileError(f"{f.name} has channels: read it as {f.name}[x, y, c]")
+            return None
+        if not nch:
+            raise CompileError(f"{f.name} has no channels: read it as {f.name}[x, y]")
+        if isinstance(e.c, int):
+            if e.c >= nch:
+                raise CompileError(f"{f.name} has {nch} channels, not channel {e.c}")
+            return e.c
+        if self._c is None:
+            raise CompileError(f"{f.name}[x, y, {e.c.name}] is read by a func without "
+                               "channels: read a constant channel")
+        return self._c
+
+    def _planes(self, f, W: int, H: int, ra) -> list[Array]:
+        return [self._array(f, W, H, c, ra) for c in range(_channels(f))]
+
+    def _read(self, e: Call, ax, ay, W: int, H: int) -> _Ref:
+        """A read of a root func or an input, in the consumer's layout."""
+        f = e.func
+        Wp, Hp = -(-W * ax[0] // ax[2]), -(-H * ay[0] // ay[2])   # x//2: ceil(W/2)
+        ra = (ax[0], ay[0])
+        ch = self._channel_of(e)
+        prep = isinstance(f, Func) and f.schedule.replicate
+        if not prep and not self._rep and (W * ax[0] % ax[2] or H * ay[0] % ay[2]):
+            raise CompileError(f"{f.name} would be {W * ax[0] / ax[2]}x"
+                               f"{H * ay[0] / ay[2]}: choose an even size")
+        lanes = prep and ch is not None
+        if self._rep:
+            if ch is None:                              # a func without channels
+                p = self._array(f, Wp, Hp, None, ra)
+                return _Ref(p if p.rep else self._gather_twin([p]), ax, ay)
+            if lanes:
+                p = self._array(f, Wp, Hp, _LANES, ra)
+                return _Ref(p, ax, ay, None if ch == _LANES else ch)
+            t = self._gather_twin(self._planes(f, Wp, Hp, ra))
+            return _Ref(t, ax, ay, None if ch == _LANES else ch)
+        if not prep:
+            return _Ref(self._array(f, Wp, Hp, ch, ra), ax, ay)
+        if (ax[0], ax[2], ay[0], ay[2]) != (1, 1, 1, 1):
+            raise CompileError(f"a tiled func reads the replicated {f.name} resampled: "
+                               "schedule a replicated stage of the tiled func's size "
+                               "between them (the upsampling)")
+        p = self._array(f, Wp, Hp, _LANES if lanes else None, ra)
+        return _Ref(self._extract_twin(p, ch), ax, ay)
+
+    def _gather_twin(self, planes: list[Array]) -> Array:
+        """The tiled *planes* (one, or a func's channels) replicated in every PE, the
+        channels in the lanes (a copy made once)."""
+        key = ("gather",) + tuple(id(p) for p in planes)
+        t = self.arrays.get(key)
+        if t is None:
+            p = planes[0]
+            if len(planes) > LANES:
+                raise CompileError(f"{p.func.name if p.func else p.name} has "
+                                   f"{len(planes)} channels; a replicated copy holds "
+                                   f"{LANES}, one per lane")
+            name = p.name if len(planes) == 1 else p.name.rsplit(".", 1)[0]
+            t = Array(f"{name}@rep", p.dtype, p.W, p.H, p.H, func=p.func, rep=True,
+                      kind="gather", srcs=list(planes))
+            self.arrays[key] = t
+            self.order.append(t)
+        return t
+
+    def _extract_twin(self, p: Array, ch) -> Array:
+        """Each PE's band of channel *ch* of the replicated *p*; made once, for every
+        channel of *p* at a time (one load of a pixel serves them all)."""
+        key = ("extract", id(p), ch)
+        t = self.arrays.get(key)
+        if t is None:
+            if p.W % 16 or p.H % self.npe:
+                raise CompileError(f"the replicated {p.name} is {p.W}x{p.H}, too small "
+                                   "for a tiled consumer: replicate the consumer too")
+            chans = [None] if ch is None else range(_channels(p.func))
+            group: list[Array] = []
+            for c in chans:
+                name = p.name if c is None else f"{p.name}.{c}"
+                tc = Array(f"{name}@tiled", p.dtype, p.W, p.H, p.H // self.npe,
+                           func=p.func, kind="extract", srcs=[p], channel=c, group=group)
+                group.append(tc)
+                self.arrays[("extract", id(p), c)] = tc
+                self.order.append(tc)
+            t = self.arrays[key]
+        return t
+
     def _resolve(self, e: Expr, cx, cy, W: int, H: int) -> Expr:
+        """*e* as read by a consumer of ``W x H`` at ``(cx, cy)`` (``(a, b, d)`` forms),
+        with inlined funcs expanded and root ones made :class:`_Ref` s; each node once
+        per context, so that a shared subexpression stays shared."""
         if isinstance(e, Const):
             return e
+        key = (id(e), cx, cy, W, H, self._rep, self._c)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit[1]
         if isinstance(e, Call):
-            ax, ay = _compose(cx, e.ax), _compose(cy, e.ay)
-            f = e.func
-            if isinstance(f, Func) and not f.schedule.root:
-                if f.expr is None:
-                    raise CompileError(f"func {f.name} is used before it is defined")
-                if id(f) in self._visiting:
-                    raise CompileError(f"func {f.name} depends on itself")
-                self._visiting.add(id(f))
-                r = self._resolve(f.expr, ax, ay, W, H)
-                self._visiting.discard(id(f))
-                return r
-            Wp, Hp = W * ax[0] // ax[2], H * ay[0] // ay[2]
-            if W * ax[0] % ax[2] or H * ay[0] % ay[2]:
-                raise CompileError(f"{f.name} would be {W * ax[0] / ax[2]}x"
-                                   f"{H * ay[0] / ay[2]}: choose an even size")
-            return _Ref(self._array(f, Wp, Hp), ax, ay)
-        if isinstance(e, Bin):
-            return Bin(e.op, self._resolve(e.a, cx, cy, W, H), self._resolve(e.b, cx, cy, W, H))
-        if isinstance(e, Select):
+            r = self._call(e, cx, cy, W, H)
+        elif isinstance(e, Bin):
+            r = Bin(e.op, self._resolve(e.a, cx, cy, W, H), self._resolve(e.b, cx, cy, W, H))
+        elif isinstance(e, Select):
             c = Cmp(e.cond.op, self._resolve(e.cond.a, cx, cy, W, H),
                     self._resolve(e.cond.b, cx, cy, W, H))
-            return Select(c, self._resolve(e.a, cx, cy, W, H), self._resolve(e.b, cx, cy, W, H))
-        if isinstance(e, Cast):
-            return Cast(e.dtype, self._resolve(e.a, cx, cy, W, H))
-        raise CompileError(f"cannot lower {type(e).__name__}")
+            r = Select(c, self._resolve(e.a, cx, cy, W, H), self._resolve(e.b, cx, cy, W, H))
+        elif isinstance(e, Cast):
+            r = Cast(e.dtype, self._resolve(e.a, cx, cy, W, H))
+        elif isinstance(e, Reinterpret):
+            r = Reinterpret(e.dtype, self._resolve(e.a, cx, cy, W, H))
+        else:
+            raise CompileError(f"cannot lower {type(e).__name__}")
+        self._memo[key] = (e, r)      # e kept alive: its id stays its own
+        return r
+
+    def _call(self, e: Call, cx, cy, W: int, H: int) -> Expr:
+        """A call: an inlined func expanded, or a read of a root func or an input."""
+        ax, ay = _compose(cx, e.ax), _compose(cy, e.ay)
+        f = e.func
+        if isinstance(f, Func) and not f.schedule.root:
+            if f.expr is None:
+                raise CompileError(f"func {f.name} is used before it is defined")
+            ch = self._channel_of(e)
+            if id(f) in self._visiting:
+                raise CompileError(f"func {f.name} depends on itself")
+            self._visiting.add(id(f))
+            outer = self._c
+            if ch is not None:      # its channel variable is the channel read
+                self._c = ch
+            r = self._resolve(f.expr, ax, ay, W, H)
+            self._c = outer
+            self._visiting.discard(id(f))
+            return r
+        return self._read(e, ax, ay, W, H)
+
+
+def _channels(f) -> int:
+    """The channels of a func ``f[x, y, c]`` (its ``bound``) or an input; 0: none."""
+    if isinstance(f, ImageParam):
+        return f.channels
+    if f.c is None:
+        return 0
+    if not f.channels:
+        raise CompileError(f"give {f.name}'s channels with bound({f.c.name}, 0, n)")
+    return f.channels
 
 
 def _refs(e: Expr) -> list[_Ref]:
@@ -272,6 +466,8 @@ class _Builder:
         self.gv = gvault
         #: a kernel is unrolled with direct addresses when its code stays below this
         self.unroll_budget = 0
+        #: loops with the shortest bodies (a long pipeline's last resort for the imem)
+        self.compact = False
         #: register-use history of the max allocator within the current segment
         self.lru: dict[int, int] = {}
         self.prog: list[Instr] = []
@@ -325,16 +521,36 @@ class _Builder:
         block = body(k)
         if not block:
             return
-        if self._direct(k, block, rows * segs):
-            # Unrolled, with every pointer replaced by the address it holds in that
-            # iteration: the core tracks direct bank and scratchpad accesses per
-            # address, indirect ones as the whole memory, so only direct code lets the
-            # loads and stores of different addresses overlap.
-            for r in range(rows):
-                for sg in range(segs):
-                    it = [_at(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
-                    self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
+        if self.compact and self._unrollable(k, block):
+            # the shorter of the loop and the unrolled code (a tiny array's loop is
+            # mostly pointer set-up)
+            start, lru = len(self.prog), dict(self.lru)
+            self._loop(k, block, rows, segs)
+            if rows * segs * len(block) < len(self.prog) - start:
+                loop, loop_lru = self.prog[start:], self.lru
+                del self.prog[start:]
+                self.lru = lru
+                self._unrolled(k, block, rows, segs)
+                if len(self.prog) - start > len(loop):
+                    self.prog[start:] = loop
+                    self.lru = loop_lru
             return
+        if self._direct(k, block, rows * segs):
+            self._unrolled(k, block, rows, segs)
+            return
+        self._loop(k, block, rows, segs)
+
+    def _unrolled(self, k: _Kernel, block: list[VInstr], rows: int, segs: int) -> None:
+        # Unrolled, with every pointer replaced by the address it holds in that
+        # iteration: the core tracks direct bank and scratchpad accesses per
+        # address, indirect ones as the whole memory, so only direct code lets the
+        # loads and stores of different addresses overlap.
+        for r in range(rows):
+            for sg in range(segs):
+                it = [_at(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
+                self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
+
+    def _loop(self, k: _Kernel, block: list[VInstr], rows: int, segs: int) -> None:
         arf = {}
         for reg, (init, _, _) in k.ptrs.items():
             arf[reg] = init
@@ -380,6 +596,10 @@ class _Builder:
     def _direct(self, k: _Kernel, block: list[VInstr], iters: int) -> bool:
         if self.unroll_budget < iters * len(block):
             return False
+        return self._unrollable(k, block)
+
+    @staticmethod
+    def _unrollable(k: _Kernel, block: list[VInstr]) -> bool:
         for vi in block:        # a pointer read as a value (not an address) needs the loop
             i = vi.ins
             if i.opcode in (Opcode.CALC_ARF, Opcode.MOV_DRF) and \
@@ -517,13 +737,21 @@ class _Eval:
             rstep = self.RU * ya // yd * a.pitch
             init = a.addr(row, col)
             key = ("ld", init, seg, rstep)
-            if key in self.memo:
+            if key not in self.memo:
+                p = self.k.ptr(init, seg, rstep)
+                d = self.k.v()
+                self.emit(Instr(Opcode.LD_RF, dram=p, dram_ind=1, simb_mask=self.mask), drf=d)
+                self.memo[key] = ("v", d)
+            if e.lane is None:
                 return self.memo[key]
-            p = self.k.ptr(init, seg, rstep)
-            d = self.k.v()
-            self.emit(Instr(Opcode.LD_RF, dram=p, dram_ind=1, simb_mask=self.mask), drf=d)
-            self.memo[key] = ("v", d)
-            return ("v", d)
+            bkey = key + (e.lane,)
+            if bkey not in self.memo:       # one channel of the lanes, broadcast
+                t = self.k.v()
+                self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
+                                lane=e.lane, src2=self.const(0), vec_mask=_ALL,
+                                simb_mask=self.mask), dst=t, src1=self.memo[key][1])
+                self.memo[bkey] = ("v", t)
+            return self.memo[bkey]
         if isinstance(e, Bin):
             if (e.op == "+" and e.dtype == FP32 and isinstance(e.b, Bin) and e.b.op == "*"
                     and isinstance(e.a, Bin | Select | Cast)
@@ -561,6 +789,8 @@ class _Eval:
             x1 = self.comp(AluOp.XOR, INT32, ta, fb)
             x2 = self.comp(AluOp.AND, INT32, ("v", x1), ("v", m))
             return ("v", self.comp(AluOp.XOR, INT32, fb, ("v", x2)))
+        if isinstance(e, Reinterpret):
+            return self.val(e.a, rr, u)
         if isinstance(e, Cast):
             x = self.val(e.a, rr, u)
             if e.dtype == FP32:          # int -> float, 0 <= x < 2**23
@@ -606,10 +836,11 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
         raise CompileError(f"{arr.name} has {arr.R} rows per PE; an upsampling stage needs "
                            "an even number: choose a taller image")
     last = None
-    for U in (16, 8, 4, 2, 1):
+    best = None             # compact: the shortest code of every unroll factor
+    start, start_lru = list(b.prog), dict(b.lru)
+    for U in (4, 2, 1) if b.compact else (16, 8, 4, 2, 1):
         if arr.S % U or (need_even_x and U % 2):
             continue
-        saved = (list(b.prog),)
         try:
             def mk(k: _Kernel, U=U):
                 ev = _Eval(k, arr, U, RU)
@@ -628,13 +859,23 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
                             drf=v[1])
                 k.finish_steps(arr.S // U, arr.R // RU)
                 return _loads_first(ev.block)
+            b.prog = list(start)
+            if b.compact:
+                b.lru = dict(start_lru)
             b.kernel(arr.R // RU, arr.S // U, mk)
-            b.kernels_done.append(f"{arr.name}: compute {arr.R}x{arr.S} vectors, "
-                                  f"unroll {RU}x{U}")
-            return
+            done = f"{arr.name}: compute {arr.R}x{arr.S} vectors, unroll {RU}x{U}"
+            if not b.compact:
+                b.kernels_done.append(done)
+                return
+            if best is None or len(b.prog) < len(best[0]):
+                best = (b.prog, b.lru, done)
         except CompileError as e:
-            b.prog = saved[0]
             last = e
+    b.prog = start
+    if best is not None:
+        b.prog, b.lru = best[0], best[1]
+        b.kernels_done.append(best[2])
+        return
     raise last or CompileError(f"{arr.name}: no unroll factor divides {arr.S} vectors")
 
 
@@ -728,17 +969,27 @@ def _y_halo(b: _Builder, arr: Array, nvaults: int) -> None:
         if not b.unroll_budget:       # a loop: a short body (its pointers are set up once)
             cands = [c for c in cands if c <= 4]
         last = None
+        best = None             # compact: the shortest code of every block size
+        start, start_lru = list(b.prog), dict(b.lru)
         for C in cands:
-            saved = list(b.prog)
+            b.prog = list(start)
+            if b.compact:
+                b.lru = dict(start_lru)
             try:
                 b.kernel(1, pitch // C, _halo_block(b, arr, j, dst, src, d, C, nvaults,
                                                     vsm_cross, vsm_req))
-                break
             except CompileError as e:
-                b.prog = saved
                 last = e
+                continue
+            if not b.compact:
+                break
+            if best is None or len(b.prog) < len(best[0]):
+                best = (b.prog, b.lru)
         else:
-            raise last
+            if best is None:
+                b.prog = start
+                raise last
+            b.prog, b.lru = best
     b.kernels_done.append(f"{arr.name}: y halo {arr.hyt}+{arr.hyb} (PGSM, VSM, req)")
 
 
@@ -801,6 +1052,177 @@ def _halo_block(b: _Builder, arr: Array, j: int, dst: int, src: int, d: int, C: 
     return mk
 
 
+# -- replicated arrays -----------------------------------------------------------------
+
+def _copy_kernel(b: _Builder, rows: int, segs: int, pairs, step: tuple[int, int]) -> None:
+    """``rows x segs`` iterations of copying one vector: *pairs* is a list of ``(source
+    address, [destination addresses])`` at iteration (0, 0), every address advancing by
+    ``step = (per seg, per row)``."""
+    def mk(k: _Kernel):
+        loads, stores = [], []
+        for src, dsts in pairs:
+            t = k.v()
+            loads.append(VInstr(Instr(Opcode.LD_RF, dram=k.ptr(src, *step), dram_ind=1,
+                                      simb_mask=b.all), {"drf": t}))
+            for d in dsts:
+                stores.append(VInstr(Instr(Opcode.ST_RF, dram=k.ptr(d, *step, fresh=True),
+                                           dram_ind=1, simb_mask=b.all), {"drf": t}))
+        k.finish_steps(segs, rows)
+        return loads + stores
+
+    b.kernel(rows, segs, mk)
+
+
+def _fill(b: _Builder, arr: Array) -> None:
+    """The clamped edge of a replicated array: every column left of 0 and from ``W`` on
+    (its halo and its even padding) copies column 0 or ``W - 1``, row by row; then every
+    row above 0 and from ``H`` on copies row 0 or ``H - 1``, whole."""
+    left = [arr.addr(0, c) for c in range(-arr.hxl, 0)]
+    right = [arr.addr(0, c) for c in range(arr.W, arr.S + arr.hxr)]
+    pairs = [(arr.addr(0, 0), left), (arr.addr(0, arr.W - 1), right)]
+    if left or right:
+        _copy_kernel(b, arr.H, 1, [pr for pr in pairs if pr[1]], (0, arr.pitch))
+    top = [arr.addr(r, -arr.hxl) for r in range(-arr.hyt, 0)]
+    bot = [arr.addr(r, -arr.hxl) for r in range(arr.H, arr.R + arr.hyb)]
+    pairs = [(arr.addr(0, -arr.hxl), top), (arr.addr(arr.H - 1, -arr.hxl), bot)]
+    if top or bot:
+        _copy_kernel(b, 1, arr.pitch, [pr for pr in pairs if pr[1]], (1, 0))
+    b.kernels_done.append(f"{arr.name}: edge {arr.hxl}+{arr.S + arr.hxr - arr.W} columns, "
+                          f"{arr.hyt}+{arr.R + arr.hyb - arr.H} rows")
+
+
+def _gather(b: _Builder, arr: Array, nvaults: int) -> None:
+    """Every PE's copy of the whole tiled ``arr.srcs`` (plane ``c`` into lane ``c``, or one
+    plane into every lane), in chunks of bands that fit the VSM: between two barriers
+    each vault fetches the chunk's bands of the other vaults line by line (``req``) into
+    its VSM and its own PEs write theirs (``wr_vsm``); then every PE reads the lines and
+    spreads the four strips of each over one vector per pixel (``comp`` in
+    scalar-vector mode: lane ``j`` of plane ``c``'s line into lane ``c``)."""
+    ip = b.ip
+    P, ppg = ip.pes, ip.pes_per_pg
+    planes = arr.srcs
+    src0 = planes[0]
+    R, S, n = src0.R, src0.S, len(planes)
+    npe = src0.H // R
+    free = ip.vsm_lines - _SCRATCH_LINES
+    if n * R * S > free:
+        raise CompileError(f"replicating {arr.name} needs {n * R * S} VSM lines per band but "
+                           f"the VSM has {free} free; raise ipim.vsm_bytes or replicate a "
+                           "smaller level")
+    chunks = -(-npe // (free // (n * R * S)))
+    G = -(-npe // chunks)                   # bands per chunk
+    zero = b.const_reg[0]
+    for g0 in range(0, npe, G):
+        gs = range(g0, min(g0 + G, npe))
+
+        def line(c: int, g: int, r: int, k: int, g0=g0) -> int:
+            return ((c * G + g - g0) * R + r) * S + k
+
+        b.sync(2 * arr.base)
+        for g in gs:
+            v, p = divmod(g, P)
+            if v == b.gv:
+                continue
+            chip, vv = divmod(v, ip.vaults)
+            pg, pe = divmod(p, ppg)
+            for c, src in enumerate(planes):
+                for r in range(R):
+                    for k in range(S):
+                        b.prog.append(Instr(Opcode.REQ, chip=chip, vault=vv, pg=pg, pe=pe,
+                                            dram=src.addr(r, k), vsm=line(c, g, r, k)))
+        mine = [g for g in gs if g // P == b.gv]
+
+        def own(k: _Kernel, mine=mine, line=line):
+            blk = []
+            for c, src in enumerate(planes):
+                sp = k.ptr(src.addr(0, 0), 1, src.pitch)
+                for g in mine:
+                    t = k.v()
+                    m = 1 << (g % P)
+                    blk.append(VInstr(Instr(Opcode.LD_RF, dram=sp, dram_ind=1, simb_mask=m),
+                                      {"drf": t}))
+                    blk.append(VInstr(Instr(Opcode.WR_VSM, vsm=k.ptr(line(c, g, 0, 0), 1, S),
+                                            vsm_ind=1, simb_mask=m), {"drf": t}))
+            k.finish_steps(S, R)
+            return blk
+
+        if mine:
+            b.kernel(R, S, own)
+        b.sync(2 * arr.base + 1)
+
+        def spread(k: _Kernel, g0=g0, line=line):
+            ts = []
+            blk = []
+            for c in range(n):
+                t = k.v()
+                blk.append(VInstr(Instr(Opcode.RD_VSM, vsm=k.ptr(line(c, g0, 0, 0), 1, S),
+                                        vsm_ind=1, simb_mask=b.all), {"drf": t}))
+                ts.append(t)
+            for j in range(LANES):
+                u = k.v()
+                for c, t in enumerate(ts):
+                    blk.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
+                                            mode=Mode.SV, lane=j, src2=zero,
+                                            vec_mask=1 << c if c else _ALL, simb_mask=b.all),
+                                      {"dst": u, "src1": t}))
+                blk.append(VInstr(Instr(Opcode.ST_RF, dram=k.ptr(arr.addr(g0 * R, j * S), 1,
+                                                                 arr.pitch, fresh=True),
+                                        dram_ind=1, simb_mask=b.all), {"drf": u}))
+            k.finish_steps(S, len(gs) * R)
+            return blk
+
+        b.kernel(len(gs) * R, S, spread)
+    b.kernels_done.append(f"{arr.name}: replicate {n}x {src0.H}x{src0.W} into every PE in "
+                          f"{-(-npe // G)} chunks (req, VSM)")
+    _fill(b, arr)
+
+
+def _extract(b: _Builder, arr: Array) -> None:
+    """Each PE's band (halo included, clamped at the edges) of every channel of the
+    replicated ``arr.srcs[0]`` (the arrays of ``arr.group``, made at its first): lane
+    ``j`` of vector ``k`` of row ``r`` of channel ``c``'s band is lane ``c`` of pixel
+    ``(j*S + k, g*R + r)``, moved into place with ``comp`` in scalar-vector mode, one PE
+    at a time."""
+    if arr.group and arr is not arr.group[0]:
+        return
+    ip, src = b.ip, arr.srcs[0]
+    twins = arr.group or [arr]
+    zero = b.const_reg[0]
+    rows = range(min(-t.hyt for t in twins), max(t.R + t.hyb for t in twins))
+    cols = range(min(-t.hxl for t in twins), max(t.S + t.hxr for t in twins))
+    for p in range(ip.pes):
+        g = b.gv * ip.pes + p
+
+        def mk(k: _Kernel, g=g, p=p):
+            blk = []
+            for r in rows:
+                y = min(max(g * arr.R + r, 0), src.H - 1)
+                for c in cols:
+                    px = []
+                    for j in range(LANES):
+                        x = min(max(j * arr.S + c, 0), src.W - 1)
+                        v = k.v()
+                        blk.append(VInstr(Instr(Opcode.LD_RF, dram=src.addr(y, x),
+                                                simb_mask=1 << p), {"drf": v}))
+                        px.append(v)
+                    for t in twins:
+                        if not (-t.hyt <= r < t.R + t.hyb and -t.hxl <= c < t.S + t.hxr):
+                            continue
+                        u = k.v()
+                        for j, v in enumerate(px):
+                            blk.append(VInstr(Instr(
+                                Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
+                                lane=t.channel or 0, src2=zero,
+                                vec_mask=_ALL if j == 0 else 1 << j, simb_mask=1 << p),
+                                {"dst": u, "src1": v}))
+                        blk.append(VInstr(Instr(Opcode.ST_RF, dram=t.addr(r, c),
+                                                simb_mask=1 << p), {"drf": u}))
+            return blk
+
+        b.kernel(1, 1, mk)
+    b.kernels_done.append(f"{', '.join(t.name for t in twins)}: each PE's band of {src.name}")
+
+
 # -- bank allocation and program assembly -------------------------------------------------
 
 def _allocate_banks(g: _Graph) -> int:
@@ -815,15 +1237,19 @@ def _allocate_banks(g: _Graph) -> int:
         if body is not None:
             for r in _refs(body):
                 last_use[id(r.arr)] = max(last_use[id(r.arr)], i)
+        for p in a.srcs:
+            last_use[id(p)] = max(last_use[id(p)], i)
+    for a in g.outs:                # every output lives to the end
+        last_use[id(a)] = len(order)
     free: list[tuple[int, int]] = []        # (base, size) of dead buffers
     live: list[tuple[int, Array]] = []
     top = 0
     for i, a in enumerate(order):
         for end, d in list(live):
-            if end < i and d.func is not None:
+            if end < i and d.kind != "input":
                 free.append((d.base, d.size))
                 live.remove((end, d))
-        fit = [f for f in free if f[1] >= a.size and a.func is not None]
+        fit = [f for f in free if f[1] >= a.size and a.kind != "input"]
         if fit:
             f = min(fit, key=lambda f: (f[1], f[0]))
             free.remove(f)
@@ -873,9 +1299,12 @@ def _assemble(prologue: list[Instr], segments: list[list[Instr]]) -> list[Instr]
 
 # -- driver ----------------------------------------------------------------------------
 
-def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None = None,
-                     out_shape: tuple[int, int] | None = None) -> Program:
-    """Compile *out* computed over ``size = (W, H)`` for *cfg*'s iPIM machine.
+def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
+                     opts: Options | None = None,
+                     out_shape: tuple[int, ...] | None = None) -> Program:
+    """Compile *out* computed over ``size = (W, H)`` for *cfg*'s iPIM machine; a tuple of
+    funcs is a pipeline with several outputs of that size (the channels of an image,
+    read back stacked as the last axis).
 
     Raises
     ------
@@ -885,6 +1314,10 @@ def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None
     """
     ip = cfg.ipim
     opts = opts or Options()
+    outs = list(out) if isinstance(out, tuple | list) else [out]
+    if len(outs) > 1 and any(o.update is not None for o in outs):
+        raise CompileError("a histogram is a pipeline's only output")
+    out = outs[0]
     if out.update is not None:
         from .lower_hist import compile_histogram  # a reduction, lowered on its own
 
@@ -892,7 +1325,7 @@ def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None
     nvaults = ip.cubes * ip.vaults
     npe = nvaults * ip.pes
     W, H = size
-    g = _Graph(out, W, H, npe)
+    g = _Graph(outs, W, H, npe)
     # Halos: how far each consumer reads beyond its producer's band.
     for a in g.order:
         body = g.bodies.get(id(a))
@@ -907,7 +1340,7 @@ def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None
             p.hyt = max(p.hyt, -(yb // yd))
             p.hyb = max(p.hyb, (ya * (a.R - 1) + yb) // yd - (p.R - 1))
     for a in g.order:
-        if a.func is None:       # an input: the host writes its halo with the band
+        if a.kind != "func" or a.rep:    # the host, a copy or the edge fill writes the halo
             pass
         elif a.hxl > a.S or a.hxr > a.S:
             raise CompileError(f"{a.name}'s stencil reaches {max(a.hxl, a.hxr)} vectors "
@@ -928,7 +1361,8 @@ def compile_pipeline(out: Func, size: tuple[int, int], cfg, opts: Options | None
             _needs_consts(body, consts)
     consts_l = [0] + sorted(consts - {0})
     budgets = [ip.imem_instructions // d for d in (4, 16, 64)] if opts.unroll else []
-    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0], out_shape or (H, W))
+    # then loops; then loops of one or two vectors per step (-1)
+    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0, -1], out_shape or (H, W))
 
 
 def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
@@ -939,17 +1373,26 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
     budget = budgets[0]
     for gv in range(nvaults):
         b = _Builder(ip, opts, gv, consts_l)
-        b.unroll_budget = budget
+        b.unroll_budget = max(budget, 0)
+        b.compact = budget < 0
         prologue = b.prog
         segments = []
         for a in g.order:
             body = g.bodies.get(id(a))
+            if a.kind in ("gather", "extract"):
+                b.prog = []
+                b.lru = {}
+                _gather(b, a, nvaults) if a.kind == "gather" else _extract(b, a)
+                segments.append(b.prog)
+                continue
             if body is None:
                 continue
             b.prog = []
             b.lru = {}          # each stage starts alike, so that repeated stages fold
             _compute(b, a, body)
-            if a is not g.out:
+            if a.rep:
+                _fill(b, a)
+            elif a not in g.outs:
                 _x_halo(b, a)
                 _y_halo(b, a, nvaults)
             segments.append(b.prog)
@@ -962,8 +1405,9 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
                                "ipim.imem_instructions or simplify the pipeline")
         programs[gv] = prog
         kernels = b.kernels_done
-    inputs = {a.name: a for a in g.order if a.func is None}
-    return Program(programs, inputs, g.out, g.order, out_shape, opts, kernels)
+    inputs = {a.name: a for a in g.order if a.kind == "input"}
+    return Program(programs, inputs, g.out, g.order, out_shape, opts, kernels,
+                   outputs=g.outs)
 
 
 # -- data placement --------------------------------------------------------------------
@@ -975,8 +1419,11 @@ def _to_u32(img: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
-    """Every PE's band of *img* (``(H, W)``) with its halo (clamped at the image's edges),
-    as ``(global vault, pe) -> uint32[vectors, 4]`` starting at ``arr.base``."""
+    """Every PE's band of *img* (``(H, W)``, or channel ``arr.channel`` of ``(H, W, C)``)
+    with its halo (clamped at the image's edges), as ``(global vault, pe) ->
+    uint32[vectors, 4]`` starting at ``arr.base``."""
+    if arr.channel is not None and img.ndim == 3:
+        img = img[..., arr.channel]
     if img.shape != (arr.H, arr.W):
         raise CompileError(f"input {arr.name} must be {arr.H}x{arr.W} (rows x cols), not "
                            f"{img.shape[0]}x{img.shape[1]}")
