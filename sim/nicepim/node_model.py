@@ -137,6 +137,21 @@ def _exact(starts: np.ndarray, lengths: np.ndarray, U: int) -> int:
     return int((last - first + 1).sum() - (first[1:] == last[:-1]).sum())
 
 
+def _prefix(L: int, levels: tuple, off: int, U: int) -> float:
+    """Units a long walk touches, counted on the first outer indices that make
+    :data:`EXACT_RUNS` runs and scaled to all of them."""
+    lv, factor = list(levels), 1.0
+    for i in reversed(range(len(lv))):
+        inner = math.prod(c for c, _ in lv[:i])
+        if inner * lv[i][0] <= EXACT_RUNS:
+            break
+        keep = max(1, EXACT_RUNS // inner)
+        factor *= lv[i][0] / keep
+        lv[i] = (keep, lv[i][1])
+    starts = _starts(L, tuple(lv), off)
+    return factor * _exact(starts, np.full(len(starts), L), U)
+
+
 def _clip(lo: int, size: int, total: int) -> tuple[int, int]:
     """(first valid index, valid count) of ``[lo, lo + size)`` in ``[0, total)``."""
     a, b = max(lo, 0), min(lo + size, total)
@@ -226,11 +241,9 @@ class NodeTiming:
                     g = math.gcd(off, *(st for _, st in levels))
                     words += _units(L, levels, per, math.gcd(g, per) or per)
                     rows += _units(L, levels, row_el, math.gcd(g, row_el) or row_el)
-                else:   # the inner level repeats, restarting, for every outer index
-                    rep = math.prod(c for c, _ in levels[1:])
-                    g = math.gcd(off, levels[0][1])
-                    words += rep * _units(L, levels[:1], per, math.gcd(g, per) or per)
-                    rows += rep * _units(L, levels[:1], row_el, math.gcd(g, row_el) or row_el)
+                else:   # a walk that restarts: counted on its first outer indices
+                    words += _prefix(L, levels, off, per)
+                    rows += _prefix(L, levels, off, row_el)
         cyc = 2 * elements + words * self.word + rows * self.row
         if op == Op.STORE and words:
             cyc += words * self.write - self.write + 1
