@@ -115,6 +115,7 @@ def test_reduced_resnet_block_end_to_end_bit_exact(tmp_path, cfg, exe, capsys):
     nxt = {"conv1": "pool1", "res2_0_a": "res2_0_b", "res2_0_b": "res2_0_c"}
     for a, b in nxt.items():
         assert np.array_equal(_post(arrays[a][1], meta[a]["post"]), arrays[b][0]), (a, b)
+    assert meta["res2_0_add"]["inputs"] == ["res2_0_c", "res2_0_down"]
     branches = _post(arrays["res2_0_c"][1], meta["res2_0_c"]["post"]) + \
         _post(arrays["res2_0_down"][1], meta["res2_0_down"]["post"])
     assert np.array_equal(arrays["res2_0_add"][1], branches)

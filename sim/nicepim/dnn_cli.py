@@ -12,8 +12,9 @@ runs, the mapper's modelled cycles are reported, labelled as the model.
 ``weight.npy`` (int16, ``(K, C/groups, R, S)``; a matmul as a 1x1 convolution; layers
 with MACs only), ``output.npy`` (int32, NKPQ: the RTL's raw accumulations, before any
 post-operation; for a layer on the host its raw result) and ``layer.json`` (``kind``,
-``stride``, ``padding``, ``groups``, the shapes, where it ran, and the post-operations
-applied before the next layer).
+``stride``, ``padding``, ``groups``, ``inputs`` (the layers it reads; ``input.npy`` is
+the first's output), the shapes, where it ran, and the post-operations applied before
+the next layer).
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def prepare(args: argparse.Namespace, config) -> None:
 
 def _dump(folder, lr) -> None:
     meta = {"name": lr.name, "kind": lr.kind, "runs_on": lr.runs_on, "stride": lr.stride,
-            "padding": lr.padding, "groups": lr.groups, "input_shape": lr.input_shape,
+            "padding": lr.padding, "groups": lr.groups, "inputs": lr.preds,
+            "input_shape": lr.input_shape,
             "weight_shape": lr.weight_shape, "output_shape": lr.output_shape,
             "layout_in": lr.layout_in, "layout_out": lr.layout_out,
             "partition": lr.partition, "region": lr.region, "post": lr.post,

@@ -332,6 +332,7 @@ class LayerRun:
     stride: int
     padding: int
     groups: int
+    preds: list = field(default_factory=list)
     region: list | None = None
     partition: str = ""
     layout_in: str = "NCHW"
@@ -424,7 +425,7 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
             runs_on=("rtl" if compute else "host") if rtl else "model",
             input_shape=[1, lay.c, lay.h, lay.w], output_shape=[1, lay.k, lay.p, lay.q],
             weight_shape=[lay.k, lay.c // lay.groups, lay.r, lay.s] if compute else None,
-            stride=lay.stride, padding=lay.pad, groups=lay.groups,
+            stride=lay.stride, padding=lay.pad, groups=lay.groups, preds=list(lay.preds),
             region=info.get("region"), partition=info.get("partition", ""),
             layout_in=Layout(lo_in).name, layout_out=Layout(lo_out).name, macs=lay.macs)
         if progress:
