@@ -51,10 +51,17 @@ import numpy as np
 from ...gen.errors import CapacityError
 from ...rtl.nn.params import DATA_BITS, Layout
 from ...verif.models.nicepim import conv2d, wrap32
-from .mapper import E_BUF_PJ_PER_BIT, E_MAC_PJ, Mapping, NodeModel, baseline_map, map_network
+from .mapper import (
+    E_BUF_PJ_PER_BIT,
+    E_MAC_PJ,
+    Mapping,
+    NodeModel,
+    Partition,
+    baseline_map,
+    map_network,
+)
 from .networks import Layer, Network, NetworkError
 from .node_jobs import NodeJob, run_jobs
-from .node_model import NodeTiming
 from .tiling import ConvPart
 
 __all__ = ["COMPUTE", "DnnRun", "LayerRun", "node_parts", "run_network", "scale_network"]
@@ -401,11 +408,9 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
     m = baseline_map(net, cfg) if mapper == "baseline" else map_network(net, cfg)
     layouts = _layouts(m)
     rtl = scale > 1
-    n = cfg.nicepim
     rng = np.random.default_rng(seed)
     tensors: dict[str, np.ndarray] = {}
     model = NodeModel(cfg)
-    tm = NodeTiming(n)
     runs: list[LayerRun] = []
     d_head = 64                 # BERT's head size: Q K^T's channels per head
     for lay in net.layers:
@@ -441,11 +446,11 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
             x = x.reshape(lay.c, lay.h, lay.w)        # a flatten before a classifier
         if compute:
             w = _weights(lay, ins, list(lay.preds), rng)
-            raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, tm, lr)
+            raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, lr)
             ref = wrap32(conv2d(x, w, stride=lay.stride, pad=lay.pad, groups=lay.groups))
             lr.matches_reference = bool(np.array_equal(raw, ref))
-            cost = model.layer_cost(lay, _part_obj(info["partition"]), info.get("wr", 1),
-                                    lo_in, lo_out)
+            cost = model.layer_cost(lay, Partition(*_parse_partition(info["partition"])),
+                                    info.get("wr", 1), lo_in, lo_out)
             lr.share_cycles_model = cost.share
             lr.energy_pj_model = cost.energy_pj * max(1, len(lr.nodes))
         else:
@@ -460,14 +465,8 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
                   _totals(m, runs, rtl))
 
 
-def _part_obj(text: str):
-    from .mapper import Partition
-    ph, pw = _parse_partition(text)
-    return Partition(ph, pw)
-
-
 def _run_layer(cfg, lay: Layer, x: np.ndarray, w: np.ndarray, info: dict, lo_in: int,
-               lo_out: int, exe, tm: NodeTiming, lr: LayerRun) -> np.ndarray:
+               lo_out: int, exe, lr: LayerRun) -> np.ndarray:
     """Run *lay*'s node parts on the array; its assembled raw output ``[K, P, Q]``."""
     n = cfg.nicepim
     parts = node_parts(lay, info["region"], info["partition"], n.na_cols)
