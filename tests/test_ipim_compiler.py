@@ -312,3 +312,28 @@ def test_a_nan_matches_only_a_nan():
     assert run([[np.nan, 0.5 + 1e-6]]).max_abs_error == pytest.approx(1e-6, rel=0.1)
     assert not run([[0.0, 0.5]]).matches_reference
     assert not run([[np.nan, np.nan]]).matches_reference
+
+
+def test_channel_and_replication_mistakes_are_one_line_errors(cfg):
+    """Funcs with channels and replicated funcs: the mistakes the compiler can name."""
+    x, y, c = Var("x"), Var("y"), Var("c")
+    inp = ImageParam("in", FP32, channels=4)
+    with pytest.raises(CompileError, match="channels"):
+        inp[x, y]
+    with pytest.raises(CompileError, match="constant in 0..3"):
+        inp[x, y, 4]
+    small = Func("small")
+    small[x, y, c] = inp[2 * x, 2 * y, c]
+    small.bound(c, 0, 4).compute_root().ipim_replicate()
+    with pytest.raises(CompileError, match="tiled or replicated"):
+        small.ipim_tile(x, y, Var("xi"), Var("yi"), 8, 8)
+    out = Func("out")
+    out[x, y, c] = small[x // 2, y // 2, c]      # tiled, reading the replicated one resampled
+    out.bound(c, 0, 4)
+    with pytest.raises(CompileError, match="resampled") as e:
+        compile_pipeline(out, (32, 32), cfg)
+    assert "\n" not in str(e.value)
+    gray = Func("gray")
+    gray[x, y] = small[x, y, c]
+    with pytest.raises(CompileError, match="without channels"):
+        compile_pipeline(gray, (32, 32), cfg)
