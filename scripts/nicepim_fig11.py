@@ -12,7 +12,7 @@ about 10x PIM-Mapper's, DDAM's NoC energy much lower.
 
     python scripts/nicepim_fig11.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
                                     [--node rtl|ideal|ideal-engine|ideal-dma]
-                                    [--json build/nicepim_fig11.json]
+                                    [--stages 2,3,4] [--json build/nicepim_fig11.json]
 
 ``--node`` as in nicepim_fig10.py.
 """
@@ -31,11 +31,23 @@ from pimforge.sim.nicepim import networks as nets
 BATCH = 16
 
 
+def stage_list(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be stage counts like 2,4,8, not {text!r}") from None
+    if not out or min(out) < 2:
+        raise argparse.ArgumentTypeError(f"a pipeline has at least 2 stages, not {text!r}")
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nets", default=",".join(nets.network_names()))
     p.add_argument("--configs", default="nicepim_4x4,nicepim_16x16")
     p.add_argument("--node", choices=tuple(mapper.WHAT_IF), default="rtl")
+    p.add_argument("--stages", type=stage_list, default=None,
+                   help="stage counts to try (default: ddam_map's, 2 to 8 then by half)")
     p.add_argument("--json", default="build/nicepim_fig11.json")
     args = p.parse_args()
     rows = []
@@ -50,7 +62,7 @@ def main() -> None:
             t0 = time.perf_counter()
             try:
                 m = mapper.map_network(net, cfg, model=model)
-                d = ddam.ddam_map(net, cfg, batch=BATCH, model=model)
+                d = ddam.ddam_map(net, cfg, batch=BATCH, model=model, stages=args.stages)
             except PimforgeError as e:
                 print(f"{cname:14s} {name:10s} does not map: {e}", flush=True)
                 rows.append({"config": cname, "network": name, "error": str(e)})

@@ -698,6 +698,8 @@ def _layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int,
     (:func:`redistribution`), weighed for the *keep* fastest LMs of each WR and for
     those equal to a predecessor's on the same region."""
     _, _, h, w = region
+    if lay.kind == "input":              # already in DRAM where its readers need it
+        return [Candidate(0.0, 0, 1, Partition((1, 1, 1, 1), (1, 1, 1, 1)))]
     li = layouts.get(lay.preds[0], Layout.NCHW) if lay.preds else Layout.NCHW
     lo = layouts.get(lay.name, Layout.NCHW)
     key = (lay.name, h, w, li, lo)
