@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...gen.errors import CapacityError
 from ...rtl.nn.params import Layout
 from ...verif.models.nicepim import conv2d, wrap32
 from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart, blocking
 
-__all__ = ["CASES", "CheckRow", "check_cases", "random_cases"]
+__all__ = ["CASES", "CheckRow", "check_cases", "fits", "random_cases"]
 
 _L = Layout
 
@@ -57,6 +58,15 @@ def _part(case) -> tuple[str, ConvPart, int, int]:
     return name, part, xl, ol
 
 
+def fits(cfg, case) -> bool:
+    """Whether *case*'s part fits *cfg*'s buffers."""
+    try:
+        blocking(cfg.nicepim, _part(case)[1])
+    except CapacityError:
+        return False
+    return True
+
+
 def random_cases(cfg, rng: random.Random, count: int) -> list:
     """*count* random cases that fit *cfg*'s buffers and DRAM."""
     out = []
@@ -77,11 +87,8 @@ def random_cases(cfg, rng: random.Random, count: int) -> list:
         case = (f"random {len(out)}", c, k, h, w, r, st, pad, groups,
                 (r0, rng.randint(r0 + 1, p)), (q0, rng.randint(q0 + 1, q)),
                 rng.choice(list(Layout)), rng.choice(list(Layout)))
-        try:
-            blocking(cfg.nicepim, _part(case)[1])
-        except Exception:               # noqa: BLE001 (a case that does not fit: draw again)
-            continue
-        out.append(case)
+        if fits(cfg, case):
+            out.append(case)
     return out
 
 
