@@ -405,7 +405,11 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
                 exe=None, keep: bool = False, progress=None) -> DnnRun:
     """Map *net* (already scaled) on *cfg* and run it (module docstring). *keep*: keep every
     layer's input, weights and raw output (for a dump). ``scale == 1``: the model only."""
-    m = baseline_map(net, cfg) if mapper == "baseline" else map_network(net, cfg)
+    try:
+        m = baseline_map(net, cfg) if mapper == "baseline" else map_network(net, cfg)
+    except CapacityError as err:
+        hint = "; use a larger --scale or a config with more DRAM" if scale > 1 else ""
+        raise CapacityError(f"mapping {net.doc} on {cfg.name}: {err}{hint}") from None
     layouts = _layouts(m)
     rtl = scale > 1
     rng = np.random.default_rng(seed)
