@@ -194,3 +194,28 @@ def test_long_walks_averaged_as_counted(monkeypatch):
         monkeypatch.setattr(nm, "EXACT_RUNS", 1024)
         averaged = nm.NodeTiming(n).dma(*task)
         assert abs(averaged[0] - counted[0]) <= 0.03 * counted[0], (SEED, task)
+
+
+def test_c_split_partial_sums_gathered_over_the_noc(cfg, exe):
+    """A 3x3 convolution split over its input channels on nodes 1, 2 and 3: each
+    computes its partial sums, nodes 2 and 3 send theirs over the NoC into node 1's DRAM,
+    and the three read from node 1's DRAM add up to numpy's result."""
+    from pimforge.sim.nicepim.node_jobs import NodeJob, run_jobs
+    from pimforge.sim.nicepim.tiling import ConvPart
+    from pimforge.verif.models.nicepim import wrap32
+
+    rng = np.random.default_rng(SEED)
+    x = rng.integers(-2000, 2000, (12, 9, 9))
+    w = rng.integers(-2000, 2000, (6, 12, 3, 3))
+    jobs = {}
+    for node, (c0, c1) in zip((1, 2, 3), ((0, 4), (4, 8), (8, 12)), strict=True):
+        part = ConvPart(c=c1 - c0, k=6, h=9, w=9, r=3, s=3, stride=1, pad=1, groups=1,
+                        rows=(0, 9), cols=(0, 9))
+        jobs[node] = NodeJob(part, x[c0:c1], w[:, c0:c1])
+    res = run_jobs(cfg, jobs, exe=exe, gather={1: [2, 3]})
+    total = wrap32(sum(r.out for r in res.values()))
+    assert np.array_equal(total, wrap32(conv2d(x, w, pad=1))), SEED
+    words = -(-6 * 9 * 9 * 32 // cfg.nicepim.node_bank_bits)      # the output, whole words
+    assert [res[k].gather_perf["sent"] for k in (2, 3)] == [words, words]
+    assert res[1].gather_perf["received"] == 2 * words
+    assert res[1].gather_perf["waiting"] > 0

@@ -45,7 +45,8 @@ HOST_WORK = (
     "places each node's input window and weights in its DRAM and reads its raw outputs "
     "(the Data-Scheduler's sharing is modelled, not run)",
     "adds the partial sums of a layer split over input channels (a node cannot add "
-    "tensors in DRAM)",
+    "tensors in DRAM); they reach one node of the C set over the NoC on the RTL "
+    "(SEND/WAIT, gather_cycles_rtl) and are read there",
     "post-operations and the requantization to 16 bits (bn folded: identity; relu; leaky "
     "slope 1/8; attention scale as a shift; gelu/tanh integer stand-ins)",
     "layers without MACs in numpy: pools, additions, concatenations; BERT's embedding, "
@@ -109,7 +110,8 @@ class DnnResult(WorkloadResult):
             lines.append(f"{x['name']:18s} {x['kind']:8s} {x['runs_on']:5s} "
                          f"{x['partition'][:16]:16s} {rtl:>11s} {mod:>12s} {err:>7s} {ok}")
         if self.engine == "rtl":
-            lines.append(f"total (mapping's schedule): RTL {t['cycles_rtl']:,.0f} cycles, "
+            lines.append(f"total (mapping's schedule): RTL {t['cycles_rtl']:,.0f} cycles "
+                         f"+ {t['gather_cycles_rtl']:,.0f} gathering partial sums on the NoC, "
                          f"model {t['cycles_model']:,.0f} (node task lists) + "
                          f"{t['share_cycles_model']:,.0f} sharing (modelled); energy "
                          f"{t['energy_pj_rtl'] / 1e6:.3f} uJ from the RTL's counters, "

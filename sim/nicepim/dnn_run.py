@@ -20,7 +20,10 @@ nodes run their task lists at once. What the host does, stated:
   beside the node cycles);
 * it adds the partial sums of a layer split over its input channels (C): the node
   has no adder for tensors in DRAM (its engine accumulates only in its own output
-  buffer);
+  buffer). The partial sums do travel on the RTL: after the layer, every node of a C
+  set sends its raw output over the NoC (``SEND``) into the DRAM of the set's first
+  node, which waits for them (``WAIT``); the host reads them there
+  (``gather_cycles_rtl``: that run's cycles, the slowest node);
 * it applies each layer's post-operations (the node has no activation unit):
   batch normalization is taken as folded into the weights (the identity here),
   ReLU, leaky ReLU with slope 1/8, BERT's attention scale (a right shift by
@@ -349,6 +352,8 @@ class LayerRun:
     cycles_rtl: int | None = None
     cycles_model: float | None = None
     share_cycles_model: float | None = None
+    gather_cycles_rtl: int = 0
+    gather_words: int = 0
     matches_reference: bool | None = None
     macs: int = 0
     dram_words_rtl: int | None = None
@@ -492,8 +497,13 @@ def _run_layer(cfg, lay: Layer, x: np.ndarray, w: np.ndarray, info: dict, lo_in:
                         cols=np_.q)
         (a, b), (e, f) = part.x_rows, part.x_cols
         jobs[np_.node] = NodeJob(part, x[chans][:, a:b, e:f], wk, lo_in, lo_out)
+    # the C parts of one output slice: the first receives the others' partial sums
+    sets: dict[tuple, list[int]] = {}
+    for np_ in parts:
+        sets.setdefault((np_.k, np_.p, np_.q, np_.g), []).append(np_.node)
+    gather = {nodes[0]: nodes[1:] for nodes in sets.values() if len(nodes) > 1}
     try:
-        res = run_jobs(cfg, jobs, exe=exe)
+        res = run_jobs(cfg, jobs, exe=exe, gather=gather)
     except CapacityError as err:
         raise CapacityError(f"layer {lay.name}: {err}") from None
     out = np.zeros((lay.k, lay.p, lay.q), dtype=np.int64)
@@ -501,7 +511,7 @@ def _run_layer(cfg, lay: Layer, x: np.ndarray, w: np.ndarray, info: dict, lo_in:
     for np_ in parts:
         r = res[np_.node]
         out[np_.k[0]:np_.k[1], np_.p[0]:np_.p[1], np_.q[0]:np_.q[1]] += r.out
-        perf.append(r.perf)
+        perf += [r.perf, r.gather_perf] if gather else [r.perf]
         lr.nodes.append({
             "node": np_.node, "k": list(np_.k), "p": list(np_.p), "q": list(np_.q),
             "c": list(np_.c), "groups": list(np_.g), "tasks": r.tasks,
@@ -509,8 +519,13 @@ def _run_layer(cfg, lay: Layer, x: np.ndarray, w: np.ndarray, info: dict, lo_in:
             "cycles_model": r.model.cycles, "engine_busy_rtl": r.perf["eng_busy"],
             "dma_busy_rtl": r.perf["dma_busy"], "dram_words_rtl": r.perf["dma_rd"]
             + r.perf["dma_wr"], "dram_words_model": r.model.words_rd + r.model.words_wr,
-            "dram_act_rtl": r.perf["dram_act"]})
+            "dram_act_rtl": r.perf["dram_act"],
+            "gather_cycles_rtl": r.gather_perf["cycles"] if gather else 0,
+            "gather_words_sent": r.gather_perf["sent"] if gather else 0})
     lr.cycles_rtl = max(p["cycles_rtl"] for p in lr.nodes)
+    if gather:
+        lr.gather_cycles_rtl = max(p["gather_cycles_rtl"] for p in lr.nodes)
+        lr.gather_words = sum(p["gather_words_sent"] for p in lr.nodes)
     lr.cycles_model = max(p["cycles_model"] for p in lr.nodes)
     lr.dram_words_rtl = sum(p["dram_words_rtl"] for p in lr.nodes)
     lr.energy_pj_rtl = _energy(cfg, perf, lay.macs, lay.k * lay.p * lay.q)
@@ -538,6 +553,7 @@ def _totals(m: Mapping, runs: list[LayerRun], rtl: bool) -> dict:
            "mapper_energy_pj_model": m.energy_pj}
     if rtl:
         out |= {"cycles_rtl": total("cycles_rtl"), "cycles_model": total("cycles_model"),
+                "gather_cycles_rtl": total("gather_cycles_rtl"),
                 "share_cycles_model": total("share_cycles_model"),
                 "energy_pj_rtl": sum(r.energy_pj_rtl or 0 for r in runs),
                 "energy_pj_model": sum(r.energy_pj_model or 0 for r in runs),

@@ -52,13 +52,15 @@ class NodeJob:
 @dataclass
 class JobResult:
     """What one node did: its raw output ``[k, p, q]`` (int64 of the 32-bit sums), its
-    counters summed over the pieces of its task list, and the model's prediction."""
+    counters summed over the pieces of its task list, the model's prediction, and its
+    counters in the gather run (:func:`run_jobs`)."""
 
     out: np.ndarray
     perf: dict
     model: NodeCost
     tasks: int
     pieces: int
+    gather_perf: dict | None = None
 
 
 def _row_align(elems: int, bits: int, n) -> int:
@@ -87,8 +89,14 @@ def _pieces(tasks: list[int], most: int, node: int) -> list[list[int]]:
     return [p for p in out if p]
 
 
-def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None) -> dict[int, JobResult]:
+def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
+             gather: dict[int, list[int]] | None = None) -> dict[int, JobResult]:
     """Run every node's job at once on *cfg*'s array (see the module docstring).
+
+    *gather* ``{receiver: [senders]}``: after the jobs, each sender sends its raw output
+    (its DRAM words) over the NoC into free DRAM of the receiver (``SEND`` tasks; the
+    receiver waits for all of them), and the sender's output is read back from the
+    receiver's copy (:attr:`JobResult.gather_perf` holds that run's counters).
 
     Raises
     ------
@@ -128,14 +136,50 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None) -> dict[int, JobResult]
         for node in piece:
             for c in COUNTERS:
                 perf[node][c] += run.perf[c][node]
+    word_el = bits // PSUM_BITS                       # 32-bit elements per DRAM word
+    o_words = {}
+    for node, j in jobs.items():
+        p = j.part
+        o_el = p.groups * tensor_elems(j.o_layout, (1, p.k // p.groups, p.p, p.q))
+        o_words[node] = (layout[node] // word_el, -(-(layout[node] + o_el) // word_el))
+    # node -> (the node whose DRAM holds its output, element base there)
+    where = {node: (node, base) for node, base in layout.items()}
+    gather_perf = {node: dict.fromkeys(COUNTERS, 0) for node in jobs}
+    if gather:
+        sends: dict[int, list[int]] = {}
+        row = n.row_words
+        for recv, senders in gather.items():
+            free = -(-o_words[recv][1] // row) * row
+            total = 0
+            for snd in senders:
+                lo, hi = o_words[snd]
+                if free + hi - lo > n.node_words:
+                    raise CapacityError(f"node {recv} has no room for node {snd}'s partial "
+                                        "sums; use a larger --scale or raise "
+                                        "nicepim.bank_bytes")
+                y, x = divmod(recv, n.na_cols)
+                for a in range(lo, hi, 1 << 15):
+                    cnt = min(1 << 15, hi - a)
+                    sends.setdefault(snd, []).append(task(Op.SEND, base=a, dest=free + a - lo,
+                                                          count=cnt, node=x | y << 4))
+                where[snd] = (recv, layout[snd] + (free - lo) * word_el)
+                total += hi - lo
+                free = -(-(free + hi - lo) // row) * row
+            sends.setdefault(recv, []).append(task(Op.WAIT, dest=total))
+        run = run_array(cfg, {k: v + [task(Op.END)] for k, v in sends.items()}, dram, exe=exe)
+        dram = run.dram
+        for node in sends:
+            for c in COUNTERS:
+                gather_perf[node][c] = run.perf[c][node]
     out = {}
     for node, j in jobs.items():
         p = j.part
         og = p.k // p.groups
         o_group = tensor_elems(j.o_layout, (1, og, p.p, p.q))
-        res = [read_tensor(dram.get(node, {}), j.o_layout, (1, og, p.p, p.q),
-                           layout[node] + g * o_group, bits)[0] for g in range(p.groups)]
+        holder, base = where[node]
+        res = [read_tensor(dram.get(holder, {}), j.o_layout, (1, og, p.p, p.q),
+                           base + g * o_group, bits)[0] for g in range(p.groups)]
         out[node] = JobResult(np.concatenate(res), perf[node],
                               part_cost(n, p, j.x_layout, j.o_layout, tm), len(lists[node]),
-                              len(pieces_of[node]))
+                              len(pieces_of[node]), gather_perf[node])
     return out
