@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Accelerator, Bench, Block, Command, Section
+from ..registry import Accelerator, Bench, Block, Command, Explorer, Section, Workload
 
 __all__ = ["ACCELERATOR"]
 
@@ -15,6 +15,16 @@ ACCELERATOR = Accelerator(
     commands=(
         Command("schedule", "Data-Scheduler: data-sharing schedules on the mesh (ILP, TSP, "
                 "SHP), optionally run on the NoC RTL", "pimforge.sim.nicepim.schedule_cli"),
+    ),
+    workloads=(
+        Workload("dnn", "NicePIM networks mapped onto the array and run on its RTL, every "
+                 "layer checked against numpy (at --scale 1: the cost model only)",
+                 "pimforge.sim.nicepim.dnn_cli", default_config="nicepim_small"),
+    ),
+    explorers=(
+        Explorer("nicepim", "PIM-Tuner: Table I's parameters under the area constraint "
+                 "(DKL, GP, random search; Fig. 9)", "pimforge.sim.nicepim.dse_cli",
+                 config="option", default_config="nicepim_4x4"),
     ),
     blocks=(
         Block("nn_pe_array", "pimforge.rtl.nn.pe_array:from_config",
