@@ -26,7 +26,13 @@ import time
 from pimforge.gen.args import int_range, out_file, seed
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.output import write_json
-from pimforge.sim.nicepim.costmodel_check import CASES, check_cases, fits, random_cases
+from pimforge.sim.nicepim.costmodel_check import (
+    CASES,
+    check_cases,
+    fits,
+    random_cases,
+    sharing_ring,
+)
 from pimforge.sim.nicepim.rtl_run import build_array_driver
 
 
@@ -58,10 +64,21 @@ def main() -> int:
     print(f"\n{len(rows)} cases on {where} (seed {args.seed}) in {time.time() - t0:.1f} s; "
           f"largest cycle error {100 * worst:.2f}%, mean "
           f"{100 * sum(r.error for r in rows) / len(rows):+.2f}%")
+    ring = []
+    if cfg.nicepim.nodes == 4:
+        print("\nData sharing (not part of the node model; reported, not checked):\n"
+              "| words per node | cycles RTL | NodeModel.share_cycles | ratio | delivered |\n"
+              "|---:|---:|---:|---:|---|")
+        for words in (4, 16, 64, 200):
+            s = sharing_ring(cfg, words, seed=args.seed, exe=exe)
+            ring.append(s)
+            print(f"| {words} | {s['cycles_rtl']:,} | {s['cycles_model']:,} | "
+                  f"{s['cycles_rtl'] / s['cycles_model']:.1f} | "
+                  f"{'yes' if s['delivered'] else 'NO'} |")
     if args.json:
         write_json(args.json, {"config": cfg.name, "set": args.set, "seed": args.seed,
                                "rows": [dataclasses.asdict(r) | {"error": r.error}
-                                        for r in rows]})
+                                        for r in rows], "sharing_ring": ring})
     return 0 if worst <= 0.05 and all(r.matches_reference for r in rows) else 1
 
 

@@ -21,7 +21,7 @@ from ...verif.models.nicepim import conv2d, wrap32
 from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart, blocking
 
-__all__ = ["CASES", "CheckRow", "check_cases", "fits", "random_cases"]
+__all__ = ["CASES", "CheckRow", "check_cases", "fits", "random_cases", "sharing_ring"]
 
 _L = Layout
 
@@ -145,3 +145,39 @@ def check_cases(cfg, cases, *, seed: int = 1, exe=None) -> list[CheckRow]:
                 acts_rtl=p["dram_act"], acts_model=r.model.rows + r.model.refreshes,
                 matches_reference=bool(np.array_equal(r.out, want[node]))))
     return rows
+
+
+def sharing_ring(cfg, words: int, *, seed: int = 1, exe=None) -> dict:
+    """The Data-Scheduler's Hamilton-cycle sharing on the RTL: the four nodes of a 2x2
+    array in the ring 0 -> 1 -> 3 -> 2 -> 0 (one hop each) each hold *words* DRAM words;
+    in each of three steps every node sends the chunk it got last (its own first) to
+    the next one (``SEND``) and waits for the next chunk (``WAIT``). Returns the RTL's
+    cycles, whether every node ended with every chunk, and ``NodeModel.share_cycles``
+    for the same set."""
+    from ...rtl.nn.params import Op
+    from .mapper import NodeModel
+    from .rtl_run import run_array, task
+
+    n = cfg.nicepim
+    if n.nodes != 4:
+        raise CapacityError("the sharing ring is written for a 2x2 array")
+    ring = [0, 1, 3, 2]
+    rng = random.Random(seed)
+    dram: dict = {k: {} for k in ring}
+    tasks: dict = {k: [] for k in ring}
+    for i, node in enumerate(ring):
+        for a in range(words):
+            dram[node][i * words + a] = rng.getrandbits(n.node_bank_bits) | 1
+    for i, node in enumerate(ring):
+        nxt = ring[(i + 1) % 4]
+        x, y = nxt % n.na_cols, nxt // n.na_cols
+        for t in range(1, 4):
+            chunk = (i - t + 1) % 4
+            tasks[node] += [task(Op.SEND, base=chunk * words, dest=chunk * words, count=words,
+                                 node=x | y << 4), task(Op.WAIT, dest=t * words)]
+        tasks[node].append(task(Op.END))
+    run = run_array(cfg, tasks, dram, exe=exe)
+    ok = all(run.dram[ring[j]].get(a) == dram[ring[i]][a] for i in range(4) for j in range(4)
+             for a in range(i * words, (i + 1) * words))
+    model, _ = NodeModel(cfg).share_cycles(4, words * n.word_bytes, 1)
+    return {"words": words, "cycles_rtl": run.cycles, "cycles_model": model, "delivered": ok}
