@@ -51,8 +51,8 @@ def main() -> None:
     p.add_argument("--json", default="build/nicepim_fig11.json")
     args = p.parse_args()
     rows = []
-    print(f"{'config':14s} {'network':10s} {'mapper thr':>10s} {'DDAM thr16':>10s} "
-          f"{'DDAM thr inf':>12s} {'M/D':>6s} {'M/D inf':>7s} {'stages':>6s} "
+    print(f"{'config':14s} {'network':10s} {'mapper /s':>10s} {'DDAM b16 /s':>11s} "
+          f"{'DDAM inf /s':>12s} {'M/D':>6s} {'M/D inf':>7s} {'stages':>6s} "
           f"{'D lat/M lat':>11s} {'D E/M E':>8s} {'s':>6s}")
     for cname in args.configs.split(","):
         cfg = load_config(cname)
@@ -68,17 +68,18 @@ def main() -> None:
                 rows.append({"config": cname, "network": name, "error": str(e)})
                 continue
             dt = time.perf_counter() - t0
-            thr_m = 1e6 / m.latency_cycles                 # samples per million cycles
-            thr_d = d.throughput(BATCH) * 1e6
-            thr_inf = 1e6 / d.period_cycles
+            hz = cfg.freq_mhz * 1e6                        # samples per second
+            thr_m = hz / m.latency_cycles
+            thr_d = d.throughput(BATCH) * hz
+            thr_inf = hz / d.period_cycles
             row = {"config": cname, "network": name, "node": args.node,
                    "mapper": m.to_json(), "ddam": d.to_json(),
-                   "mapper_per_mcycle": thr_m, "ddam_per_mcycle": thr_d,
-                   "ddam_steady_per_mcycle": thr_inf, "throughput_ratio": thr_m / thr_d,
+                   "mapper_per_s": thr_m, "ddam_per_s": thr_d,
+                   "ddam_steady_per_s": thr_inf, "throughput_ratio": thr_m / thr_d,
                    "latency_ratio": d.latency_cycles / m.latency_cycles,
                    "energy_ratio": d.energy_pj / m.energy_pj, "seconds": dt}
             rows.append(row)
-            print(f"{cname:14s} {name:10s} {thr_m:10.3f} {thr_d:10.3f} {thr_inf:12.3f} "
+            print(f"{cname:14s} {name:10s} {thr_m:10.2f} {thr_d:11.2f} {thr_inf:12.2f} "
                   f"{thr_m / thr_d - 1:+6.1%} {thr_m / thr_inf - 1:+7.1%} {len(d.stages):6d} "
                   f"{row['latency_ratio']:11.2f} {row['energy_ratio']:8.2f} {dt:6.1f}",
                   flush=True)
