@@ -797,8 +797,8 @@ def map_network(net: Network, cfg, *, iterations: int = 3, cap_steps: int = 128,
                 max_regions: int = 4, model: NodeModel | None = None) -> Mapping:
     """PIM-Mapper (Algorithm 1): SM/LM/WR by Algorithm 2, then DL, repeated
     (``MAX_OPTIM_ITER`` = 3, Sec. VIII-B). Algorithm 1's initial mapping (its line 4)
-    is every layer on the whole array with its fastest LM and one layout for all
-    (:func:`baseline_map` with ``lm_goal="full"``, a point of the mapper's space); the
+    is every layer on the whole array with its fastest LM and one layout for all (the
+    faster of :func:`baseline_map`'s two LM goals, both points of the mapper's space); the
     first iteration weighs the movement of each layer's inputs from where that mapping
     puts its predecessors, each later one from where the previous iteration put them.
     The result is the mapping of least :func:`evaluate`d latency visited, the initial
@@ -807,7 +807,8 @@ def map_network(net: Network, cfg, *, iterations: int = 3, cap_steps: int = 128,
     n = cfg.nicepim
     array = (n.na_rows, n.na_cols)
     sms_per_seg = [_segment_sms(brs, array, max_regions) for brs in pieces(net)]
-    base = baseline_map(net, cfg, lm_goal="full", model=model)
+    base = min((baseline_map(net, cfg, lm_goal=goal, model=model) for goal in ("full", "node")),
+               key=lambda b: b.latency_cycles)
     uniform = Layout[base.mapper.split("(")[1].rstrip(")")]
     layouts: dict[str, int] = {lay.name: uniform for lay in net.layers}
     prev = placements(net, base)
