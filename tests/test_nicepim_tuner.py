@@ -182,6 +182,18 @@ def test_runs_are_reproducible():
     assert a == b and a[:3] == c[:3]
 
 
+def test_an_exhausted_space_is_a_clean_error():
+    from pimforge.gen.errors import PimforgeError
+
+    space = T.Space({"a": range(4), "b": range(4)}, area=lambda p: 1.0 + p.sum(1),
+                    constraint=2.0)                      # 3 legal points
+    recs = T.run("gp", space, lambda v: float(v.sum()), iterations=1, init=2, seed=0,
+                 candidates=16, area_samples=16, filter_steps=20)
+    assert sorted(r.index for r in recs) == [(0, 0), (0, 1), (1, 0)]
+    with pytest.raises(PimforgeError, match="nearly exhausted"):
+        T.run("random", space, lambda v: float(v.sum()), iterations=2, init=2, seed=0)
+
+
 def test_top3_quality():
     q = T.top3_quality([4.0, float("inf"), 2.0, 1.0, 8.0])
     np.testing.assert_allclose(q, [0.25, 0.125, (0.25 + 0.5) / 3, (1 + 0.5 + 0.25) / 3,

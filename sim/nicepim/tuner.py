@@ -239,6 +239,11 @@ def _legal(space: Space, rng, n: int, exclude: set) -> tuple[np.ndarray, np.ndar
     checks)."""
     pts, areas, checks = [], [], 0
     while len(pts) < n:
+        if checks > 100_000:
+            raise PimforgeError(f"found {len(pts)} of {n} new legal architectures in "
+                                f"{checks:,} random draws: the space (under "
+                                f"{space.constraint:g}) is nearly exhausted or nearly "
+                                "all illegal; ask for fewer evaluations or a larger limit")
         for i in space.sample(rng, 64):
             checks += 1
             if tuple(i) in exclude:
@@ -326,6 +331,10 @@ def _run(method, space, objective, iterations, seed, init, candidates, area_samp
                     pool.setdefault(key, c)
             stale = stale + 1 if len(pool) == before else 0
         cand = np.array(list(pool.values()))
+        if not len(cand):           # the filter passes nothing new: a random legal one
+            p, a, c = _legal(space, rng, 1, seen)
+            evaluate(p[0], init + it, a[0], None, c)
+            continue
         # (2) the suggestion model on the evaluated points
         x = space.encode(np.array([r.index for r in records]))
         costs = np.array([r.cost for r in records])
