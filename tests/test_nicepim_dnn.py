@@ -17,6 +17,7 @@ import pytest
 
 from pimforge.gen.cli import main
 from pimforge.gen.config import load_config
+from pimforge.sim.nicepim import costmodel_check
 from pimforge.sim.nicepim.costmodel_check import CASES, check_cases, random_cases
 from pimforge.sim.nicepim.dnn_cli import DnnResult, array_driver
 from pimforge.verif.models.nicepim import conv2d
@@ -219,3 +220,18 @@ def test_c_split_partial_sums_gathered_over_the_noc(cfg, exe):
     assert [res[k].gather_perf["sent"] for k in (2, 3)] == [words, words]
     assert res[1].gather_perf["received"] == 2 * words
     assert res[1].gather_perf["waiting"] > 0
+    # the senders read only, the receiver writes only: no row switches; nodes 2 and 3
+    # send at once, so the gather takes one sharing step of the model (the longer path)
+    from pimforge.sim.nicepim.node_model import NodeTiming
+    step = NodeTiming(cfg.nicepim).share_step(words, 0, 2)
+    assert abs(step / res[1].gather_perf["cycles"] - 1) <= 0.05
+
+
+@pytest.mark.parametrize("ring, words, spacing", costmodel_check.RINGS)
+def test_sharing_ring_within_5_percent_of_the_rtl(cfg, exe, ring, words, spacing):
+    """Hamilton-cycle sharing through the data-sharing units (SEND/WAIT) on the 2x2
+    array: every chunk delivered, and NodeTiming.share_step's cycles within 5% --
+    chunks in one DRAM row and in different rows, rings of 2 and 4, one and two hops."""
+    s = costmodel_check.sharing_ring(cfg, words, ring=ring, spacing=spacing, exe=exe)
+    assert s["delivered"]
+    assert abs(s["error"]) <= 0.05, s

@@ -21,7 +21,7 @@ from ...verif.models.nicepim import conv2d, wrap32
 from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart, blocking
 
-__all__ = ["CASES", "CheckRow", "check_cases", "fits", "random_cases", "sharing_ring"]
+__all__ = ["CASES", "RINGS", "CheckRow", "check_cases", "fits", "random_cases", "sharing_ring"]
 
 _L = Layout
 
@@ -147,37 +147,70 @@ def check_cases(cfg, cases, *, seed: int = 1, exe=None) -> list[CheckRow]:
     return rows
 
 
-def sharing_ring(cfg, words: int, *, seed: int = 1, exe=None) -> dict:
-    """The Data-Scheduler's Hamilton-cycle sharing on the RTL: the four nodes of a 2x2
-    array in the ring 0 -> 1 -> 3 -> 2 -> 0 (one hop each) each hold *words* DRAM words;
-    in each of three steps every node sends the chunk it got last (its own first) to
-    the next one (``SEND``) and waits for the next chunk (``WAIT``). Returns the RTL's
-    cycles, whether every node ended with every chunk, and ``NodeModel.share_cycles``
-    for the same set."""
+#: Sharing rings on a 2x2 array: (nodes in ring order, words per node, chunk spacing in
+#: words or None for side by side). One hop a step unless the ring crosses the diagonal.
+RINGS = (
+    ((0, 1, 3, 2), 4, None), ((0, 1, 3, 2), 16, None), ((0, 1, 3, 2), 64, None),
+    ((0, 1, 3, 2), 200, None), ((0, 1), 16, None), ((0, 1), 16, 64), ((0, 3), 24, 64),
+    ((0, 1, 3, 2), 8, 64),
+)
+
+
+def sharing_ring(cfg, words: int, *, ring=(0, 1, 3, 2), spacing: int | None = None,
+                 seed: int = 1, exe=None) -> dict:
+    """The Data-Scheduler's Hamilton-cycle sharing on the RTL: the nodes of a 2x2 array
+    in *ring* order (``0 -> 1 -> 3 -> 2 -> 0`` by default, one hop each) each hold
+    *words* DRAM words, chunk ``i`` (ring position ``i``'s) at word ``i * spacing``
+    (side by side by default); in each of ``len(ring) - 1`` steps every node sends the
+    chunk it got last (its own first) to the next one (``SEND``) and waits for the next
+    chunk (``WAIT``). Returns the RTL's cycles (the slowest node's ``cycles`` counter,
+    as the node check compares), whether every node ended with every chunk, and the
+    model's: the steps of :meth:`~.node_model.NodeTiming.share_step`, each as slow as
+    its slowest node, whose switches are the words ``k`` (but the first and the last)
+    whose sent and received words lie in different DRAM rows, and the final ``END``."""
     from ...rtl.nn.params import Op
-    from .mapper import NodeModel
+    from .node_model import END_CYCLES, NodeTiming
     from .rtl_run import run_array, task
 
     n = cfg.nicepim
     if n.nodes != 4:
         raise CapacityError("the sharing ring is written for a 2x2 array")
-    ring = [0, 1, 3, 2]
+    ring = list(ring)
+    L = len(ring)
+    spacing = spacing or words
+    if spacing < words or L * spacing > n.node_words:
+        raise CapacityError(f"{L} chunks of {words} words {spacing} apart do not fit a "
+                            f"node's {n.node_words} words without overlapping")
     rng = random.Random(seed)
     dram: dict = {k: {} for k in ring}
     tasks: dict = {k: [] for k in ring}
     for i, node in enumerate(ring):
         for a in range(words):
-            dram[node][i * words + a] = rng.getrandbits(n.node_bank_bits) | 1
+            dram[node][i * spacing + a] = rng.getrandbits(n.node_bank_bits) | 1
+    tm = NodeTiming(n)
+    model = 0.0
+    hops = [abs(a % n.na_cols - b % n.na_cols) + abs(a // n.na_cols - b // n.na_cols)
+            for a, b in zip(ring, ring[1:] + ring[:1], strict=True)]
     for i, node in enumerate(ring):
-        nxt = ring[(i + 1) % 4]
+        nxt = ring[(i + 1) % L]
         x, y = nxt % n.na_cols, nxt // n.na_cols
-        for t in range(1, 4):
-            chunk = (i - t + 1) % 4
-            tasks[node] += [task(Op.SEND, base=chunk * words, dest=chunk * words, count=words,
-                                 node=x | y << 4), task(Op.WAIT, dest=t * words)]
+        for t in range(1, L):
+            chunk = (i - t + 1) % L
+            tasks[node] += [task(Op.SEND, base=chunk * spacing, dest=chunk * spacing,
+                                 count=words, node=x | y << 4), task(Op.WAIT, dest=t * words)]
         tasks[node].append(task(Op.END))
+    for t in range(1, L):
+        step = 0.0
+        for i in range(L):
+            sent, got = (i - t + 1) % L * spacing, (i - t) % L * spacing
+            switches = sum((sent + k) // tm.row_words != (got + k) // tm.row_words
+                           for k in range(1, words - 1))
+            step = max(step, tm.share_step(words, switches, hops[i]))
+        model += step
+    model += END_CYCLES
     run = run_array(cfg, tasks, dram, exe=exe)
-    ok = all(run.dram[ring[j]].get(a) == dram[ring[i]][a] for i in range(4) for j in range(4)
-             for a in range(i * words, (i + 1) * words))
-    model, _ = NodeModel(cfg).share_cycles(4, words * n.word_bytes, 1)
-    return {"words": words, "cycles_rtl": run.cycles, "cycles_model": model, "delivered": ok}
+    ok = all(run.dram[ring[j]].get(a) == dram[ring[i]][a] for i in range(L) for j in range(L)
+             for a in range(i * spacing, i * spacing + words))
+    rtl = max(run.perf["cycles"][k] for k in ring)
+    return {"ring": ring, "words": words, "spacing": spacing, "cycles_rtl": rtl,
+            "cycles_model": model, "error": model / rtl - 1, "delivered": ok}

@@ -28,7 +28,9 @@ element and its DRAM word reads, write-backs and row activations in the tensor's
 layout, the controller's cycles per task, refresh) and checked against the node
 RTL on sampled layer tiles (:mod:`.costmodel_check`: within 5%); the data
 sharing of Sec. VII as Hamilton cycles of one link per edge (:mod:`.sharing`'s
-model). Node tasks run one after the other (the node
+model), each step costed as the node's data-sharing unit moves it (one DRAM word in
+flight, received words written through the same DRAM port; checked against the RTL
+on a 2x2 ring, :func:`.costmodel_check.sharing_ring`). Node tasks run one after the other (the node
 controller is in order), so a layer's latency on a node is the sum; the layer's
 latency is its slowest node's. Energy: MACs, buffer accesses, DRAM bits and NoC
 bit-hops at the config's ``dram_pj_per_bit`` and ``noc_pj_per_bit_hop`` and the
@@ -77,6 +79,7 @@ import numpy as np
 from ...gen.errors import CapacityError
 from ...rtl.nn.engine import tile_cycles
 from ...rtl.nn.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
+from ...rtl.nn.share import MESSAGE_FLITS
 from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .networks import Layer, Network
 from .node_model import NodeTiming, part_cost
@@ -217,14 +220,19 @@ class NodeModel:
     def share_cycles(self, set_size: int, part_bytes: int, hops: int) -> tuple[int, int]:
         """(cycles, bit-hops) of Hamilton-cycle sharing in a set of *set_size* nodes
         *hops* apart, each with *part_bytes*, one cycle edge per link (the Data-Scheduler's
-        ILP reaches one on the interleaved sets; :mod:`.sharing`)."""
+        ILP reaches one on the interleaved sets; :mod:`.sharing`): ``set_size - 1`` steps
+        in which every node sends the chunk it got last to the next one through its
+        data-sharing unit (:meth:`.node_model.NodeTiming.share_step`: one DRAM word in
+        flight, the received words written through the same DRAM port, the chunks side
+        by side in DRAM). The unit's word (a read and 3 flits) is slower than a link's
+        flits, so the links are not the bound. Bit-hops count every message's 3 flits."""
         if set_size <= 1 or part_bytes <= 0:
             return 0, 0
-        flits = math.ceil(part_bytes / self.flit_bytes)
-        part = flits + math.ceil(flits / self.packet_flits) * (HEAD_CYCLES_PER_HOP - 1)
-        pipe = HEAD_CYCLES_PER_HOP * (hops + 1) - 1
-        cyc = (set_size - 1) * (part + pipe)
-        return cyc, set_size * (set_size - 1) * flits * self.flit_bytes * 8 * hops
+        tm = self.timing
+        words = math.ceil(part_bytes / self.word_bytes)
+        step = tm.share_step(words, tm.share_switches(words, words), hops)
+        bits = words * MESSAGE_FLITS * self.flit_bytes * 8
+        return math.ceil((set_size - 1) * step), set_size * (set_size - 1) * bits * hops
 
     # ---- a layer ------------------------------------------------------------------------
     def layer_cost(self, lay: Layer, part: Partition, wr: int, layout_in: int = Layout.NCHW,
@@ -472,15 +480,19 @@ def _traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
 
 def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> tuple[int, float]:
     """(cycles, bit-hops) of moving ``rows`` = ``(ys, xs, yd, xd, bytes)`` at once over
-    the mesh with XY routing: the busiest link, injection or ejection port in flits
-    (with the head cycles of each packet, as :meth:`NodeModel.share_cycles` counts
-    them), plus the pipeline of the longest path."""
+    the mesh with XY routing by the nodes' data-sharing units (``SEND`` tasks, one DRAM
+    word a message of :data:`~pimforge.rtl.nn.share.MESSAGE_FLITS` flits): the slower
+    of the busiest sender's unit (its words one at a time,
+    :meth:`.node_model.NodeTiming.share_step`; the words it receives meanwhile are
+    written to other rows, so all but two of ``min(sent, received)`` reads switch rows)
+    and the busiest link, injection or ejection port in flits, plus the pipeline of the
+    longest path."""
     if len(rows) == 0:
         return 0, 0.0
     H, W = array
     ys, xs, yd, xd = (rows[:, i].astype(np.int64) for i in range(4))
-    flits = np.ceil(rows[:, 4] / model.flit_bytes)
-    flits = flits + np.ceil(flits / model.packet_flits) * (HEAD_CYCLES_PER_HOP - 1)
+    words = np.ceil(rows[:, 4] / model.word_bytes)
+    flits = words * MESSAGE_FLITS
     # link loads by difference arrays: east/west links of row ys between xs and xd, then
     # north/south links of column xd between ys and yd; link i joins i and i + 1
     load = 0.0
@@ -494,15 +506,20 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
             np.add.at(diff, (fixed[sel], hi), -flits[sel])
             load = max(load, float(np.cumsum(diff, axis=1).max(initial=0.0)))
     port = 0.0
+    per_node = []
     for y, x in ((ys, xs), (yd, xd)):
         per = np.zeros(H * W)
         np.add.at(per, y * W + x, flits)
         port = max(port, float(per.max()))
+        per_node.append(per / MESSAGE_FLITS)
+    sent, recv = per_node
+    tm = model.timing
+    unit = max(tm.share_busy(s, max(0.0, min(s, r) - 2))
+               for s, r in zip(sent, recv, strict=True))
     hops = np.abs(ys - yd) + np.abs(xs - xd)
     pipe = HEAD_CYCLES_PER_HOP * (int(hops.max()) + 1) - 1
-    bit_hops = float((np.ceil(rows[:, 4] / model.flit_bytes) * model.flit_bytes * 8
-                      * hops).sum())
-    return math.ceil(max(load, port)) + pipe, bit_hops
+    bit_hops = float((flits * model.flit_bytes * 8 * hops).sum())
+    return math.ceil(max(load, port, unit)) + pipe, bit_hops
 
 
 def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Placement],

@@ -42,6 +42,8 @@ import numpy as np
 from ...rtl.mem.timing import resolve_timing
 from ...rtl.nn.engine import tile_cycles
 from ...rtl.nn.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout, Op
+from ...rtl.nn.share import MESSAGE_FLITS
+from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .tiling import ConvPart, blocking
 
 __all__ = ["TASK_OVERHEAD", "END_CYCLES", "NodeCost", "NodeTiming", "part_cost"]
@@ -172,6 +174,48 @@ class NodeTiming:
         self.tREFI = t.tREFI
         self.word_bits = n.node_bank_bits
         self.row_words = n.row_words
+        # the data-sharing unit (see :meth:`share_step`)
+        self.share_word = self.word + MESSAGE_FLITS
+        self.share_switch = self.row + MESSAGE_FLITS
+
+    def share_step(self, words: int, switches: float, hops: int) -> float:
+        """Cycles of one sharing step on a node: a ``SEND`` of *words* DRAM words to a
+        node *hops* away and the ``WAIT`` for the *words* another node sends it, every
+        node of the set doing the same at once
+        (:class:`~pimforge.rtl.nn.share.DataShare`).
+
+        The unit keeps one word in flight: a word read (``tCL + tBL + 4``, as the
+        DMA's) then its message's :data:`~pimforge.rtl.nn.share.MESSAGE_FLITS` flits
+        (address, two halves) into the network interface, one a cycle:
+        :attr:`share_word` a word. The words arriving meanwhile are written through the
+        same DRAM port; a write to the open row slips in between the reads for free,
+        but a read that follows a received write to another row finds its row closed
+        and waits ``tRP + tRCD`` and the 3 cycles the displaced write's own turn takes
+        (:attr:`share_switch`; the 3 are measured on the RTL,
+        :func:`~.costmodel_check.sharing_ring`, not derived). *switches* is how many of
+        the words do: with the sent and the received word in different rows, all but
+        the first (read before anything arrives) and the last (whose received word
+        lands after it) -- ``words - 2``. Besides: the two tasks' own cycles
+        (:data:`TASK_OVERHEAD` each), the unit's start and end states (2), the last
+        message's path (``HEAD_CYCLES_PER_HOP`` a hop and one more into the node)
+        and its write's request (2); refresh as for the DMA."""
+        if words <= 0:
+            return 0.0
+        return (2 * TASK_OVERHEAD + 2 + HEAD_CYCLES_PER_HOP * (hops + 1) - 1 + 2
+                + self.share_busy(words, switches))
+
+    def share_busy(self, words: float, switches: float) -> float:
+        """The unit's cycles for *words* words, *switches* of them after a received
+        write to another row (:meth:`share_step`), refresh included."""
+        return ((words * self.share_word + switches * self.share_switch)
+                * (1 + self.refresh_cycles / self.tREFI))
+
+    def share_switches(self, words: int, apart: int) -> float:
+        """Expected :meth:`share_step` switches of a step whose sent and received
+        chunks are *apart* words apart in DRAM (side by side: the chunk size), over
+        where the chunks start in a row: word ``k`` of the two shares a row with
+        probability ``1 - apart / row_words``."""
+        return max(0, words - 2) * min(1.0, abs(apart) / self.row_words)
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019 (one per config, a handful alive)
     def dma(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int, c0: int,
