@@ -29,6 +29,7 @@ from pimforge.gen.output import write_json
 from pimforge.sim.nicepim.costmodel_check import (
     CASES,
     RINGS,
+    UNCHECKED_RINGS,
     check_cases,
     fits,
     random_cases,
@@ -70,17 +71,20 @@ def main() -> int:
         print("\nData sharing (SEND/WAIT rings; model: NodeTiming.share_step):\n"
               "| ring | words per node | chunk spacing | cycles RTL | cycles model | error "
               "| delivered |\n|---|---:|---:|---:|---:|---:|---|")
-        for nodes, words, spacing in RINGS:
-            s = sharing_ring(cfg, words, ring=nodes, spacing=spacing, seed=args.seed, exe=exe)
-            ring.append(s)
-            print(f"| {' -> '.join(map(str, nodes))} | {words} | {s['spacing']} | "
-                  f"{s['cycles_rtl']:,} | {s['cycles_model']:,.0f} | {100 * s['error']:+.1f}% "
-                  f"| {'yes' if s['delivered'] else 'NO'} |")
+        for checked, rings in ((True, RINGS), (False, UNCHECKED_RINGS)):
+            for nodes, words, spacing in rings:
+                s = sharing_ring(cfg, words, ring=nodes, spacing=spacing, seed=args.seed,
+                                 exe=exe)
+                ring.append(s | {"checked": checked})
+                print(f"| {' -> '.join(map(str, nodes))} | {words} | {s['spacing']} | "
+                      f"{s['cycles_rtl']:,} | {s['cycles_model']:,.0f} | "
+                      f"{100 * s['error']:+.1f}%{'' if checked else ' (not checked)'} "
+                      f"| {'yes' if s['delivered'] else 'NO'} |")
     if args.json:
         write_json(args.json, {"config": cfg.name, "set": args.set, "seed": args.seed,
                                "rows": [dataclasses.asdict(r) | {"error": r.error}
                                         for r in rows], "sharing_ring": ring})
-    ok = all(abs(s["error"]) <= 0.05 and s["delivered"] for s in ring)
+    ok = all((abs(s["error"]) <= 0.05 or not s["checked"]) and s["delivered"] for s in ring)
     return 0 if worst <= 0.05 and ok and all(r.matches_reference for r in rows) else 1
 
 

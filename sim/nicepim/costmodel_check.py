@@ -21,7 +21,8 @@ from ...verif.models.nicepim import conv2d, wrap32
 from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart, blocking
 
-__all__ = ["CASES", "RINGS", "CheckRow", "check_cases", "fits", "random_cases", "sharing_ring"]
+__all__ = ["CASES", "RINGS", "UNCHECKED_RINGS", "CheckRow", "check_cases", "fits",
+           "random_cases", "sharing_ring"]
 
 _L = Layout
 
@@ -154,6 +155,12 @@ RINGS = (
     ((0, 1, 3, 2), 200, None), ((0, 1), 16, None), ((0, 1), 16, 64), ((0, 3), 24, 64),
     ((0, 1, 3, 2), 8, 64),
 )
+#: Rings the model is known to miss (reported by the check script, not checked): the
+#: nodes' chunks in different rows for some nodes and one row for others (a node whose
+#: neighbour sends fast stops switching rows when that neighbour's chunk is in, +10%),
+#: and chunks across row boundaries (the reads and the received writes stop pairing up
+#: in later steps, up to 1.6 row activations a word instead of 1, -15%).
+UNCHECKED_RINGS = (((0, 1, 3, 2), 32, None), ((0, 1, 3, 2), 40, 100))
 
 
 def sharing_ring(cfg, words: int, *, ring=(0, 1, 3, 2), spacing: int | None = None,
