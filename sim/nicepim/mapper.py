@@ -40,7 +40,8 @@ constants below.
 (the C parts of a split reduction each keep a slice of its channels); before a
 layer runs, each of its nodes gets the part of its input window it does not hold
 from the nodes that hold it (:func:`redistribution`: the boxes intersected, the
-transfers routed XY at once, the busiest link or port in flits). Its K set then
+transfers routed XY at once by the nodes' data-sharing units, the slower of the busiest
+sender's unit and the busiest link or port in flits). Its K set then
 shares the window as the node model counts. :func:`evaluate` adds this to every
 layer of a mapping, PIM-Mapper's and the baseline's alike.
 
