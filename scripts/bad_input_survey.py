@@ -346,6 +346,61 @@ def build_cases() -> list[Case]:
                ("--org twice in one list", ["--org", "HY,SEP,HY"]),
                *_ints("--max-sectors", ["-1", "4097", "abc"])])
     c += _opt(ds, ["spm"], _bad_dirs("--out"))
+    dn = ["dse", "nicepim"]
+    c += _opt(dn, ["--nets", "vgg16", "--iterations", "1", "--init", "2", "--out", "o"],
+              [("--nets unknown", ["--nets", "alexnet"]), ("--nets empty", ["--nets", ""]),
+               ("--nets twice", ["--nets", "vgg16,vgg16"]),
+               *_ints("--iterations", ["-1", "abc", "1e9"]),
+               *_ints("--init", ["0", "-1", "abc"]),
+               ("--method unknown", ["--method", "bayes"]),
+               *_ints("--candidates", ["0", "-1", "abc"]),
+               *_ints("--area-limit", ["0", "-1", "nan", "abc"]),
+               *_ints("--seed", ["-1", "abc"])], after=True)
+    c += _opt(dn, ["--nets", "vgg16", "--iterations", "1"], _bad_dirs("--out"))
+    c += _config_cases(dn, ["--nets", "vgg16", "--iterations", "1", "--out", "o"],
+                       positional=False)
+
+    # run dnn (NicePIM) and run image (iPIM): the other workloads
+    rd = ["run", "dnn"]
+    c += _opt(rd, ["--net", "resnet152"],
+              [("--net unknown", ["--net", "alexnet"]), ("--net empty", ["--net", ""]),
+               *_ints("--scale", ["0", "-1", "abc"]),
+               ("--scale at which a window no longer fits", ["--scale", "1024"]),
+               *_ints("--layers", ["0", "-1", "abc"]),
+               ("--mapper unknown", ["--mapper", "greedy"]),
+               *_ints("--seed", ["-1", "abc"]),
+               ("--dump with --scale 1 (no RTL run)", ["--scale", "1", "--dump", "d"]),
+               *_bad_dirs("--dump"), *_bad_outputs("--json", ".json")], after=True)
+    c += _config_cases(rd, ["--net", "resnet152"], positional=False)
+    ri = ["run", "image"]
+    c += _opt(ri, ["--bench", "blur", "--engine", "iss"],
+              [("--bench unknown", ["--bench", "sharpen"]), ("--bench empty", ["--bench", ""]),
+               ("--bench not compiled yet", ["--bench", "bilateral_grid"]),
+               ("--photo unknown", ["--photo", "lena"]),
+               ("--image missing", ["--image", "nothere.png"]),
+               ("--image not an image", ["--image", "afile"]),
+               ("--size malformed", ["--size", "64"]), ("--size zero", ["--size", "0x64"]),
+               ("--size too small for the bench", ["--size", "2x2"]),
+               ("--opt unknown", ["--opt", "O3"]), ("--engine unknown", ["--engine", "fpga"]),
+               *_bad_dirs("--dump"), *_bad_outputs("--json", ".json")], after=True)
+    c += _config_cases(ri, ["--bench", "blur", "--engine", "iss"], positional=False)
+    ci = ["compile", "image"]
+    c += _opt(ci, ["--bench", "blur"],
+              [("--bench unknown", ["--bench", "sharpen"]),
+               ("--size malformed", ["--size", "axb"]), ("--opt unknown", ["--opt", "O3"])],
+              after=True)
+
+    # schedule sharing (the Data-Scheduler)
+    sh = ["schedule", "sharing"]
+    c += _opt(sh, ["--mesh", "4x4", "--method", "tsp"],
+              [("--mesh malformed", ["--mesh", "4"]), ("--mesh zero", ["--mesh", "0x4"]),
+               *_ints("--set-size", ["0", "-1", "abc", "17"]),
+               *_ints("--stride", ["0", "-1", "abc", "4"]),
+               *_ints("--bytes", ["0", "-1", "abc"]),
+               ("--method unknown", ["--method", "greedy"]),
+               *_ints("--flit-bits", ["0", "-1", "abc"]),
+               *_ints("--time-limit", ["0", "-1", "abc"]),
+               *_bad_outputs("--json", ".json")], after=True)
     return c
 
 

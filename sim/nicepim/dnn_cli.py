@@ -31,7 +31,7 @@ from ...gen.args import int_range, nonempty, out_dir, seed
 from ...gen.errors import PimforgeError
 from ...gen.output import FileSet
 from ..result import WorkloadResult
-from .dnn_run import run_network, scale_network
+from .dnn_run import map_scaled, run_network, scale_network
 from .networks import network, network_names
 from .rtl_run import build_array_driver
 
@@ -162,6 +162,7 @@ def run(args: argparse.Namespace, config) -> DnnResult:
         raise PimforgeError("--dump needs a run on the RTL: give --scale 2 or more (--scale 1 "
                             "is the full network through the cost model only)")
     net = scale_network(network(args.net), args.scale, args.layers)
+    mapping = map_scaled(net, config, args.mapper, args.scale)     # before any build
     exe = array_driver(config) if args.scale > 1 else None
     tty = sys.stderr.isatty()
 
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace, config) -> DnnResult:
             print(f"\r{name:40s}", end="", file=sys.stderr, flush=True)
 
     r = run_network(net, config, mapper=args.mapper, scale=args.scale, seed=args.seed,
-                    exe=exe, keep=args.dump is not None, progress=progress)
+                    exe=exe, keep=args.dump is not None, progress=progress, mapping=mapping)
     if tty:
         print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
     if args.dump is not None:

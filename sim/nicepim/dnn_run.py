@@ -67,7 +67,8 @@ from .networks import Layer, Network, NetworkError
 from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart
 
-__all__ = ["COMPUTE", "DnnRun", "LayerRun", "node_parts", "run_network", "scale_network"]
+__all__ = ["COMPUTE", "DnnRun", "LayerRun", "map_scaled", "node_parts", "run_network",
+           "scale_network"]
 
 #: Layers that run on the array (the rest run on the host).
 COMPUTE = ("conv", "fc", "matmul")
@@ -406,15 +407,22 @@ def _layouts(m: Mapping) -> dict[str, int]:
     return {k: Layout[v] for k, v in m.layouts.items()}
 
 
-def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, seed: int = 1,
-                exe=None, keep: bool = False, progress=None) -> DnnRun:
-    """Map *net* (already scaled) on *cfg* and run it (module docstring). *keep*: keep every
-    layer's input, weights and raw output (for a dump). ``scale == 1``: the model only."""
+def map_scaled(net: Network, cfg, mapper: str = "nicepim", scale: int = 1):
+    """*net* (already scaled by *scale*) mapped on *cfg* by PIM-Mapper or the baseline; a
+    mapping that does not fit is a one-line error that says what to change."""
     try:
-        m = baseline_map(net, cfg) if mapper == "baseline" else map_network(net, cfg)
+        return baseline_map(net, cfg) if mapper == "baseline" else map_network(net, cfg)
     except CapacityError as err:
         hint = "; use a larger --scale or a config with more DRAM" if scale > 1 else ""
         raise CapacityError(f"mapping {net.doc} on {cfg.name}: {err}{hint}") from None
+
+
+def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, seed: int = 1,
+                exe=None, keep: bool = False, progress=None, mapping=None) -> DnnRun:
+    """Map *net* (already scaled) on *cfg* and run it (module docstring). *keep*: keep every
+    layer's input, weights and raw output (for a dump). ``scale == 1``: the model only.
+    *mapping*: :func:`map_scaled`'s result, when the caller mapped it already."""
+    m = mapping if mapping is not None else map_scaled(net, cfg, mapper, scale)
     layouts = _layouts(m)
     rtl = scale > 1
     rng = np.random.default_rng(seed)
