@@ -59,9 +59,9 @@ from .mapper import (
     E_MAC_PJ,
     Mapping,
     NodeModel,
-    Partition,
     baseline_map,
     map_network,
+    parse_partition,
 )
 from .networks import Layer, Network, NetworkError
 from .node_jobs import NodeJob, run_jobs
@@ -174,16 +174,6 @@ def scale_network(net: Network, s: int, layers: int | None = None) -> Network:
 
 # ---- the mapping's node parts --------------------------------------------------------------------
 
-def _parse_partition(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    ph, pw = [1, 1, 1, 1], [1, 1, 1, 1]
-    if text != "whole":
-        for tok in text.split():
-            i = _DIMS.index(tok[0].lower())
-            a, b = tok[1:].split("x")
-            ph[i], pw[i] = int(a), int(b)
-    return tuple(ph), tuple(pw)
-
-
 def _split(total: int, parts: int, i: int) -> tuple[int, int]:
     return i * total // parts, (i + 1) * total // parts
 
@@ -209,7 +199,8 @@ def node_parts(lay: Layer, region, partition: str, na_cols: int) -> list[NodePar
     cut into near-equal parts ``[i T / n, (i + 1) T / n)``. A grouped layer's K parts
     are whole groups and its C parts slice each group's channels. Nodes whose part is
     empty are left out."""
-    ph, pw = _parse_partition(partition)
+    part = parse_partition(partition)
+    ph, pw = part.ph, part.pw
     y0, x0, h, w = region
     G = lay.groups
     out = []
@@ -466,7 +457,7 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
             raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, lr)
             ref = wrap32(conv2d(x, w, stride=lay.stride, pad=lay.pad, groups=lay.groups))
             lr.matches_reference = bool(np.array_equal(raw, ref))
-            cost = model.layer_cost(lay, Partition(*_parse_partition(info["partition"])),
+            cost = model.layer_cost(lay, parse_partition(info["partition"]),
                                     info.get("wr", 1), lo_in, lo_out)
             lr.share_cycles_model = cost.share
             lr.energy_pj_model = cost.energy_pj * max(1, len(lr.nodes))

@@ -89,6 +89,7 @@ from .tiling import ConvPart, blocking
 __all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "Candidate", "LayerCost",
            "Mapping", "NodeModel", "Partition", "Placement", "baseline_map", "choose_layouts",
            "evaluate", "map_network", "mapping_select", "noc_transfer", "node_model",
+           "parse_partition",
            "partitions", "pieces", "placements", "redistribution", "WhatIfNodeModel"]
 
 #: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
@@ -887,7 +888,7 @@ def placements(net: Network, mapping: Mapping) -> dict[str, Placement]:
     for lay in net.layers:
         info = mapping.layers.get(lay.name)
         region = tuple(info["region"]) if info else (0, 0, 1, 1)
-        part = _parse_part(info["partition"], info["region"]) if info else Partition(
+        part = parse_partition(info["partition"]) if info else Partition(
             (1, 1, 1, 1), (1, 1, 1, 1))
         out[lay.name] = Placement(lay, part, region)
     return out
@@ -939,7 +940,7 @@ def choose_layouts(net: Network, model: NodeModel, mapping: Mapping,
                 ui = mapping.layers.get(u.name)
                 if ui is None:
                     continue
-                part = _parse_part(ui["partition"], ui["region"])
+                part = parse_partition(ui["partition"])
                 try:
                     c = model.layer_cost(u, part, ui["wr"], lo if u is not lay else Layout.NCHW,
                                          lo if u is lay else Layout.NCHW)
@@ -953,7 +954,9 @@ def choose_layouts(net: Network, model: NodeModel, mapping: Mapping,
     return out
 
 
-def _parse_part(text: str, region: list[int]) -> Partition:
+def parse_partition(text: str) -> Partition:
+    """The :class:`Partition` of a mapping's ``partition`` text (``"K2x1 Q1x2"``, or
+    ``"whole"``: nothing split), as :meth:`Mapping.to_json` writes it."""
     ph, pw = [1, 1, 1, 1], [1, 1, 1, 1]
     if text != "whole":
         for tok in text.split():
