@@ -88,8 +88,10 @@ def cached_build(bdir: Path, exe: str, build: Callable[[Path], None], *, what: s
     and a concurrent builder that loses the rename race uses the winner's folder.
     Temporaries whose process has gone are swept first; a failed build's temporary
     is kept for its log until then. Builds that name their own folder by absolute
-    path (so cannot be moved) run in *bdir* itself, under an exclusive lock on
-    ``<bdir>.lock``; a folder without the stamp is removed before the build.
+    path (so cannot be moved) run in *bdir* itself; a folder without the stamp is
+    removed before the build. Either way the build runs under an exclusive lock on
+    ``<bdir>.lock`` (released when the process ends, however it ends), so concurrent
+    builders of one folder build it once: the others wait and use it.
 
     *build* raises :class:`SimulationError` (naming its log) when it fails; *what*
     names the build in the error when it returns without producing *exe*.
@@ -99,13 +101,22 @@ def cached_build(bdir: Path, exe: str, build: Callable[[Path], None], *, what: s
         return target
     bdir.parent.mkdir(parents=True, exist_ok=True)
     _sweep_stale(bdir.parent)
-    if not relocatable:
-        with _locked(bdir.with_name(bdir.name + ".lock")):
-            if not _verified(bdir, target):       # another builder may have finished it
-                _discard(bdir)
-                bdir.mkdir()
-                _build_and_stamp(bdir, exe, build, what)
-        return target
+    # One builder at a time per folder: a second one (another test worker, a sweep
+    # worker) waits for the first instead of building the same thing beside it.
+    with _locked(bdir.with_name(bdir.name + ".lock")):
+        if _verified(bdir, target):               # another builder has finished it
+            return target
+        if not relocatable:
+            _discard(bdir)
+            bdir.mkdir()
+            _build_and_stamp(bdir, exe, build, what)
+            return target
+        return _build_aside(bdir, exe, build, what)
+
+
+def _build_aside(bdir: Path, exe: str, build: Callable[[Path], None], what: str) -> Path:
+    """Build in a temporary folder beside *bdir* and rename it into place."""
+    target = bdir / exe
     tmp = bdir.with_name(bdir.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

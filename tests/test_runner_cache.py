@@ -78,7 +78,8 @@ def test_interrupted_build_leaves_nothing(tmp_path, relocatable):
 def test_build_without_executable_is_an_error_and_leaves_nothing(tmp_path):
     with pytest.raises(SimulationError, match="produced no bin/tool"):
         sb.cached_build(tmp_path / "blk-0123", EXE, lambda folder: None, what="t")
-    assert list(tmp_path.iterdir()) == []
+    # nothing but the (empty) lock file the builders of this folder take turns on
+    assert [p.name for p in tmp_path.iterdir()] == ["blk-0123.lock"]
 
 
 def test_loser_of_the_rename_race_uses_the_winners_folder(tmp_path):
@@ -98,6 +99,36 @@ def test_loser_of_the_rename_race_uses_the_winners_folder(tmp_path):
                           what="t")
     assert len(winner) == 1 and len(calls) == 1
     assert exe.read_text() == "#!/bin/sh\necho winner\n"     # the winner's, untouched
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("relocatable", [True, False])
+def test_concurrent_builders_of_one_folder_build_it_once(tmp_path, relocatable):
+    """Two test workers asking for one build at once: the second waits for the first
+    and uses its folder (each takes its own lock file descriptor, as two processes do)."""
+    import threading
+    import time
+
+    bdir = tmp_path / "blk-0123"
+    calls: list = []
+    started = threading.Event()
+
+    def slow(folder):
+        started.set()
+        time.sleep(0.5)
+    exes = []
+
+    def ask():
+        exes.append(sb.cached_build(bdir, EXE, _builder(calls, hook=slow), what="t",
+                                    relocatable=relocatable))
+    first = threading.Thread(target=ask)
+    first.start()
+    started.wait(5)                    # the first build is under way
+    second = threading.Thread(target=ask)
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert len(calls) == 1 and exes == [bdir / EXE] * 2
     assert _leftovers(tmp_path) == []
 
 
