@@ -105,6 +105,81 @@ def test_partitions_cover_the_region():
     assert all(p.parts("p") == p.parts("q") == 1 for p in mapper.partitions(fc, 4, 4))
 
 
+@pytest.mark.parametrize("case", range(6))
+def test_partition_text_and_node_layout_follow_p_order(case):
+    """A partition's text gives it back, spatial order included; every node of the
+    region gets a distinct part of each split loop; and the members of a one-loop
+    sharing set that follow each other are :func:`mapper._spacing` apart along the
+    axis where that loop is split, whatever the order."""
+    rng = random.Random(SEED * 31 + case)
+    log.info("seed %d case %d", SEED, case)
+    lay = _layer("a", "conv", 64, 64, 16, 16, r=3, pad=1, n=4)
+    h, w = rng.choice([(2, 4), (4, 4), (4, 2), (8, 2), (3, 4)])
+    checked = 0
+    for base in rng.sample(mapper.partitions(lay, h, w), 6):
+        for part in mapper.orders(base):
+            assert mapper.parse_partition(str(part)) == part
+            nd = mapper.node_index(part, h, w)
+            keys = set(zip(*(nd[d].tolist() for d in "bkpqc"), strict=True))
+            assert len(keys) == h * w
+            for d in part.split():
+                for ax, other in (("y", "x"), ("x", "y")):
+                    i = "bkpqc".index(d)
+                    if (part.ph if ax == "y" else part.pw)[i] == 1 or \
+                            (part.ph if ax == "x" else part.pw)[i] > 1:
+                        continue
+                    # nodes equal in every other loop, ordered by their index in d
+                    rest = [e for e in "bkpqc" if e != d]
+                    groups = {}
+                    for j in range(h * w):
+                        groups.setdefault(tuple(int(nd[e][j]) for e in rest), []).append(j)
+                    for js in groups.values():
+                        js.sort(key=lambda j: nd[d][j])
+                        gaps = {int(abs(nd[ax][a] - nd[ax][b])) for a, b in zip(js, js[1:])}
+                        assert gaps == {mapper._spacing(part, d)}, (str(part), d, gaps)
+                        checked += len(js) > 1
+    assert checked
+    assert str(mapper.parse_partition("Q1x2 K2x1")) == "Q1x2 K2x1"
+    assert mapper.parse_partition("K2x1 Q1x2") != mapper.parse_partition("Q1x2 K2x1")
+    for bad in ("K2", "Z2x1", "K2x1 K1x2", "Kax1"):
+        with pytest.raises(ValueError, match="each part must be a loop"):
+            mapper.parse_partition(bad)
+
+
+def test_batch_split_runs_each_sample_part_once():
+    """A node runs its samples' parts one after the other: a layer on 4 samples costs a
+    node 4 times the compute and DRAM cycles of one; split over the 4 samples (B2x2),
+    each node computes one, and keeps a quarter of the weights (WR 1), sharing the rest
+    with the other three; unsplit, the batch changes no sharing set."""
+    cfg = load_config("nicepim_16x16")
+    model = mapper.NodeModel(cfg)
+    one = _layer("a", "conv", 32, 32, 12, 12, r=3, pad=1)
+    four = _layer("a", "conv", 32, 32, 12, 12, r=3, pad=1, n=4)
+    whole = _part()
+    c1, c4 = model.layer_cost(one, whole, 1), model.layer_cost(four, whole, 1)
+    assert (c4.compute, c4.dram) == (4 * c1.compute, 4 * c1.dram)
+    assert c4.share == c1.share == 0
+    b = model.layer_cost(four, _part(b=(2, 2)), 1)
+    assert (b.compute, b.dram) == (c1.compute, c1.dram)
+    assert b.weight_bytes == math.ceil(c1.weight_bytes / 4) and b.share > 0
+    assert model.layer_cost(four, _part(b=(2, 2)), 4).share == 0     # full replication
+    assert any(pt.parts("b") > 1 for pt in mapper.partitions(four, 2, 2))
+    assert not any(pt.parts("b") > 1 for pt in mapper.partitions(one, 2, 2))
+    with pytest.raises(nets.NetworkError, match="batch must be"):
+        nets.network("vgg16").batched(0)
+
+
+def test_mapper_at_batch_4_no_slower_than_four_single_runs():
+    cfg = load_config("nicepim_4x4")
+    from pimforge.sim.nicepim.dnn_run import scale_network
+    net = scale_network(nets.network("googlenet"), 4, layers=24)
+    m1 = mapper.map_network(net, cfg)
+    m4 = mapper.map_network(net.batched(4), cfg)
+    log.info("batch 1: %.4g cycles, batch 4: %.4g", m1.latency_cycles, m4.latency_cycles)
+    assert m4.latency_cycles <= 4 * m1.latency_cycles
+    assert all(lay.n == 4 for lay in net.batched(4).layers)
+
+
 def test_pieces_put_inception_branches_side_by_side():
     g = nets.network("googlenet")
     ps = mapper.pieces(g)
@@ -144,15 +219,15 @@ def test_what_does_not_fit_is_a_capacity_error():
 
 # ---- inter-layer movement, the baseline's definition, the DDAM-style pipeline ----------------
 
-def _layer(name, kind, c, k, h, w, r=1, stride=1, pad=0, preds=()):
+def _layer(name, kind, c, k, h, w, r=1, stride=1, pad=0, preds=(), n=1):
     p = (h + 2 * pad - r) // stride + 1
     q = (w + 2 * pad - r) // stride + 1
-    return nets.Layer(name, kind, 1, c, h, w, k, p, q, r, r, stride, pad, preds=preds)
+    return nets.Layer(name, kind, n, c, h, w, k, p, q, r, r, stride, pad, preds=preds)
 
 
 def _part(**dims):
-    ph = tuple(dims.get(d, (1, 1))[0] for d in "kpqc")
-    pw = tuple(dims.get(d, (1, 1))[1] for d in "kpqc")
+    ph = tuple(dims.get(d, (1, 1))[0] for d in "bkpqc")
+    pw = tuple(dims.get(d, (1, 1))[1] for d in "bkpqc")
     return mapper.Partition(ph, pw)
 
 
@@ -190,21 +265,24 @@ def test_every_needed_element_has_one_owner(case):
     c, h = rng.choice([4, 8, 16, 24]), rng.choice([4, 6, 8, 12])
     k = rng.choice([4, 8, 16, 32])
     r = rng.choice([1, 3])
-    prod = _layer("a", "conv", 8, c, h, h)
+    n = rng.choice([1, 2, 3])
+    prod = _layer("a", "conv", 8, c, h, h, n=n)
     cons = _layer("b", rng.choice(["conv", "maxpool"]), c, k if r else c, h, h, r=r,
-                  stride=rng.choice([1, 2]), pad=r // 2, preds=("a",))
+                  stride=rng.choice([1, 2]), pad=r // 2, preds=("a",), n=n)
     if cons.kind == "maxpool":
         cons = _layer("b", "maxpool", c, c, h, h, r=r, stride=cons.stride, pad=r // 2,
-                      preds=("a",))
+                      preds=("a",), n=n)
     rh, rw = rng.choice([(2, 2), (1, 4), (4, 2), (2, 3)])
-    src = mapper.Placement(prod, rng.choice(mapper.partitions(prod, rh, rw)), (0, 0, rh, rw))
+    src_part = rng.choice(mapper.orders(rng.choice(mapper.partitions(prod, rh, rw))))
+    src = mapper.Placement(prod, src_part, (0, 0, rh, rw))
     parts = [pt for pt in mapper.partitions(cons, rh, rw)
              if cons.kind == "conv" or pt.parts("c") == 1]
-    dst = mapper.Placement(cons, rng.choice(parts), (0, 0, rh, rw))
+    dst = mapper.Placement(cons, rng.choice(mapper.orders(rng.choice(parts))), (0, 0, rh, rw))
+    log.info("batch %d: %s -> %s", n, src.part, dst.part)
     _, own = mapper._owned(src)
     _, home = mapper._home(dst, prod, 0)
     vol = np.prod(own[:, 1::2] - own[:, 0::2], axis=1)
-    assert vol.sum() == prod.k * prod.p * prod.q
+    assert vol.sum() == prod.n * prod.k * prod.p * prod.q
     lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])
     hi = np.minimum(own[:, None, 1::2], home[None, :, 1::2])
     got = np.prod(np.maximum(hi - lo, 0), axis=2).sum(axis=0)

@@ -61,6 +61,7 @@ from .mapper import (
     NodeModel,
     baseline_map,
     map_network,
+    node_index,
     parse_partition,
 )
 from .networks import Layer, Network, NetworkError
@@ -72,7 +73,7 @@ __all__ = ["COMPUTE", "DnnRun", "LayerRun", "map_scaled", "node_parts", "run_net
 
 #: Layers that run on the array (the rest run on the host).
 COMPUTE = ("conv", "fc", "matmul")
-_DIMS = ("k", "p", "q", "c")
+_DIMS = ("k", "p", "q", "c")         # the loops a run of one sample splits
 #: Value ranges of the random input and weights.
 INPUT_RANGE = (-128, 128)
 WEIGHT_RANGE = (-8, 8)
@@ -193,37 +194,40 @@ class NodePart:
 
 def node_parts(lay: Layer, region, partition: str, na_cols: int) -> list[NodePart]:
     """Every node of *region* ``(y, x, h, w)`` with its part of *lay* under *partition*
-    (``"K2x1 C1x2"``...): along each axis of the region the split dimensions follow
-    the order K, P, Q, C, C fastest, a dimension's part index being its row part times
-    its column parts plus its column part (the mapper's spatial order); a dimension is
-    cut into near-equal parts ``[i T / n, (i + 1) T / n)``. A grouped layer's K parts
-    are whole groups and its C parts slice each group's channels. Nodes whose part is
-    empty are left out."""
+    (``"K2x1 C1x2"``...), laid out as the mapper lays it (:func:`.mapper.node_index`);
+    a loop is cut into near-equal parts ``[i T / n, (i + 1) T / n)``. A grouped
+    layer's K parts are whole groups and its C parts slice each group's channels.
+    Nodes whose part is empty are left out.
+
+    Raises
+    ------
+    NetworkError
+        The partition splits the batch (the runs here are of one sample)."""
     part = parse_partition(partition)
-    ph, pw = part.ph, part.pw
+    if part.parts("b") > 1 or lay.n > 1:
+        raise NetworkError(f"layer {lay.name}: the RTL runs one sample, not a batch of "
+                           f"{lay.n} split {part.parts('b')} ways; map the network at batch 1")
     y0, x0, h, w = region
+    nd = node_index(part, h, w)
+    n = {d: part.parts(d) for d in _DIMS}
     G = lay.groups
     out = []
-    for ry in range(h):
-        for rx in range(w):
-            idx, a, b = {}, ry, rx
-            for i in reversed(range(4)):
-                idx[_DIMS[i]] = (a % ph[i]) * pw[i] + b % pw[i]
-                a, b = a // ph[i], b // pw[i]
-            n = {d: ph[i] * pw[i] for i, d in enumerate(_DIMS)}
-            if G > 1:
-                g = _split(G, n["k"], idx["k"])
-                og = lay.k // G
-                k = (g[0] * og, g[1] * og)
-                c = _split(lay.c // G, n["c"], idx["c"])
-            else:
-                g = (0, 1)
-                k = _split(lay.k, n["k"], idx["k"])
-                c = _split(lay.c, n["c"], idx["c"])
-            p, q = _split(lay.p, n["p"], idx["p"]), _split(lay.q, n["q"], idx["q"])
-            if min(k[1] - k[0], p[1] - p[0], q[1] - q[0], c[1] - c[0], g[1] - g[0]) <= 0:
-                continue
-            out.append(NodePart((y0 + ry) * na_cols + x0 + rx, k, p, q, c, g))
+    for j in range(h * w):
+        idx = {d: int(nd[d][j]) for d in _DIMS}
+        if G > 1:
+            g = _split(G, n["k"], idx["k"])
+            og = lay.k // G
+            k = (g[0] * og, g[1] * og)
+            c = _split(lay.c // G, n["c"], idx["c"])
+        else:
+            g = (0, 1)
+            k = _split(lay.k, n["k"], idx["k"])
+            c = _split(lay.c, n["c"], idx["c"])
+        p, q = _split(lay.p, n["p"], idx["p"]), _split(lay.q, n["q"], idx["q"])
+        if min(k[1] - k[0], p[1] - p[0], q[1] - q[0], c[1] - c[0], g[1] - g[0]) <= 0:
+            continue
+        out.append(NodePart((y0 + int(nd["y"][j])) * na_cols + x0 + int(nd["x"][j]),
+                            k, p, q, c, g))
     return out
 
 

@@ -7,10 +7,14 @@ The mapping of a network on the ``na_rows x na_cols`` PIM-node array:
   them in parallel on rectangular regions of the array (1 to ``N_br`` regions,
   branches assigned to balance MACs, regions cut by a slicing tree in proportion
   to their MACs). A region runs its layers one after the other.
-* **LM** (layer mapping): a layer on an ``h x w`` region is split over its output
-  channels K, output rows P, output columns Q and input channels C, with
-  ``Ph_K Ph_P Ph_Q Ph_C = h`` and ``Pw_K Pw_P Pw_Q Pw_C = w`` (the batch is 1);
-  splitting a dimension along rows or columns is the spatial order ``P_order``.
+* **LM** (layer mapping): a layer on an ``h x w`` region is split over its samples
+  B, output channels K, output rows P, output columns Q and input channels C, with
+  ``Ph_B Ph_K Ph_P Ph_Q Ph_C = h`` and ``Pw_B Pw_K Pw_P Pw_Q Pw_C = w`` (Fig. 5), and
+  laid onto the region in the spatial order ``P_order`` (a sequence of the five
+  loops, outermost first: along each axis the parts of a later loop are neighbours,
+  those of an earlier one are as far apart as the later loops' parts on that axis).
+  The batch is the network's (:meth:`~.networks.Network.batched`); a node with
+  ``b`` of its samples runs its part of the layer once per sample.
 * **WR** (weight replication): nodes that need the same weights (those that
   differ only in their P/Q part) store ``1 / ceil(N_node / WR)`` of them each and
   share the rest over the NoC before the layer.
@@ -58,9 +62,11 @@ and the selection is repeated with them (Algorithm 1's alternating iterations).
 array, the LM a per-layer search of least node cycles gives (the paper's Timeloop
 "Delay"), WR lowered from the largest layers until the weights fit, one layout.
 
-Simplifications, stated: batch 1 (no B split); the spatial order within a row or
-column split is fixed (K outermost, then P, Q, C); the movement of inputs is
-weighed for the 8 fastest LMs of each WR and those equal to a predecessor's, and
+Simplifications, stated: the node runs a part's samples one after the other with
+the same task list (weights are read again per sample, as the node's lowering does);
+the spatial orders searched are those of the 8 fastest LMs of each WR (every order
+of their split loops that lays them out differently); the movement of inputs is
+weighed for those LMs and those equal to a predecessor's, and
 taken from the previous iteration's placements (exact in :func:`evaluate`); a
 flatten before a classifier moves each node's share from every producer node in
 proportion; the capacity grid rounds sizes up to ``CAP / cap_steps``; layers
@@ -71,6 +77,8 @@ dnn``; that part of the model is not checked against hardware).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -88,9 +96,9 @@ from .tiling import ConvPart, blocking
 
 __all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "Candidate", "LayerCost",
            "Mapping", "NodeModel", "Partition", "Placement", "baseline_map", "choose_layouts",
-           "evaluate", "map_network", "mapping_select", "noc_transfer", "node_model",
-           "parse_partition",
-           "partitions", "pieces", "placements", "redistribution", "WhatIfNodeModel"]
+           "evaluate", "map_network", "mapping_select", "noc_transfer", "node_index",
+           "node_model", "orders", "parse_partition", "partitions", "pieces", "placements",
+           "redistribution", "WhatIfNodeModel"]
 
 #: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
 #: integer multiplier and 32-bit adder in a 28 nm class process).
@@ -99,23 +107,45 @@ E_MAC_PJ = 0.2
 E_BUF_PJ_PER_BIT = 0.02
 
 LAYOUTS = (Layout.NCHW, Layout.NHWC, Layout.NCHWC8)
-_DIMS = ("k", "p", "q", "c")
+_DIMS = ("b", "k", "p", "q", "c")
+_AT = {d: i for i, d in enumerate(_DIMS)}
 
 
 @dataclass(frozen=True)
 class Partition:
-    """An LM: partitions of K, P, Q, C along the region's rows (``ph``) and columns (``pw``)."""
+    """An LM: partitions of B, K, P, Q, C along the region's rows (``ph``) and columns
+    (``pw``), and the spatial order ``P_order`` (the five loops, outermost first).
 
-    ph: tuple[int, int, int, int]
-    pw: tuple[int, int, int, int]
+    Only the order of the split loops matters; it is kept with the split loops first,
+    in their order, and the others after them in the order of :data:`_DIMS`, so two
+    partitions that lay their nodes out alike are equal. The text form
+    (``str``, :func:`parse_partition`) lists the split loops in that order."""
+
+    ph: tuple[int, int, int, int, int]
+    pw: tuple[int, int, int, int, int]
+    order: tuple[str, ...] = _DIMS
+
+    def __post_init__(self):
+        if len(self.ph) != len(_DIMS) or len(self.pw) != len(_DIMS):
+            raise ValueError(f"a partition has {len(_DIMS)} row and column parts "
+                             f"({', '.join(_DIMS)}), not {self.ph} and {self.pw}")
+        if sorted(self.order) != sorted(_DIMS):
+            raise ValueError(f"P_order must be an order of {''.join(_DIMS).upper()}, "
+                             f"not {''.join(self.order).upper()}")
+        split = [d for d in self.order if self.parts(d) > 1]
+        object.__setattr__(self, "order", tuple(split + [d for d in _DIMS if d not in split]))
 
     def parts(self, dim: str) -> int:
-        i = _DIMS.index(dim)
+        i = _AT[dim]
         return self.ph[i] * self.pw[i]
 
+    def split(self) -> tuple[str, ...]:
+        """The split loops in ``P_order``."""
+        return tuple(d for d in self.order if self.parts(d) > 1)
+
     def __str__(self) -> str:
-        return " ".join(f"{d.upper()}{self.ph[i]}x{self.pw[i]}" for i, d in enumerate(_DIMS)
-                        if self.ph[i] * self.pw[i] > 1) or "whole"
+        return " ".join(f"{d.upper()}{self.ph[_DIMS.index(d)]}x{self.pw[_DIMS.index(d)]}"
+                        for d in self.split()) or "whole"
 
 
 def _factorizations(n: int, k: int) -> list[tuple[int, ...]]:
@@ -127,13 +157,38 @@ def _factorizations(n: int, k: int) -> list[tuple[int, ...]]:
 
 
 def partitions(layer: Layer, h: int, w: int) -> list[Partition]:
-    """Every LM of *layer* on an ``h x w`` region whose parts are non-empty."""
-    limit = {"k": layer.k, "p": layer.p, "q": layer.q, "c": layer.c // layer.groups}
+    """Every LM of *layer* on an ``h x w`` region whose parts are non-empty, in the
+    default spatial order (:func:`orders` gives the others)."""
+    return list(_partitions(layer.n, layer.k, layer.p, layer.q, layer.c // layer.groups, h, w))
+
+
+@functools.lru_cache(maxsize=4096)
+def _partitions(n: int, k: int, p: int, q: int, c: int, h: int, w: int) -> tuple[Partition, ...]:
+    limit = {"b": n, "k": k, "p": p, "q": q, "c": c}
     out = []
-    for ph in _factorizations(h, 4):
-        for pw in _factorizations(w, 4):
+    for ph in _factorizations(h, len(_DIMS)):
+        for pw in _factorizations(w, len(_DIMS)):
             if all(ph[i] * pw[i] <= limit[d] for i, d in enumerate(_DIMS)):
                 out.append(Partition(ph, pw))
+    return tuple(out)
+
+
+_WHOLE = Partition((1,) * len(_DIMS), (1,) * len(_DIMS))
+
+
+def orders(part: Partition) -> list[Partition]:
+    """*part* in every spatial order that lays its nodes out differently: the orders
+    of its split loops that differ in the order of the loops split along the rows or
+    along the columns (*part*'s own order first)."""
+    out, seen = [], set()
+    for perm in itertools.permutations(part.split()):
+        alt = Partition(part.ph, part.pw, perm + tuple(d for d in _DIMS if d not in perm))
+        key = tuple(tuple(d for d in alt.order if ax[_DIMS.index(d)] > 1)
+                    for ax in (alt.ph, alt.pw))
+        if key not in seen:
+            seen.add(key)
+            out.append(alt)
+    out.sort(key=lambda a: a != part)
     return out
 
 
@@ -239,8 +294,11 @@ class NodeModel:
     # ---- a layer ------------------------------------------------------------------------
     def layer_cost(self, lay: Layer, part: Partition, wr: int, layout_in: int = Layout.NCHW,
                    layout_out: int = Layout.NCHW) -> LayerCost:
-        """One node's cost of *lay* split by *part* with weight replication *wr*."""
-        pk, pp, pq, pc = (part.parts(d) for d in _DIMS)
+        """One node's cost of *lay* split by *part* with weight replication *wr*: its
+        samples' parts one after the other (compute, DRAM, energy), its data sharing
+        (each sharing set's data of all its samples at once)."""
+        pb, pk, pp, pq, pc = (part.parts(d) for d in _DIMS)
+        nb = math.ceil(lay.n / pb)
         k = math.ceil(lay.k / pk)
         p, q = math.ceil(lay.p / pp), math.ceil(lay.q / pq)
         c = math.ceil(lay.c / pc)
@@ -250,7 +308,8 @@ class NodeModel:
         if lay.kind == "input":          # the network's input is already in DRAM
             return LayerCost(0, 0, 0, 0.0, 0)
         if lay.kind not in ("conv", "fc", "matmul"):
-            return self._plain_cost(lay, k, p, q, layout_in, layout_out, part)
+            one = self._plain_cost(lay, k, p, q, layout_in, layout_out, part)
+            return LayerCost(nb * one.compute, nb * one.dram, 0, nb * one.energy_pj, 0)
         r, s, st = lay.r, lay.s, lay.stride
         if groups > 1:           # whole groups, each with its share of the group's channels
             c = groups * math.ceil(lay.c // lay.groups / pc)
@@ -262,37 +321,37 @@ class NodeModel:
                                           rows=(lay.p - p, lay.p), cols=(lay.q - q, lay.q)),
                          layout_in, layout_out, self.timing)
         eng, _, _ = self.compute_cycles(c, k, p, q, r, s, st, groups)
-        cyc = eng + node.overhead
-        dram = node.dma + node.refresh
+        cyc = nb * (eng + node.overhead)
+        dram = nb * (node.dma + node.refresh)
         rows_in = (p - 1) * st + r
         cols_in = (q - 1) * st + s
         w_elems = k * (c // groups if groups > 1 else c) * r * s
         w_bytes = w_elems * DATA_BITS // 8
-        # sharing: inputs among the K parts, weights among the P/Q parts (WR), partial
-        # sums among the C parts; hops: the spacing of the sharing set in the region
-        share = bits_hops = 0
-        in_bytes = c * rows_in * cols_in * DATA_BITS // 8
+        # sharing: inputs among the K parts, weights among the B/P/Q parts (WR; an
+        # attention product's second operand, one per sample, among the P/Q parts),
+        # partial sums among the C parts; hops: the spacing of the sharing set in the
+        # region. The bit-hops of one set are spread over its nodes.
+        in_bytes = nb * c * rows_in * cols_in * DATA_BITS // 8
         cyc_i, bh_i = self.share_cycles(pk, in_bytes // pk, _spacing(part, "k"))
-        w_stored = w_bytes
         if lay.dynamic_weights:
             w_stored = 0
-            cyc_w, bh_w = self.share_cycles(pp * pq, w_bytes // max(1, pp * pq),
-                                            _spacing(part, "p"))
+            set_w = pp * pq
+            cyc_w, bh_w = self.share_cycles(set_w, nb * w_bytes // max(1, set_w),
+                                            _spacing(part, "pq"))
         else:
-            nodes_w = pp * pq
-            pieces = math.ceil(nodes_w / max(1, wr))
-            w_stored = math.ceil(w_bytes / pieces)
-            cyc_w, bh_w = self.share_cycles(pieces, w_stored, _spacing(part, "p"))
-        out_bytes = k * p * q * PSUM_BITS // 8
+            set_w = math.ceil(pb * pp * pq / max(1, wr))
+            w_stored = math.ceil(w_bytes / set_w)
+            cyc_w, bh_w = self.share_cycles(set_w, w_stored, _spacing(part, "bpq"))
+        out_bytes = nb * k * p * q * PSUM_BITS // 8
         cyc_c, bh_c = self.share_cycles(pc, out_bytes // pc, _spacing(part, "c"))
         share = cyc_i + cyc_w + cyc_c
-        bits_hops = bh_i + bh_w + bh_c
-        macs = k * (c // groups if groups > 1 else c) * r * s * p * q
+        bits_hops = bh_i / pk + bh_w / max(1, set_w) + bh_c / pc
+        macs = nb * k * (c // groups if groups > 1 else c) * r * s * p * q
         n = self.n
-        dram_bits = (node.words_rd + node.words_wr) * self.word_bytes * 8
+        dram_bits = nb * (node.words_rd + node.words_wr) * self.word_bytes * 8
         energy = (macs * E_MAC_PJ + dram_bits * n.dram_pj_per_bit
-                  + bits_hops * n.noc_pj_per_bit_hop / max(1, pk * pp * pq * pc)
-                  + (macs * 2 * DATA_BITS + k * p * q * PSUM_BITS) * E_BUF_PJ_PER_BIT)
+                  + bits_hops * n.noc_pj_per_bit_hop
+                  + (macs * 2 * DATA_BITS + nb * k * p * q * PSUM_BITS) * E_BUF_PJ_PER_BIT)
         return LayerCost(cyc, dram, share, energy, w_stored)
 
     def _plain_cost(self, lay: Layer, k: int, p: int, q: int, layout_in: int, layout_out: int,
@@ -357,16 +416,18 @@ def node_model(cfg, kind: str = "rtl") -> NodeModel:
     return NodeModel(cfg) if kind == "rtl" else WhatIfNodeModel(cfg, **WHAT_IF[kind])
 
 
-def _spacing(part: Partition, dim: str) -> int:
-    """Hops between neighbouring nodes of a sharing set: the split dimensions after
-    *dim* in the fixed order K, P, Q, C vary faster, so the set's nodes are that far
-    apart along the axis where *dim* is split."""
-    i = _DIMS.index(dim)
-    if part.ph[i] > 1 and part.pw[i] > 1:
-        return max(math.prod(part.ph[i + 1:]), math.prod(part.pw[i + 1:]))
-    if part.pw[i] > 1:
-        return math.prod(part.pw[i + 1:])
-    return math.prod(part.ph[i + 1:])
+@functools.lru_cache(maxsize=65536)
+def _spacing(part: Partition, dims: str) -> int:
+    """Hops between neighbouring nodes of a sharing set, whose nodes differ only in
+    their parts of the loops *dims*: along an axis where one of them is split, the
+    split loops after the last of them in ``P_order`` vary faster, so the set's nodes
+    are their parts apart; the larger of the two axes' spacings."""
+    out = 1
+    for ax in (part.ph, part.pw):
+        members = [i for i, d in enumerate(part.order) if d in dims and ax[_DIMS.index(d)] > 1]
+        if members:
+            out = max(out, math.prod(ax[_DIMS.index(d)] for d in part.order[members[-1] + 1:]))
+    return out
 
 
 # ---- inter-layer redistribution: a producer's partitions to a consumer's ----------------------
@@ -385,37 +446,47 @@ def _split(total: int, parts: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndar
     return idx * total // parts, (idx + 1) * total // parts
 
 
-def _nodes(pl: Placement) -> dict[str, np.ndarray]:
-    """Each node of *pl*'s region: absolute ``y``, ``x`` and its part index along K, P,
-    Q, C. Along each axis the split dimensions follow the order K, P, Q, C with C
-    fastest (as :func:`_spacing` assumes); a dimension's index is its row part times
-    its column parts plus its column part."""
-    y0, x0, h, w = pl.region
+def node_index(part: Partition, h: int, w: int) -> dict[str, np.ndarray]:
+    """Each node of an ``h x w`` region, row by row: its row ``y`` and column ``x`` in
+    the region and its part index along B, K, P, Q and C. Along each axis the split
+    loops follow ``P_order``, the last fastest (as :func:`_spacing` assumes); a loop's
+    index is its row part times its column parts plus its column part. The one
+    source of where a part runs, for the model and for the runs on the RTL."""
     ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
     ys, xs = ys.ravel(), xs.ravel()
-    out = {"y": ys + y0, "x": xs + x0}
+    out = {"y": ys, "x": xs}
     ry, rx = ys.copy(), xs.copy()
-    for i in reversed(range(4)):
-        d = _DIMS[i]
-        hi_, wi_ = ry % pl.part.ph[i], rx % pl.part.pw[i]
-        ry, rx = ry // pl.part.ph[i], rx // pl.part.pw[i]
-        out[d] = hi_ * pl.part.pw[i] + wi_
+    for d in reversed(part.order):
+        i = _DIMS.index(d)
+        hi_, wi_ = ry % part.ph[i], rx % part.pw[i]
+        ry, rx = ry // part.ph[i], rx // part.pw[i]
+        out[d] = hi_ * part.pw[i] + wi_
+    return out
+
+
+def _nodes(pl: Placement) -> dict[str, np.ndarray]:
+    """:func:`node_index` of *pl*'s region, ``y`` and ``x`` absolute in the array."""
+    y0, x0, h, w = pl.region
+    out = node_index(pl.part, h, w)
+    out["y"], out["x"] = out["y"] + y0, out["x"] + x0
     return out
 
 
 def _owned(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The output box ``[lo, hi)`` in channels, rows and columns each node of *pl* keeps
-    in its DRAM after the layer: its K, P and Q part; the C parts of one output split
-    its channels among them (the partial sums are reduced onto the owners)."""
+    """The output box ``[lo, hi)`` in samples, channels, rows and columns each node of
+    *pl* keeps in its DRAM after the layer: its B, K, P and Q part; the C parts of one
+    output split its channels among them (the partial sums are reduced onto the
+    owners)."""
     lay, part = pl.layer, pl.part
     nd = _nodes(pl)
+    n0, n1 = _split(lay.n, part.parts("b"), nd["b"])
     k0, k1 = _split(lay.k, part.parts("k"), nd["k"])
     pc = part.parts("c")
     width = k1 - k0
     c0, c1 = k0 + nd["c"] * width // pc, k0 + (nd["c"] + 1) * width // pc
     p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
     q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
-    return nd, np.stack([c0, c1, p0, p1, q0, q1], axis=1)
+    return nd, np.stack([n0, n1, c0, c1, p0, p1, q0, q1], axis=1)
 
 
 def _home(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -428,6 +499,7 @@ def _home(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.ndarray
     rest."""
     lay, part = pl.layer, pl.part
     nd = _nodes(pl)
+    n0, n1 = _split(lay.n, part.parts("b"), nd["b"])
     p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
     q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
     r0 = np.clip(p0 * lay.stride - lay.pad, 0, lay.h)
@@ -454,7 +526,7 @@ def _home(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.ndarray
         if lay.kind != "add":
             c0, c1 = c0 - offset, c1 - offset
         c0, c1 = np.clip(c0, 0, pred.k), np.clip(c1, 0, pred.k)
-    return nd, np.stack([c0, c1, r0, r1, s0, s1], axis=1)
+    return nd, np.stack([n0, n1, c0, c1, r0, r1, s0, s1], axis=1)
 
 
 def _traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
@@ -465,11 +537,16 @@ def _traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
     if (lay.kind not in ("concat", "add") and lay.kind in ("conv", "fc", "matmul")
             and (lay.c, lay.h, lay.w) != (src.layer.k, src.layer.p, src.layer.q)):
         # a reshape (a flatten before a classifier): the consumer's channels are the
-        # producer's elements in another order; each node's home is taken from every
-        # producer node in proportion to what that node keeps
-        size = np.prod(np.maximum(home[:, 1::2] - home[:, 0::2], 0), axis=1)
-        share = np.prod(own[:, 1::2] - own[:, 0::2], axis=1) / max(1, src.layer.out_elems)
-        amount = share[:, None] * size[None, :] * src.layer.out_elems / max(1, lay.in_elems)
+        # producer's elements of a sample in another order; each node's home is taken,
+        # sample by sample, from every producer node of that sample in proportion to
+        # what that node keeps
+        samples = np.maximum(np.minimum(own[:, None, 1], home[None, :, 1])
+                             - np.maximum(own[:, None, 0], home[None, :, 0]), 0)
+        size = np.prod(np.maximum(home[:, 3::2] - home[:, 2::2], 0), axis=1)
+        per = src.layer.k * src.layer.p * src.layer.q
+        share = np.prod(own[:, 3::2] - own[:, 2::2], axis=1) / max(1, per)
+        amount = samples * share[:, None] * size[None, :] * per / max(
+            1, lay.c * lay.h * lay.w)
     else:
         lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])
         hi = np.minimum(own[:, None, 1::2], home[None, :, 1::2])
@@ -718,7 +795,7 @@ def _layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int,
     those equal to a predecessor's on the same region."""
     _, _, h, w = region
     if lay.kind == "input":              # already in DRAM where its readers need it
-        return [Candidate(0.0, 0, 1, Partition((1, 1, 1, 1), (1, 1, 1, 1)))]
+        return [Candidate(0.0, 0, 1, _WHOLE)]
     li = layouts.get(lay.preds[0], Layout.NCHW) if lay.preds else Layout.NCHW
     lo = layouts.get(lay.name, Layout.NCHW)
     key = (lay.name, h, w, li, lo)
@@ -745,9 +822,18 @@ def _layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int,
     cands = []
     for wr, costs in cache[key]:
         best = None
+        tries = []
         for i, (c, part) in enumerate(costs):
-            if preds and i >= keep and part not in same:
-                continue
+            if i < keep:
+                # the spatial orders of the fastest LMs (the node part is the same)
+                ok = ("orders", key, wr, part)
+                if ok not in cache:
+                    cache[ok] = [(model.layer_cost(lay, alt, wr, li, lo), alt)
+                                 for alt in orders(part)[1:]]
+                tries += [(c, part), *cache[ok]]
+            elif part in same:
+                tries.append((c, part))
+        for c, part in tries:
             move = 0
             if preds:
                 rk = ("redist", lay.name, tuple(region), part, tuple(preds))
@@ -757,8 +843,6 @@ def _layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int,
                 move = cache[rk]
             if best is None or c.cycles + move < best[0]:
                 best = (c.cycles + move, move, c, part)
-            if not preds:
-                break
         _, move, c, part = best
         cands.append(Candidate(c.cycles + move, c.weight_bytes, wr, part, c.energy_pj, move))
     return cands
@@ -888,8 +972,7 @@ def placements(net: Network, mapping: Mapping) -> dict[str, Placement]:
     for lay in net.layers:
         info = mapping.layers.get(lay.name)
         region = tuple(info["region"]) if info else (0, 0, 1, 1)
-        part = parse_partition(info["partition"]) if info else Partition(
-            (1, 1, 1, 1), (1, 1, 1, 1))
+        part = parse_partition(info["partition"]) if info else _WHOLE
         out[lay.name] = Placement(lay, part, region)
     return out
 
@@ -955,15 +1038,29 @@ def choose_layouts(net: Network, model: NodeModel, mapping: Mapping,
 
 
 def parse_partition(text: str) -> Partition:
-    """The :class:`Partition` of a mapping's ``partition`` text (``"K2x1 Q1x2"``, or
-    ``"whole"``: nothing split), as :meth:`Mapping.to_json` writes it."""
-    ph, pw = [1, 1, 1, 1], [1, 1, 1, 1]
+    """The :class:`Partition` of a mapping's ``partition`` text (``"K2x1 Q1x2"``: the
+    split loops in ``P_order`` with their row and column parts, or ``"whole"``:
+    nothing split), as :meth:`Mapping.to_json` writes it.
+
+    Raises
+    ------
+    ValueError
+        The text is not of that form."""
+    ph, pw = [1] * len(_DIMS), [1] * len(_DIMS)
+    order: list[str] = []
     if text != "whole":
         for tok in text.split():
-            i = _DIMS.index(tok[0].lower())
-            a, b = tok[1:].split("x")
+            d = tok[:1].lower()
+            a, _, b = tok[1:].partition("x")
+            if d not in _DIMS or d in order or not (a.isdigit() and b.isdigit()):
+                raise ValueError(f"partition {text!r}: each part must be a loop of "
+                                 f"{''.join(_DIMS).upper()} once with its row and column "
+                                 f"parts, like K2x1, not {tok!r}")
+            i = _DIMS.index(d)
             ph[i], pw[i] = int(a), int(b)
-    return Partition(tuple(ph), tuple(pw))
+            order.append(d)
+    return Partition(tuple(ph), tuple(pw), tuple(order) + tuple(d for d in _DIMS
+                                                                  if d not in order))
 
 
 def baseline_map(net: Network, cfg, layout: int | None = None, *, lm_goal: str = "node",

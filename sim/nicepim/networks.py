@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...gen.errors import PimforgeError, UnknownNameError
 
@@ -219,6 +219,20 @@ class Network:
             for p in lay.preds:
                 out[p].append(lay.name)
         return {k: tuple(v) for k, v in out.items()}
+
+    def batched(self, n: int) -> Network:
+        """The network on a batch of *n* samples (every layer's ``n``).
+
+        Raises
+        ------
+        NetworkError
+            *n* is below 1."""
+        if not isinstance(n, int) or n < 1:
+            raise NetworkError(f"{self.name}: the batch must be a whole number of samples "
+                               f"of at least 1, not {n!r}")
+        doc = self.doc.replace(", batch 1", "")
+        return Network(self.name, tuple(replace(lay, n=n) for lay in self.layers),
+                       f"{doc}, batch {n}" if n > 1 else self.doc)
 
     def compute_layers(self) -> list[Layer]:
         """The layers that do MACs (conv, fc, matmul), in order."""
