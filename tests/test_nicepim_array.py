@@ -109,6 +109,29 @@ def test_conv_tiles_bit_exact(cfg, exe, layout):
     log.info("cycles %d, engine busy %s", run.cycles, run.perf["eng_busy"])
 
 
+def test_kernel_rows_banded_when_an_input_band_exceeds_the_input_buffer(cfg, exe):
+    """A 3x3 convolution of a 50-wide map: one output row needs 3 x 50 input pixels, more
+    than the 128 lines of ``nicepim_small``'s input buffer, so the kernel's rows go in
+    bands of 2 and 1 that accumulate; bit-exact, the engine's cycles as counted."""
+    n = cfg.nicepim
+    r = random.Random(SEED * 7 + 5)
+    x = np.array([r.randint(-3000, 3000) for _ in range(3 * 4 * 50)]).reshape(1, 3, 4, 50)
+    w = np.array([r.randint(-3000, 3000) for _ in range(5 * 3 * 3 * 3)]).reshape(5, 3, 3, 3)
+    words = place_tensor(x, Layout.NCHW, X_BASE, n.node_bank_bits)
+    place_tensor(w, Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+    plan = conv_tasks(cfg, x_dims=x.shape[1:], w_dims=w.shape, stride=1, pad=0, groups=1,
+                      x_layout=Layout.NCHW, x_base=X_BASE, w_base=W_BASE, o_base=O_BASE)
+    assert sorted({t["kh"] for t in plan.tiles}) == [1, 2]
+    run = run_array(cfg, {0: plan.tasks + [END]}, {0: words}, exe=exe)
+    ref = wrap32(conv2d(x[0], w, stride=1, pad=0, groups=1))
+    got = read_tensor(run.dram[0], Layout.NCHW, (1, *ref.shape), O_BASE, n.node_bank_bits)[0]
+    assert np.array_equal(got, ref)
+    check_counters(cfg, run, {0: plan.tiles})
+    with pytest.raises(CapacityError, match="one input row of 129 pixels exceeds"):
+        conv_tasks(cfg, x_dims=(3, 4, 129), w_dims=(5, 3, 3, 3), stride=2, pad=0, groups=1,
+                   x_layout=Layout.NCHW, x_base=X_BASE, w_base=W_BASE, o_base=O_BASE)
+
+
 def test_matmul_tile_bit_exact(cfg, exe):
     n = cfg.nicepim
     r = random.Random(SEED * 100 + 50)

@@ -11,7 +11,8 @@ The one description of the node's tile loop, used by the lowering to task lists
 * for each group, output channels go ``pe_cols`` at a time, output rows in bands as
   large as the output and input buffers hold, input channels in chunks of as many
   ``pe_rows`` blocks as the input and weight buffers hold, and a kernel larger than
-  the weight buffer in bands of its rows; each (chunk, kernel band) is a
+  the weight buffer, or whose input rows for one output row exceed the input buffer,
+  in bands of its rows; each (chunk, kernel band) is a
   ``LOAD_W``, ``LOAD_I``, ``COMPUTE`` (the later ones accumulate) and each band ends
   with a ``STORE``;
 * padding is read by the input load (the window reaches outside the sub-tensor,
@@ -108,8 +109,8 @@ def blocking(n, part: ConvPart) -> Blocking:
     Raises
     ------
     CapacityError
-        An output row exceeds the output buffer, or one input row band of one
-        channel block (or one kernel row) does not fit the input (weight) buffer.
+        An output row exceeds the output buffer, one input row of one channel block
+        the input buffer, or one kernel row the weight buffer.
     """
     R = n.pe_rows
     ow = part.q
@@ -121,6 +122,11 @@ def blocking(n, part: ConvPart) -> Blocking:
         raise CapacityError(f"one {part.s}-wide kernel row of {R} channels does not fit the "
                             f"weight buffer's {n.wbuf_lines} lines; raise nicepim.wbuf_bytes")
     nw = (ow - 1) * part.stride + part.s
+    if nw > n.ibuf_lines:
+        raise CapacityError(f"one input row of {nw} pixels exceeds the input buffer's "
+                            f"{n.ibuf_lines} lines; raise nicepim.ibuf_bytes")
+    # the kernel's rows in bands whose input rows for one output row fit the input buffer
+    kr = min(kr, n.ibuf_lines // nw)
     per_rows = max(1, min(part.p, n.obuf_lines // ow))
 
     def rows_in(o: int) -> int:
@@ -128,9 +134,6 @@ def blocking(n, part: ConvPart) -> Blocking:
 
     while per_rows > 1 and rows_in(per_rows) * nw > n.ibuf_lines:
         per_rows -= 1
-    if rows_in(per_rows) * nw > n.ibuf_lines:
-        raise CapacityError(f"one input row band ({rows_in(per_rows)} x {nw} pixels) does not "
-                            "fit the node's input buffer; raise nicepim.ibuf_bytes")
     blocks = math.ceil(part.c // part.groups / R)
     cbs = blocks
     while cbs > 1 and (cbs * rows_in(per_rows) * nw > n.ibuf_lines
