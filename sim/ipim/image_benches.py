@@ -16,12 +16,27 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+import numpy as np
+
 from ...verif.models.image import interpolate_levels, stencil_weights
-from .lang import FP32, INT32, CompileError, Expr, Func, ImageParam, RDom, Var, reinterpret
+from .lang import (
+    FP32,
+    INT32,
+    CompileError,
+    Expr,
+    Func,
+    ImageParam,
+    RBox,
+    RDom,
+    Var,
+    cast,
+    coord,
+    reinterpret,
+)
 
 __all__ = ["PIPELINES", "build"]
 
-_X, _Y, _XI, _YI, _C = Var("x"), Var("y"), Var("xi"), Var("yi"), Var("c")
+_X, _Y, _XI, _YI, _C, _Z = Var("x"), Var("y"), Var("xi"), Var("yi"), Var("c"), Var("z")
 
 
 def _schedule(f: Func, tile=(8, 8)) -> Func:
@@ -196,11 +211,89 @@ def interpolate(H: int, W: int, levels: int | None = None, *, pes: int = 1):
     return _schedule(out), (W, H), (H, W, 4)
 
 
+def _blur5(g: Func, name: str, axis: int) -> Func:
+    """``(((g(i-2) + g(i-1)*4) + g(i)*6) + g(i+1)*4) + g(i+2)`` along *axis* (0 x, 1 y,
+    2 z) of the grid *g*."""
+    x, y, z, c = _X, _Y, _Z, _C
+
+    def tap(o: int):
+        d = [0, 0, 0]
+        d[axis] = o
+        return g[x + d[0], y + d[1], z + d[2], c]
+
+    b = Func(name)
+    b[x, y, z, c] = (((tap(-2) + tap(-1) * 4.0) + tap(0) * 6.0) + tap(1) * 4.0) + tap(2)
+    return b
+
+
+def bilateral_grid(H: int, W: int, s_sigma: int = 8, r_sigma: float = 0.1):
+    """Halide's ``apps/bilateral_grid`` (:func:`pimforge.verif.models.image.bilateral_grid`).
+
+    The grid ``g[x, y, z, c]`` (cells ``x`` in ``[-2, GW+2)``, ``y`` in ``[-2, GH+2)``,
+    bins ``z`` in ``[-2, Z+2)``, channels value and count) is a scatter over an
+    ``s x s`` :class:`RBox` of each cell's window of the input, clamped to the image;
+    its blurs in z, x and y are grids too (each over the cells the next one reads), all
+    replicated in every PE; the slice is a tiled func that reads the blurred grid at the
+    eight cells around each pixel, whose bin comes from the pixel's value (a gather),
+    and divides (:func:`divide`). The reference's ``clamp(val, 0, 1)`` is left out: it
+    is the identity on the inputs ``check_input`` accepts."""
+    s = int(s_sigma)
+    if s < 1 or s & (s - 1):
+        raise CompileError(f"bilateral_grid: the compiled grid needs s_sigma a power of two "
+                           f"(its window rows tile the image), not {s_sigma}")
+    x, y, z, c = _X, _Y, _Z, _C
+    inv_r = float(np.float32(1.0) / np.float32(r_sigma))
+    zmax = int(np.float32(inv_r) + np.float32(0.5))
+    gh, gw, nz = (H - 1) // s + 2, (W - 1) // s + 2, zmax + 2
+    inp = ImageParam("in", FP32)
+    r = RBox(s, s)
+    val = inp[x * s + r.x - s // 2, y * s + r.y - s // 2]
+    grid = Func("grid")
+    grid[x, y, z, c] = 0.0
+    grid[x, y, cast(INT32, val * inv_r + 0.5)] += (val, 1.0)
+    grid.bound(x, -2, gw + 4).bound(y, -2, gh + 4).bound(z, -2, nz + 4).bound(c, 0, 2)
+    boxes = [(-2, gw + 4, -2, gh + 4), (0, gw, -2, gh + 4), (0, gw, 0, gh)]
+    g = _replicate(grid)
+    for axis, name, (xlo, nx, ylo, ny) in zip((2, 0, 1), ("blurz", "blurx", "blury"), boxes,
+                                              strict=True):
+        g = _blur5(g, name, axis)
+        g.bound(x, xlo, nx).bound(y, ylo, ny).bound(z, -2, nz + 4).bound(c, 0, 2)
+        _replicate(g)
+    # slicing: the pixel's cell (x // s, y // s, its bin) and the weights within it
+    sh = s.bit_length() - 1
+    v = inp[x, y]
+    zv = v * inv_r
+    zi = cast(INT32, zv)
+    zf = zv - cast(FP32, zi)
+    X, Y = coord(x), coord(y)
+    xi, yi = X >> sh, Y >> sh
+    xf = cast(FP32, X & (s - 1)) * (1.0 / s)
+    yf = cast(FP32, Y & (s - 1)) * (1.0 / s)
+    ix, iy, iz = [xi, xi + 1], [yi, yi + 1], [zi, zi + 1]
+
+    def lerp(a, b, t):
+        return a + (b - a) * t
+
+    def interp(ch: int) -> Expr:
+        def B(dx, dy, dz):
+            return g[ix[dx], iy[dy], iz[dz], ch]
+
+        def plane(dz):
+            return lerp(lerp(B(0, 0, dz), B(1, 0, dz), xf), lerp(B(0, 1, dz), B(1, 1, dz), xf),
+                        yf)
+
+        return lerp(plane(0), plane(1), zf)
+
+    out = Func("out")
+    out[x, y] = divide(interp(0), interp(1))
+    return _schedule(out), (W, H), (H, W)
+
+
 #: Benchmark name -> builder ``(H, W, **params) -> (out, layout (W, H), crop (rows, cols))``.
 PIPELINES: dict[str, Callable] = {
     "brighten": brighten, "blur": blur, "downsample": downsample, "upsample": upsample,
     "shift": shift, "histogram": histogram, "stencil_chain": stencil_chain,
-    "interpolate": interpolate,
+    "interpolate": interpolate, "bilateral_grid": bilateral_grid,
 }
 
 

@@ -48,9 +48,10 @@ import numpy as np
 
 from ...gen.errors import PimforgeError
 
-__all__ = ["FP32", "INT32", "CompileError", "Expr", "Const", "Call", "Bin", "Select", "Cast",
-           "Reinterpret", "Var", "Func", "ImageParam", "RDom", "Affine", "select", "min_", "max_",
-           "clamp", "cast", "reinterpret", "children", "nodes"]
+__all__ = ["FP32", "INT32", "CompileError", "Expr", "Const", "Call", "Call3", "Bin", "Select",
+           "Cast", "Reinterpret", "Coord", "WCall", "Window", "Var", "RVar", "Func", "ImageParam",
+           "RDom", "RBox", "Affine", "select", "min_", "max_", "clamp", "cast", "reinterpret",
+           "coord", "children", "nodes"]
 
 FP32 = "fp32"
 INT32 = "int32"
@@ -280,6 +281,10 @@ class Affine:
     d: int
 
     def __add__(self, b: int):
+        if isinstance(b, RVar):
+            if self.d != 1:
+                raise CompileError("a window read is (x*s + r.x + b): no division")
+            return Window(self, b)
         if self.d != 1:
             raise CompileError("add to a coordinate before dividing it: (x + 1) // 2")
         return Affine(self.var, self.a, self.b + int(b), 1)
@@ -311,6 +316,51 @@ class Affine:
         return (self.a * v + self.b) // self.d
 
 
+@dataclass(frozen=True)
+class RVar(Var):
+    """A variable of an :class:`RBox` (the offset within a cell's window)."""
+
+    extent: int = 1
+
+
+@dataclass(frozen=True)
+class Window:
+    """``a*x + r + b``: the pixel at offset *r* of cell *x*'s window of a scatter."""
+
+    cell: Affine
+    r: RVar
+
+    def __add__(self, b: int):
+        return Window(Affine(self.cell.var, self.cell.a, self.cell.b + int(b), 1), self.r)
+
+    __radd__ = __add__
+
+    def __sub__(self, b: int):
+        return self + (-int(b))
+
+
+@dataclass(frozen=True)
+class RBox:
+    """A reduction domain of ``w x h`` offsets ``(r.x, r.y)``: the window of pixels that
+    each cell of a grid gathers (Halide's ``RDom(0, w, 0, h)``)."""
+
+    w: int
+    h: int
+    name: str = "r"
+
+    def __post_init__(self):
+        if self.w < 1 or self.h < 1:
+            raise CompileError(f"RBox {self.name} must be at least 1x1, not {self.w}x{self.h}")
+
+    @property
+    def x(self) -> RVar:
+        return RVar(f"{self.name}.x", self.w)
+
+    @property
+    def y(self) -> RVar:
+        return RVar(f"{self.name}.y", self.h)
+
+
 def _channel(name: str, c) -> Var | int:
     if isinstance(c, Var) or (isinstance(c, int) and not isinstance(c, bool) and c >= 0):
         return c
@@ -339,6 +389,75 @@ class Call(Expr):
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.func.dtype
+
+
+@dataclass(eq=False)
+class Call3(Expr):
+    """A read of a grid ``g[x, y, z, c]``: each of *ax*, *ay*, *az* is an affine form of the
+    consumer's grid variable (a stencil) or an INT32 expression (a data-dependent
+    cell); *c* a channel (the consumer's channel variable or a constant)."""
+
+    func: Func
+    ax: Affine | Expr
+    ay: Affine | Expr
+    az: Affine | Expr
+    c: Var | int
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.func.dtype
+
+    def kids(self) -> tuple:
+        return tuple(a for a in (self.ax, self.ay, self.az) if isinstance(a, Expr))
+
+
+@dataclass(eq=False)
+class Coord(Expr):
+    """The column (``var`` = the func's ``x``) or row (``y``) of the pixel computed, as an
+    INT32 value."""
+
+    var: Var
+    dtype: str = INT32
+
+
+def coord(v: Var) -> Coord:
+    """The value of the pure variable *v* (a pixel's column or row) as an INT32 expression."""
+    if not isinstance(v, Var) or isinstance(v, RVar):
+        raise CompileError(f"coord takes a func's pure variable, not {v!r}")
+    return Coord(v)
+
+
+@dataclass(eq=False)
+class WCall(Expr):
+    """A read of an input at a scatter's window pixel ``(wx, wy)`` (clamped to the image)."""
+
+    func: ImageParam
+    wx: Window
+    wy: Window
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.func.dtype
+
+
+@dataclass(eq=False)
+class _GridBucket:
+    """``g[x, y, zi]`` on the right of a scatter update."""
+
+    func: Func
+    key: tuple
+
+    def __add__(self, values):
+        if not isinstance(values, tuple | list) or not values:
+            raise CompileError(f"{self.func.name}[x, y, zi] += (v0, v1, ...): the increment "
+                               "is a tuple of one value per channel")
+        return _GridInc(self, tuple(lift(v) for v in values))
+
+
+@dataclass(eq=False)
+class _GridInc:
+    bucket: _GridBucket
+    values: tuple
 
 
 # -- funcs --------------------------------------------------------------------------
@@ -388,6 +507,11 @@ class ImageParam:
         if len(key) != 2:
             raise CompileError(f"{self.name} is a 2-D image: read it as {self.name}[x, y]")
         ax, ay = key
+        if isinstance(ax, Window) or isinstance(ay, Window):
+            if not (isinstance(ax, Window) and isinstance(ay, Window)):
+                raise CompileError(f"{self.name}[x*s + r.x + b, y*s + r.y + b]: a window read "
+                                   "names the RBox in both coordinates")
+            return WCall(self, ax, ay)
         return Call(self, _affine(ax), _affine(ay))
 
 
@@ -415,6 +539,9 @@ class Func:
     #: the channel variable of ``f[x, y, c]`` and the number of channels (``bound``)
     c: Var | None = None
     channels: int = 0
+    #: the third variable of a grid ``g[x, y, z, c]`` and the ``(lo, n)`` bounds of x, y, z
+    z: Var | None = None
+    box: dict = field(default_factory=dict)
 
     @property
     def dtype(self) -> str:
@@ -445,6 +572,16 @@ class Func:
                 raise CompileError(f"define {self.name}[x] = 0 before its update")
             self.update = (img, int(value.b.value))
             return
+        if isinstance(value, _GridInc):          # g[x, y, zi] += (v0, v1, ...)
+            self._scatter(key, value)
+            return
+        if len(key) == 4:                        # g[x, y, z, c] = 0: a grid
+            x, y, z, c = key
+            if not all(isinstance(v, Var) for v in key) or len(set(key)) != 4:
+                raise CompileError(f"{self.name}[x, y, z, c] = ...: the left side takes four "
+                                   "distinct Vars")
+            self.z, self.c = z, c
+            key = (x, y)
         if len(key) == 3:                        # f[x, y, c]: channels
             x, y, c = key
             if not isinstance(c, Var) or c in (x, y):
@@ -459,9 +596,41 @@ class Func:
             raise CompileError(f"func {self.name} is defined twice")
         self.x, self.y, self.expr = x, y, lift(value)
 
+    def _scatter(self, key, inc: _GridInc) -> None:
+        if inc.bucket.func is not self or inc.bucket.key is not key:
+            raise CompileError(f"{self.name}[x, y, zi] += ...: add to the same cell")
+        x, y, zi = key
+        if self.z is None or (x, y) != (self.x, self.y):
+            raise CompileError(f"{self.name}[x, y, zi] += ...: a scatter updates a grid "
+                               f"g[x, y, z, c] at its own x, y and a computed bin zi")
+        if not (isinstance(self.expr, Const) and self.expr.value == 0):
+            raise CompileError(f"define {self.name}[x, y, z, c] = 0.0 before its scatter")
+        zi = lift(zi, INT32)
+        if zi.dtype != INT32:
+            raise CompileError(f"{self.name}[x, y, zi]: the bin zi must be INT32 (cast it)")
+        if self.update is not None:
+            raise CompileError(f"{self.name} has one scatter update")
+        self.update = ("scatter", zi, inc.values)
+
     def __getitem__(self, key) -> Call:
         if isinstance(key, Call):
             return _Bucket(self, key)
+        if self.z is not None:
+            if len(key) == 3:
+                return _GridBucket(self, key)
+            if len(key) != 4:
+                raise CompileError(f"{self.name} is a grid: read it as {self.name}[x, y, z, c]")
+            args = []
+            for a in key[:3]:
+                if isinstance(a, Var | Affine):
+                    args.append(_affine(a))
+                else:
+                    e = lift(a, INT32)
+                    if e.dtype != INT32:
+                        raise CompileError(f"{self.name}[...]: a computed cell index must be "
+                                           "INT32 (cast it)")
+                    args.append(e)
+            return Call3(self, *args, _channel(self.name, key[3]))
         if len(key) == 3:
             return Call(self, _affine(key[0]), _affine(key[1]), _channel(self.name, key[2]))
         ax, ay = key
@@ -474,6 +643,13 @@ class Func:
             if lo != 0 or not 1 <= n <= 64:
                 raise CompileError(f"bound({self.name}, {x.name}): channels 0..n-1, n <= 64")
             self.channels = int(n)
+            return self
+        if self.z is not None:
+            if x not in (self.x, self.y, self.z) or not 1 <= n <= 4096:
+                raise CompileError(f"bound({self.name}, {x.name}): one of its variables "
+                                   f"{self.x.name}, {self.y.name}, {self.z.name}, "
+                                   f"{self.c.name}, 1 to 4096 cells")
+            self.box[x.name] = (int(lo), int(n))
             return self
         if x != self.x or lo != 0 or not 1 <= n <= 4096:
             raise CompileError(f"bound({self.name}): buckets 0..n-1 of its variable, n <= 4096")
@@ -535,7 +711,8 @@ def children(e) -> tuple:
         return (e.cond.a, e.cond.b, e.a, e.b)
     if isinstance(e, Cast | Reinterpret):
         return (e.a,)
-    return ()
+    kids = getattr(e, "kids", None)
+    return kids() if kids is not None else ()
 
 
 def nodes(e):

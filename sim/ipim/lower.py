@@ -65,15 +65,18 @@ from .lang import (
     Affine,
     Bin,
     Call,
+    Call3,
     Cast,
     Cmp,
     CompileError,
     Const,
+    Coord,
     Expr,
     Func,
     ImageParam,
     Reinterpret,
     Select,
+    WCall,
     children,
     nodes,
 )
@@ -126,6 +129,9 @@ class Array:
     px: int = 0
     #: the extracts of every channel of one replicated array, made together
     group: list[Array] = field(default_factory=list, repr=False)
+    #: a grid's cells ``(xlo, nx, ylo, ny, zlo, nz)``: cell ``(x, y, z)`` is element
+    #: ``(y - ylo, (x - xlo) * nz + z - zlo)`` (x and z share a row)
+    box: tuple = ()
 
     @property
     def S(self) -> int:
@@ -213,6 +219,32 @@ class _Ref(Expr):
         return self.arr.dtype
 
 
+@dataclass(eq=False)
+class _Gather(Expr):
+    """A read of channel *lane* of the grid *arr* at the cell ``(ix, iy, iz)`` computed by
+    each pixel (INT32 values): four indirect loads, one per lane's address."""
+
+    arr: Array
+    ix: Expr
+    iy: Expr
+    iz: Expr
+    lane: int
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.arr.dtype
+
+    def kids(self) -> tuple:
+        return (self.ix, self.iy, self.iz)
+
+    def consts(self) -> tuple[int, int, int]:
+        """``(pitch, nz, offset)``: the cell's address is ``iy*pitch + ix*nz + iz + offset``."""
+        a = self.arr
+        xlo, _, ylo, _, zlo, nz = a.box
+        off = a.base + a.hyt * a.pitch + a.hxl - ylo * a.pitch - xlo * nz - zlo
+        return a.pitch, nz, off & 0xFFFF_FFFF
+
+
 def _fits(have: int, want: int, a: int) -> bool:
     """A producer of *have* pixels serves a read at ``a*x`` of *want*: equal, or for
     ``2*x`` one fewer (an odd pyramid level: the last read clamps)."""
@@ -237,6 +269,12 @@ class _Graph:
         self._memo: dict = {}
         self._rep = False            # the layout of the func whose body is resolved
         self._c: int | str | None = None     # and its channel (or _LANES)
+        self._g3: Func | None = None         # the grid whose body is resolved
+        self._xy: tuple = ()                 # the pure variables of the func resolved
+        self.W0, self.H0 = W, H
+        self._zbox: tuple | None = None
+        #: scatter grid (id of its array) -> (bin, values, window x, window y, input twin)
+        self.scatters: dict[int, tuple] = {}
         self.outs: list[Array] = []
         # the resolution recurses through every stage (a consumer sizes its producers):
         # a chain of many stages of long sums needs more than Python's default depth
@@ -277,10 +315,10 @@ class _Graph:
         self.arrays[key] = a
         if isinstance(f, Func):
             self._visiting.add(key)
-            outer = self._rep, self._c
-            self._rep, self._c = rep, ch
+            outer = self._rep, self._c, self._xy
+            self._rep, self._c, self._xy = rep, ch, (f.x, f.y)
             body = self._resolve(f.expr, (1, 0, 1), (1, 0, 1), W, H)
-            self._rep, self._c = outer
+            self._rep, self._c, self._xy = outer
             self._visiting.discard(key)
             self.bodies[id(a)] = body
             if rep:     # a resampling kernel makes two columns (rows) per step
@@ -392,6 +430,13 @@ class _Graph:
             return hit[1]
         if isinstance(e, Call):
             r = self._call(e, cx, cy, W, H)
+        elif isinstance(e, Call3):
+            r = self._call3(e, cx, cy, W, H)
+        elif isinstance(e, Coord):
+            r = self._coord(e, cx, cy, W, H)
+        elif isinstance(e, WCall):
+            raise CompileError(f"{e.func.name}[x*s + r.x + b, ...] is read only by a scatter's "
+                               "bin and values")
         elif isinstance(e, Bin):
             r = Bin(e.op, self._resolve(e.a, cx, cy, W, H), self._resolve(e.b, cx, cy, W, H))
         elif isinstance(e, Select):
@@ -418,14 +463,150 @@ class _Graph:
             if id(f) in self._visiting:
                 raise CompileError(f"func {f.name} depends on itself")
             self._visiting.add(id(f))
-            outer = self._c
+            outer = self._c, self._xy
             if ch is not None:      # its channel variable is the channel read
                 self._c = ch
+            self._xy = (f.x, f.y)
             r = self._resolve(f.expr, ax, ay, W, H)
-            self._c = outer
+            self._c, self._xy = outer
             self._visiting.discard(id(f))
             return r
         return self._read(e, ax, ay, W, H)
+
+
+    # -- grids --------------------------------------------------------------------
+
+    def _coord(self, e: Coord, cx, cy, W: int, H: int) -> _Ref:
+        """A pixel's column or row: a read of an INT32 array that holds it."""
+        if self._rep or self._g3 is not None:
+            raise CompileError("coord(x) is a value of a tiled func (a pixel's column or row)")
+        if e.var not in self._xy:
+            raise CompileError(f"coord({e.var.name}): not a variable of the func that reads it")
+        axis = self._xy.index(e.var)
+        if (cx if axis == 0 else cy) != (1, 0, 1):
+            raise CompileError(f"coord({e.var.name}) of a func inlined at another coordinate: "
+                               "schedule it compute_root()")
+        key = ("coord", axis, W, H)
+        a = self.arrays.get(key)
+        if a is None:
+            a = Array(f"coord.{'xy'[axis]}", INT32, W, H, H // self.npe, kind="coord",
+                      channel=axis)
+            self.arrays[key] = a
+            self.order.append(a)
+        return _Ref(a, (1, 0, 1), (1, 0, 1))
+
+    def _box(self, f: Func) -> tuple:
+        for v in (f.x, f.y, f.z):
+            if v.name not in f.box:
+                raise CompileError(f"give grid {f.name}'s cells with bound({v.name}, lo, n)")
+        (xlo, nx), (ylo, ny), (zlo, nz) = (f.box[v.name] for v in (f.x, f.y, f.z))
+        if self._zbox is None:
+            self._zbox = (zlo, nz)
+        elif self._zbox != (zlo, nz):
+            raise CompileError(f"grid {f.name} has z cells {zlo}..{zlo + nz - 1} but another "
+                               f"grid of the pipeline {self._zbox[0]}.."
+                               f"{sum(self._zbox) - 1}: give every grid one z bound")
+        return xlo, nx, ylo, ny, zlo, nz
+
+    def _grid(self, f: Func) -> Array:
+        """A grid ``f[x, y, z, c]``, replicated in every PE, a cell per vector with the
+        channels in the lanes; a scatter's or a stencil of another grid."""
+        key = (id(f), "grid")
+        a = self.arrays.get(key)
+        if a is not None:
+            return a
+        if not (f.schedule.root and f.schedule.replicate):
+            raise CompileError(f"schedule grid {f.name} compute_root().ipim_replicate(): a "
+                               "grid is held whole in every PE")
+        if not 1 <= _channels(f) <= LANES:
+            raise CompileError(f"grid {f.name} has {_channels(f)} channels; a cell holds "
+                               f"{LANES}, one per lane")
+        if key in self._visiting:
+            raise CompileError(f"func {f.name} depends on itself")
+        box = self._box(f)
+        xlo, nx, ylo, ny, zlo, nz = box
+        kind = "scatter" if f.update is not None else "func"
+        a = Array(f.name, f.dtype, nx * nz, ny, ny, func=f, rep=True, kind=kind, box=box)
+        self.arrays[key] = a
+        self._visiting.add(key)
+        if kind == "scatter":
+            self._scatter(f, a)
+        else:
+            outer = self._rep, self._c, self._g3
+            self._rep, self._c, self._g3 = True, _LANES, f
+            self.bodies[id(a)] = self._resolve(f.expr, (1, 0, 1), (1, 0, 1), a.W, a.H)
+            self._rep, self._c, self._g3 = outer
+        self._visiting.discard(key)
+        self.order.append(a)
+        return a
+
+    def _scatter(self, f: Func, a: Array) -> None:
+        """The inputs of a scatter: the input replicated in every PE, and the table of
+        the clamped columns of each cell's window."""
+        _, zi, values = f.update
+        if len(values) != _channels(f):
+            raise CompileError(f"{f.name}'s scatter adds {len(values)} values to a grid of "
+                               f"{_channels(f)} channels")
+        reads = [n for e in (zi, *values) for n in nodes(e)]
+        if any(isinstance(n, Call | Call3 | Coord) for n in reads):
+            raise CompileError(f"{f.name}'s scatter reads only its window of the input")
+        win = {(n.func.name, n.wx, n.wy) for n in reads if isinstance(n, WCall)}
+        if len(win) != 1:
+            raise CompileError(f"{f.name}'s scatter must read one input at one window "
+                               f"pixel (x*s + r.x + b, y*s + r.y + b), not {len(win)}")
+        img = next(n.func for n in reads if isinstance(n, WCall))
+        _, wx, wy = win.pop()
+        if (wx.cell.var, wy.cell.var) != (f.x, f.y) or wx.r.name == wy.r.name:
+            raise CompileError(f"{f.name}'s window is (x*s + r.x + b, y*s + r.y + b) with "
+                               "its own x, y and the two variables of one RBox")
+        sy = wy.cell.a
+        if wy.r.extent != sy or sy & (sy - 1):
+            raise CompileError(f"{f.name}'s window is {wy.r.extent} rows at a stride of {sy}: "
+                               "the rows of the window must tile the image (height = stride, "
+                               "a power of two)")
+        if img.dtype != FP32 or img.channels:
+            raise CompileError(f"{f.name} scatters a gray FP32 input")
+        src = self._array(img, self.W0, self.H0)
+        twin = src if src.rep else self._gather_twin([src])
+        q = -(-wx.r.extent // LANES)
+        tbl = Array(f"{f.name}.cols", INT32, a.box[1] * q, 1, 1, rep=True, kind="table",
+                    srcs=[twin])
+        self.arrays[(id(f), "table")] = tbl
+        self.order.append(tbl)
+        a.srcs = [twin, tbl]
+        self.scatters[id(a)] = (zi, values, wx, wy, twin, tbl)
+
+    def _call3(self, e: Call3, cx, cy, W: int, H: int) -> Expr:
+        """A read of a grid: a stencil of a grid's body (a :class:`_Ref` at a constant
+        offset in the shared layout) or a data-dependent cell (:class:`_Gather`)."""
+        p = self._grid(e.func)
+        args = (e.ax, e.ay, e.az)
+        if all(isinstance(v, Affine) for v in args):
+            f = self._g3
+            if f is None:
+                raise CompileError(f"{p.name}[x + i, y + j, z + k, c] is a stencil of a grid; a "
+                                   "tiled func reads a grid at computed cells (INT32 values)")
+            if tuple(v.var for v in args) != (f.x, f.y, f.z) or \
+                    any((v.a, v.d) != (1, 1) for v in args):
+                raise CompileError(f"grid {f.name} reads {p.name} at (x + i, y + j, z + k) of "
+                                   f"its own {f.x.name}, {f.y.name}, {f.z.name}")
+            cb, pb = self._box(f), p.box
+            col = (e.ax.b + cb[0] - pb[0]) * pb[5] + e.az.b
+            row = e.ay.b + cb[2] - pb[2]
+            lane = e.c if isinstance(e.c, int) else None
+            if lane is not None and lane >= _channels(e.func):
+                raise CompileError(f"{p.name} has {_channels(e.func)} channels, not {lane}")
+            return _Ref(p, (1, col, 1), (1, row, 1), lane)
+        if any(isinstance(v, Affine) for v in args):
+            raise CompileError(f"{p.name}[ix, iy, iz, c]: give every cell index as an INT32 "
+                               "value (coord(x) is a pixel's column) or none")
+        if self._rep or self._g3 is not None:
+            raise CompileError(f"a computed-cell read of {p.name} is made by a tiled func")
+        if not isinstance(e.c, int) or e.c >= _channels(e.func):
+            raise CompileError(f"{p.name}[ix, iy, iz, c]: read a constant channel "
+                               f"0..{_channels(e.func) - 1}")
+        ix, iy, iz = (self._resolve(v, cx, cy, W, H) for v in args)
+        return _Gather(p, ix, iy, iz, e.c)
 
 
 def _channels(f) -> int:
@@ -441,6 +622,11 @@ def _channels(f) -> int:
 
 def _refs(e: Expr) -> list[_Ref]:
     return [n for n in nodes(e) if isinstance(n, _Ref)]
+
+
+def _reads(e: Expr) -> list[Array]:
+    """The arrays *e* reads (stencil taps and gathers)."""
+    return [n.arr for n in nodes(e) if isinstance(n, _Ref | _Gather)]
 
 
 def _bits(c: Const) -> int:
@@ -557,6 +743,8 @@ class _Builder:
         for val, reg in k.steps.items():
             arf[reg] = val
         self.set_arf(arf)
+        if k.setup:             # per-PE adjustments of the pointers (a PE's share)
+            self.prog.extend(schedule_block(k.setup, self.free, self.ip, self.opts, self.lru))
         incs = []
         if segs > 1:
             for reg, (_, seg, _) in k.ptrs.items():
@@ -600,6 +788,8 @@ class _Builder:
 
     @staticmethod
     def _unrollable(k: _Kernel, block: list[VInstr]) -> bool:
+        if k.setup:
+            return False
         for vi in block:        # a pointer read as a value (not an address) needs the loop
             i = vi.ins
             if i.opcode in (Opcode.CALC_ARF, Opcode.MOV_DRF) and \
@@ -634,6 +824,20 @@ class _Kernel:
         self.steps: dict[int, int] = {}
         self._next_arf = RESERVED_ARF
         self._v = 0
+        #: instructions run once after the pointers are set, before a loop
+        self.setup: list[VInstr] = []
+        #: AddrRF entries of gathers' computed addresses, reused in turn
+        self.garfs: list[int] = []
+        self._gnext = 0
+
+    def garf(self, pool: int = 8) -> int:
+        """An AddrRF entry for a computed address (the pool's entries reused in turn: the
+        core orders a reuse after the last read of the old address)."""
+        if len(self.garfs) < pool:
+            self.garfs.append(self._arf())
+        r = self.garfs[self._gnext % len(self.garfs)]
+        self._gnext += 1
+        return r
 
     def _arf(self) -> int:
         r = self._next_arf
@@ -752,6 +956,8 @@ class _Eval:
                                 simb_mask=self.mask), dst=t, src1=self.memo[key][1])
                 self.memo[bkey] = ("v", t)
             return self.memo[bkey]
+        if isinstance(e, _Gather):
+            return self._gather(e, rr, u)
         if isinstance(e, Bin):
             if (e.op == "+" and e.dtype == FP32 and isinstance(e.b, Bin) and e.b.op == "*"
                     and isinstance(e.a, Bin | Select | Cast)
@@ -805,6 +1011,36 @@ class _Eval:
             return ("v", self.comp(AluOp.ADD, INT32, ("v", ri), ("v", m)))
         raise CompileError(f"cannot lower {type(e).__name__}")
 
+    def _gather(self, e: _Gather, rr: int, u: int):
+        """Channel ``e.lane`` of the cells the four pixels of a vector name: each lane's cell
+        address into the AddrRF (``mov_arf``), a load through it, and that lane of the cell
+        moved into the pixel's lane (``comp`` in scalar-vector mode); the loads of a cell are
+        shared by the reads of its channels."""
+        key = ("gather", id(e.arr), id(e.ix), id(e.iy), id(e.iz), rr, u)
+        if key not in self.memo:
+            pitch, nz, off = e.consts()
+            iy = self.comp(AluOp.MUL, INT32, self.val(e.iy, rr, u), ("p", self.const(pitch)))
+            ix = self.val(e.ix, rr, u)
+            if nz != 1:
+                ix = ("v", self.comp(AluOp.MUL, INT32, ix, ("p", self.const(nz))))
+            t = self.comp(AluOp.ADD, INT32, ("v", iy), ix)
+            t = self.comp(AluOp.ADD, INT32, ("v", t), self.val(e.iz, rr, u))
+            t = self.comp(AluOp.ADD, INT32, ("v", t), ("p", self.const(off)))
+            loads = []
+            for j in range(LANES):
+                a = self.k.garf()
+                self.emit(Instr(Opcode.MOV_ARF, arf=a, lane=j, simb_mask=self.mask), drf=t)
+                d = self.k.v()
+                self.emit(Instr(Opcode.LD_RF, dram=a, dram_ind=1, simb_mask=self.mask), drf=d)
+                loads.append(d)
+            self.memo[key] = loads
+        out = self.k.v()
+        for j, d in enumerate(self.memo[key]):
+            self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV, lane=e.lane,
+                          src2=self.const(0), vec_mask=_ALL if j == 0 else 1 << j,
+                          simb_mask=self.mask), dst=out, src1=d)
+        return ("v", out)
+
 
 def _needs_consts(e: Expr, out: set) -> None:
     """Add to *out* the bit patterns of the constants *e* and its lowering use."""
@@ -815,16 +1051,22 @@ def _needs_consts(e: Expr, out: set) -> None:
             out.add(_C_M31)
         elif isinstance(n, Cast):
             out.update((_C_MAGIC_I, _C_MAGIC_F, _C_M31))
+        elif isinstance(n, _Gather):
+            out.update(n.consts())
 
 
-def _loads_first(block: list[VInstr]) -> list[VInstr]:
+def _loads_first(block: list[VInstr], k: _Kernel | None = None) -> list[VInstr]:
     """The block's bank loads first, then its computation, then its stores (Fig. 3c: the
     input region of the outputs is loaded before they are computed). A block reads
     only arrays it does not write, so the loads move freely; the bank then sees runs
     of accesses to one array (row hits) instead of loads and stores alternating
     between rows, and memory-order enforcement keeps it that way."""
-    loads = [vi for vi in block if vi.ins.opcode is Opcode.LD_RF]
-    return loads + [vi for vi in block if vi.ins.opcode is not Opcode.LD_RF]
+    gat = k.garfs if k is not None else set()
+
+    def first(vi: VInstr) -> bool:     # a gather's load waits for its computed address
+        return vi.ins.opcode is Opcode.LD_RF and not (vi.ins.dram_ind and vi.ins.dram in gat)
+
+    return [vi for vi in block if first(vi)] + [vi for vi in block if not first(vi)]
 
 
 def _compute(b: _Builder, arr: Array, body: Expr) -> None:
@@ -858,7 +1100,7 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
                     ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all),
                             drf=v[1])
                 k.finish_steps(arr.S // U, arr.R // RU)
-                return _loads_first(ev.block)
+                return _loads_first(ev.block, k)
             b.prog = list(start)
             if b.compact:
                 b.lru = dict(start_lru)
@@ -1235,8 +1477,8 @@ def _allocate_banks(g: _Graph) -> int:
     for i, a in enumerate(order):
         body = g.bodies.get(id(a))
         if body is not None:
-            for r in _refs(body):
-                last_use[id(r.arr)] = max(last_use[id(r.arr)], i)
+            for r in _reads(body):
+                last_use[id(r)] = max(last_use[id(r)], i)
         for p in a.srcs:
             last_use[id(p)] = max(last_use[id(p)], i)
     for a in g.outs:                # every output lives to the end
@@ -1359,6 +1601,9 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
         body = g.bodies.get(id(a))
         if body is not None:
             _needs_consts(body, consts)
+    for zi, values, *_ in g.scatters.values():
+        for e in (zi, *values):
+            _needs_consts(e, consts)
     consts_l = [0] + sorted(consts - {0})
     budgets = [ip.imem_instructions // d for d in (4, 16, 64)] if opts.unroll else []
     # then loops; then loops of one or two vectors per step (-1)
@@ -1383,6 +1628,14 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
                 b.prog = []
                 b.lru = {}
                 _gather(b, a, nvaults) if a.kind == "gather" else _extract(b, a)
+                segments.append(b.prog)
+                continue
+            if a.kind in ("coord", "table", "scatter"):
+                from .lower_grid import emit_grid_array  # the grids' own kernels
+
+                b.prog = []
+                b.lru = {}
+                emit_grid_array(b, a, g)
                 segments.append(b.prog)
                 continue
             if body is None:
