@@ -1055,18 +1055,28 @@ def _needs_consts(e: Expr, out: set) -> None:
             out.update(n.consts())
 
 
-def _loads_first(block: list[VInstr], k: _Kernel | None = None) -> list[VInstr]:
+def _loads_first(block: list[VInstr], k: _Kernel | None = None,
+                 by_address: bool = False) -> list[VInstr]:
     """The block's bank loads first, then its computation, then its stores (Fig. 3c: the
     input region of the outputs is loaded before they are computed). A block reads
     only arrays it does not write, so the loads move freely; the bank then sees runs
     of accesses to one array (row hits) instead of loads and stores alternating
-    between rows, and memory-order enforcement keeps it that way."""
+    between rows, and memory-order enforcement keeps it that way. *by_address*: the
+    loads in address order as well (a grid's stencil reads a tap per cell row or cell
+    column, each in another DRAM row)."""
     gat = k.garfs if k is not None else set()
 
     def first(vi: VInstr) -> bool:     # a gather's load waits for its computed address
         return vi.ins.opcode is Opcode.LD_RF and not (vi.ins.dram_ind and vi.ins.dram in gat)
 
-    return [vi for vi in block if first(vi)] + [vi for vi in block if not first(vi)]
+    def addr(vi: VInstr) -> int:
+        i = vi.ins
+        return k.ptrs[i.dram][0] if i.dram_ind and k is not None else i.dram
+
+    loads = [vi for vi in block if first(vi)]
+    if by_address:
+        loads.sort(key=addr)
+    return loads + [vi for vi in block if not first(vi)]
 
 
 def _compute(b: _Builder, arr: Array, body: Expr) -> None:
@@ -1100,7 +1110,7 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
                     ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all),
                             drf=v[1])
                 k.finish_steps(arr.S // U, arr.R // RU)
-                return _loads_first(ev.block, k)
+                return _loads_first(ev.block, k, by_address=bool(arr.box))
             b.prog = list(start)
             if b.compact:
                 b.lru = dict(start_lru)

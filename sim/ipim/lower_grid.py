@@ -190,9 +190,13 @@ def _scatter(b: _Builder, a: Array, g) -> None:
             tv.append(t)
         wcalls = [n for e in (zi, *values) for n in nodes(e) if isinstance(n, WCall)]
         ev.block = blk
+        # first every pixel of the window row, its bin and its increment (the loads of
+        # the input do not wait for the grid's stores), then the read-modify-writes,
+        # which the core runs one after the other
+        rmw: list[VInstr] = []
         for rx in range(wx.r.extent):
             h, lane = divmod(rx, LANES)
-            ap = k.garf(4)
+            ap = k.garf(2 * wx.r.extent)
             blk.append(VInstr(Instr(Opcode.MOV_ARF, arf=ap, lane=lane, simb_mask=msk),
                               {"drf": tv[h]}))
             calc(AluOp.ADD, ap, ap, ty)
@@ -216,17 +220,18 @@ def _scatter(b: _Builder, a: Array, g) -> None:
                                         simb_mask=msk, **fields), vregs))
             if z[0] != "v":
                 raise CompileError(f"{a.name}'s bin is a constant: a scatter bins by value")
-            az = k.garf(4)
+            az = k.garf(2 * wx.r.extent)
             blk.append(VInstr(Instr(Opcode.MOV_ARF, arf=az, lane=0, simb_mask=msk),
                               {"drf": z[1]}))
             calc(AluOp.ADD, az, az, tc)
             old, new = k.v(), k.v()
-            blk.append(VInstr(Instr(Opcode.LD_RF, dram=az, dram_ind=1, simb_mask=msk),
+            rmw.append(VInstr(Instr(Opcode.LD_RF, dram=az, dram_ind=1, simb_mask=msk),
                               {"drf": old}))
-            blk.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.FP32,
+            rmw.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.FP32,
                                     simb_mask=msk), {"dst": new, "src1": old, "src2": inc}))
-            blk.append(VInstr(Instr(Opcode.ST_RF, dram=az, dram_ind=1, simb_mask=msk),
+            rmw.append(VInstr(Instr(Opcode.ST_RF, dram=az, dram_ind=1, simb_mask=msk),
                               {"drf": new}))
+        blk += rmw
         k.finish_steps(nx, rows)
         return blk
 
