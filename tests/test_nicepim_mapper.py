@@ -77,6 +77,19 @@ def test_algorithm2_equals_enumeration(case):
     assert tot == lat and size <= cap
 
 
+def test_algorithm2_grid_fits_many_small_layers():
+    """A network of many layers with little weight each (ResNet152 has 155): rounding
+    each up to the default grid of ``cap / 128`` would claim 200 units of 128; the
+    grid takes at least 4 steps a layer, so half the capacity fits."""
+    cap = 64 << 20
+    region = [[mapper.Candidate(10.0, cap // 400), mapper.Candidate(5.0, cap // 100)]
+              for _ in range(200)]
+    lat, _, picks = mapper.mapping_select([[[region]]], cap, steps=128)   # map_network's
+    assert lat <= 200 * 10.0
+    used = sum(region[i][j].size for i, j in enumerate(picks[0][0]))
+    assert used <= cap
+
+
 @pytest.mark.parametrize("shape", [(64, 64, 14, 14, 3, 1, 1), (48, 96, 9, 9, 1, 1, 1),
                                    (32, 32, 10, 7, 3, 2, 1), (64, 64, 7, 7, 3, 1, 8)])
 def test_engine_cycles_follow_the_nodes_lowering(shape):
@@ -123,10 +136,9 @@ def test_partition_text_and_node_layout_follow_p_order(case):
             keys = set(zip(*(nd[d].tolist() for d in "bkpqc"), strict=True))
             assert len(keys) == h * w
             for d in part.split():
-                for ax, other in (("y", "x"), ("x", "y")):
-                    i = "bkpqc".index(d)
-                    if (part.ph if ax == "y" else part.pw)[i] == 1 or \
-                            (part.ph if ax == "x" else part.pw)[i] > 1:
+                i = "bkpqc".index(d)
+                for ax, along, across in (("y", part.ph, part.pw), ("x", part.pw, part.ph)):
+                    if along[i] == 1 or across[i] > 1:      # split on this axis only
                         continue
                     # nodes equal in every other loop, ordered by their index in d
                     rest = [e for e in "bkpqc" if e != d]

@@ -651,7 +651,9 @@ def mapping_select(segments: Sequence[Sequence[Sequence[Sequence[Candidate]]]], 
         Capacity of a node.
     steps : int
         Capacity grid: sizes are rounded up to multiples of ``cap / steps`` (of what
-        the largest candidates need, when that is less than *cap*).
+        the largest candidates need, when that is less than *cap*); at least 4 steps
+        per layer that stores weights, so the rounding takes less than a quarter of
+        the capacity however many layers the network has.
 
     Returns
     -------
@@ -669,6 +671,9 @@ def mapping_select(segments: Sequence[Sequence[Sequence[Sequence[Candidate]]]], 
                    for seg in segments)
 
     most = largest(1)
+    sized = sum(max(max(sum(any(c.size for c in cands) for cands in region) for region in sm)
+                    for sm in seg) for seg in segments)
+    steps = max(steps, 4 * sized)
     unit = max(1, math.ceil(min(cap, most) / steps))
     # when even the largest choices fit, the capacity binds nothing: a grid they fit
     G = largest(unit) if most <= cap else cap // unit
