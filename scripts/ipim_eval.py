@@ -39,7 +39,8 @@ from pathlib import Path
 from pimforge.gen.config import load_config
 from pimforge.sim.ipim.backend import OPT_LEVELS
 from pimforge.sim.ipim.image_benches import PIPELINES
-from pimforge.sim.ipim.image_run import run_bench
+from pimforge.sim.ipim.image_run import compile_bench, run_bench
+from pimforge.sim.ipim.lang import CompileError
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.image import BENCHES
 
@@ -54,6 +55,18 @@ CLASSES = {"comp": ("comp",), "calc_arf": ("calc_arf",), "bank": ("ld_rf", "st_r
            "mov": ("mov_arf", "mov_drf", "reset"), "const": ("seti_vsm",),
            "ctrl": ("seti_crf", "calc_crf", "cjump", "jump"), "sync/req": ("sync", "req"),
            "other": ("nop", "halt")}
+
+
+def _compiles(bench: str, w: int, h: int, cfg, stencils: int) -> bool:
+    """Whether *bench* compiles at ``w x h`` for *cfg* (the bilateral grid's replicated
+    grids do not fit 64 KiB banks at 64x64); a benchmark that does not is skipped."""
+    try:
+        compile_bench(bench, h, w, cfg,
+                      **({"stencils": stencils} if bench == "stencil_chain" else {}))
+    except CompileError as e:
+        print(f"{bench}: skipped ({e})", flush=True)
+        return False
+    return True
 
 
 def _img(bench, size, photo):
@@ -88,7 +101,8 @@ def main(argv=None) -> int:
     ip = cfg.ipim
     w, h = (int(v) for v in a.size.split("x"))
     cw, ch = (int(v) for v in a.check_size.split("x"))
-    benches = a.bench or [b for b in BENCHES if b in PIPELINES]
+    benches = a.bench or [b for b in BENCHES
+                          if b in PIPELINES and _compiles(b, w, h, cfg, a.stencils)]
     levels = a.opt or list(OPT_LEVELS)
     res: dict = {"config": a.config, "size": [w, h], "photo": a.photo,
                  "stencils": a.stencils, "runs": {}}

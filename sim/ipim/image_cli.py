@@ -25,6 +25,7 @@ from ..result import WorkloadResult
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
 from .image_run import cube_driver, run_bench
+from .lang import CompileError
 from .photos import PHOTOS, load_image, load_photo
 
 __all__ = ["PREPARE_OPTIONS", "ImageResult", "add_arguments", "prepare", "run", "size_arg"]
@@ -124,7 +125,15 @@ def run(args: argparse.Namespace, config) -> ImageResult:
     for b in args.bench:
         img = _input(args, b)
         check_input(b, img)
-        r = run_bench(b, img, config, opt=args.opt, engine=args.engine)
+        try:
+            r = run_bench(b, img, config, opt=args.opt, engine=args.engine)
+        except CompileError as e:
+            if len(args.bench) == 1:
+                raise
+            # --bench all: a benchmark whose program or arrays do not fit this size
+            print(f"{b}: skipped, it does not compile for {config.name} at "
+                  f"{args.size[0]}x{args.size[1]} ({e})", flush=True)
+            continue
         benches[b] = r.to_json()
         dumps.append((b, img, r))
         print(f"{b}: {'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
