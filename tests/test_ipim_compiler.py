@@ -451,3 +451,5 @@ def test_grid_mistakes_are_one_line_errors(cfg):
         compile_bench("bilateral_grid", 16, 16, cfg, s_sigma=6)
     with pytest.raises(CompileError, match="INT32"):
         g[x, y, inp[x, y], 0]
+    with pytest.raises(CompileError, match="only in a scatter's window"):
+        inp[RBox(4, 4).x, y]

@@ -369,6 +369,9 @@ def _channel(name: str, c) -> Var | int:
 
 
 def _affine(arg) -> Affine:
+    if isinstance(arg, RVar) or (isinstance(arg, Affine) and isinstance(arg.var, RVar)):
+        raise CompileError(f"{arg.name if isinstance(arg, RVar) else arg.var.name} is read "
+                           "only in a scatter's window (x*s + r.x + b)")
     if isinstance(arg, Var):
         return arg._aff()
     if isinstance(arg, Affine):
