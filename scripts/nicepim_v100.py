@@ -19,8 +19,9 @@ here. The V100 side, every constant stated:
   the roofline assumes the peaks are reached, so the GPU side is optimistic;
 * batch: the best time per sample over 1, 2, 4, ..., 1024 (memory capacity ignored).
 
-NicePIM's side is PIM-Mapper's batch-1 latency on ``nicepim_gpu`` at its 400 MHz (the
-model has no batch split, so the paper's batch 1 to 16 is not searched), with the node
+NicePIM's side is PIM-Mapper's best latency per sample on ``nicepim_gpu`` at its
+400 MHz over the batches of ``--pim-batches`` (default 1, 2, 4, 8, 16, as the paper's
+1 to 16; the LM may split the batch over the nodes), with the node
 model of the node's RTL (``--node rtl``) or a what-if of
 :class:`pimforge.sim.nicepim.mapper.WhatIfNodeModel` (``--node ideal``: the engine
 without each tile's fill and drain and a DMA at the banks' width, closer to the
@@ -33,7 +34,7 @@ rule (:func:`pimforge.gen.area.node_scale`) over the 48 mm^2 NicePIM's NN engine
 take (Table II), times 1530 MHz over 400 MHz. The paper does not give its formula;
 this is one reading of it, and the raw ratio is printed beside the scaled one.
 
-    python scripts/nicepim_v100.py [--nets vgg16,...] [--launch-us 5]
+    python scripts/nicepim_v100.py [--nets vgg16,...] [--launch-us 5] [--pim-batches 1,2,4,8,16]
                                    [--node rtl|ideal|ideal-engine|ideal-dma]
                                    [--json build/nicepim_v100.json]
 """
@@ -85,29 +86,42 @@ def main() -> None:
     p.add_argument("--config", default="nicepim_gpu")
     p.add_argument("--launch-us", type=number_range(0.0, 1000.0), default=5.0)
     p.add_argument("--node", choices=tuple(mapper.WHAT_IF), default="rtl")
+    p.add_argument("--pim-batches", default="1,2,4,8,16",
+                   help="NicePIM's batch sizes to try (default 1,2,4,8,16)")
     p.add_argument("--json", default="build/nicepim_v100.json")
     args = p.parse_args()
+    try:
+        pim_batches = [int(x) for x in args.pim_batches.split(",")]
+    except ValueError:
+        pim_batches = []
+    if not pim_batches or min(pim_batches) < 1:
+        p.error(f"--pim-batches must be batch sizes like 1,4,16, not {args.pim_batches!r}")
     cfg = load_config(args.config)
     f_pim = cfg.freq_mhz
     scale = (V100_AREA_MM2 * node_scale(PIM_NM, V100_NM) / PIM_AREA_MM2) * (V100_MHZ / f_pim)
     print(f"scale on the GPU's latency: ({V100_AREA_MM2:.0f} mm^2 x "
           f"{node_scale(PIM_NM, V100_NM):.2f} / {PIM_AREA_MM2:.0f} mm^2) x "
           f"({V100_MHZ:.0f} / {f_pim:.0f} MHz) = {scale:.1f}")
-    print(f"{'network':10s} {'NicePIM ms':>10s} {'FP16 ms':>8s} {'b':>5s} {'FP32 ms':>8s} "
-          f"{'b':>5s} {'raw FP16':>8s} {'scaled FP16':>11s} {'scaled FP32':>11s} {'s':>5s}")
+    print(f"{'network':10s} {'NicePIM ms':>10s} {'b':>3s} {'FP16 ms':>8s} {'b':>5s} "
+          f"{'FP32 ms':>8s} {'b':>5s} {'raw FP16':>8s} {'scaled FP16':>11s} "
+          f"{'scaled FP32':>11s} {'s':>5s}")
     rows = []
     for name in args.nets.split(","):
         net = nets.network(name)
         t0 = time.perf_counter()
         model = mapper.node_model(cfg, args.node)
         try:
-            m = mapper.map_network(net, cfg, model=model)
+            ms = {b: mapper.map_network(net.batched(b), cfg, model=model) for b in pim_batches}
         except PimforgeError as e:
             print(f"{name:10s} does not map: {e}", flush=True)
             rows.append({"network": name, "error": str(e)})
             continue
-        pim_s = m.latency_cycles / (f_pim * 1e6)
-        row = {"network": name, "nicepim_s": pim_s, "nicepim_cycles": m.latency_cycles}
+        b_pim = min(ms, key=lambda b: ms[b].latency_cycles / b)
+        pim_s = ms[b_pim].latency_cycles / b_pim / (f_pim * 1e6)
+        row = {"network": name, "nicepim_s": pim_s, "nicepim_batch": b_pim,
+               "nicepim_cycles": ms[b_pim].latency_cycles,
+               "nicepim_s_by_batch": {b: x.latency_cycles / b / (f_pim * 1e6)
+                                      for b, x in ms.items()}}
         for label, gpu, wb in (("fp16", V100_TENSOR, 2), ("fp32", V100, 4)):
             per, b = min((gpu_seconds(net, gpu, wb, b, args.launch_us * 1e-6) / b, b)
                          for b in BATCHES)
@@ -115,7 +129,8 @@ def main() -> None:
                           "raw_ratio": per / pim_s, "scaled_ratio": per * scale / pim_s}
         row["seconds"] = time.perf_counter() - t0
         rows.append(row)
-        print(f"{name:10s} {pim_s * 1e3:10.3f} {row['fp16']['seconds_per_sample'] * 1e3:8.3f} "
+        print(f"{name:10s} {pim_s * 1e3:10.3f} {b_pim:3d} "
+              f"{row['fp16']['seconds_per_sample'] * 1e3:8.3f} "
               f"{row['fp16']['batch']:5d} {row['fp32']['seconds_per_sample'] * 1e3:8.3f} "
               f"{row['fp32']['batch']:5d} {row['fp16']['raw_ratio']:8.3f} "
               f"{row['fp16']['scaled_ratio']:11.1f} {row['fp32']['scaled_ratio']:11.1f} "
