@@ -200,3 +200,58 @@ def test_act_gate(policy, seed):
     assert _trace(policy, seed, True, 1.0) == plain
     assert sum(k == Cmd.ACT for k, *_ in plain) >= 20
     _trace(policy, seed, True, 0.5)
+
+
+def _col_trace(policy, seed, p_ok, act_gate):
+    """As :func:`_trace` with ``col_gate``: ``col_ok`` high with probability *p_ok* (and,
+    with *act_gate*, ``act_ok`` always high); the column gate's rules are checked."""
+    r = random.Random(seed)
+    ok_r = random.Random(seed + 2000)
+    dut = Scheduler(timing=T, banks=NB, layout=LAYOUT, queue_depth=Q, scheduler=policy,
+                    starvation_limit=16, act_gate=act_gate, col_gate=True)
+    out = []
+
+    async def tb(ctx):
+        for cyc in range(500):
+            _set_state(ctx, dut, *_random_state(r))
+            if act_gate:
+                ctx.set(dut.act_ok, 1)
+            # col_want must not follow col_ok within the cycle.
+            ctx.set(dut.col_ok, 0)
+            want0 = ctx.get(dut.col_want)
+            ctx.set(dut.col_ok, 1)
+            assert ctx.get(dut.col_want) == want0, (seed, cyc)
+            ok = ok_r.random() < p_ok
+            ctx.set(dut.col_ok, ok)
+            kind = Cmd(ctx.get(dut.cmd.kind))
+            if want0:
+                assert kind in ((Cmd.RD, Cmd.WR) if ok else (Cmd.NOP,)), (seed, cyc, kind)
+                if not ok:
+                    assert not ctx.get(dut.queue.take), (seed, cyc)
+                    assert not any(ctx.get(getattr(dut.banks[b], k)) for b in range(NB)
+                                   for k in ("act", "pre", "rd", "wr", "ref"))
+            else:
+                assert kind not in (Cmd.RD, Cmd.WR), (seed, cyc)
+            out.append((ctx.get(dut.cmd.kind), ctx.get(dut.cmd.bank), ctx.get(dut.cmd.row),
+                        ctx.get(dut.cmd.col), ctx.get(dut.queue.take_index)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()
+    return out
+
+
+@pytest.mark.parametrize("policy, seed", [("frfcfs", 7), ("fcfs", 8)])
+def test_col_gate(policy, seed):
+    """With ``col_gate`` and ``col_ok`` always high the scheduler issues exactly what it
+    issues without the gate (beside the ACT gate); with ``col_ok`` at random,
+    ``col_want`` marks the cycles whose pick is a RD or WR, independent of ``col_ok``,
+    and a refused column command issues nothing (the base-die PEs' TSV grant)."""
+    log.info("seed %d", seed)
+    print(f"seed {seed}")
+    plain = _trace(policy, seed, False, 1.0)
+    assert _col_trace(policy, seed, 1.0, True) == plain
+    assert sum(k in (Cmd.RD, Cmd.WR) for k, *_ in plain) >= 20
+    _col_trace(policy, seed, 0.5, policy == "frfcfs")

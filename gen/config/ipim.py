@@ -22,7 +22,11 @@ from ...rtl.simb.isa import DRAM_BITS, LANES, MASK_BITS, REG_BITS, SPM_BITS
 from .base import check, check_choice, check_float, check_int, check_pow2
 from .hmc import PAGE_POLICIES, SCHEDULERS, DRAMTimingNs
 
-__all__ = ["IPIMTimingNs", "IPIMConfig"]
+__all__ = ["IPIMTimingNs", "IPIMConfig", "PE_PLACEMENTS"]
+
+#: Where the PEs sit (Sec. VII-C1, Fig. 8): next to their banks on the PIM dies (iPIM),
+#: or on the base die, reaching their banks through the vault's TSVs.
+PE_PLACEMENTS = ("near-bank", "base-die")
 
 _VEC = LANES * 4    # bytes of one vector (bank access, RF entry, scratchpad line)
 
@@ -109,6 +113,15 @@ class IPIMConfig:
         Register file and scratchpad access latencies.
     t_pebus, t_tsv : int
         PE bus (PE <-> PGSM) and TSV (PIM die <-> base die) traversal.
+    tsv_bits : int
+        Data bits the vault's TSVs move per cycle (Sec. IV-C: 128, one vector; the
+        power of two ``8..128``): a vector crosses in ``128 / tsv_bits`` cycles.
+    pe_placement : str
+        ``"near-bank"`` (iPIM: each PE beside its bank; the TSVs carry the PEs' VSM
+        traffic) or ``"base-die"`` (Fig. 8's process-on-base-die machine: PEs, PGSMs
+        and their bank controllers on the base die, every bank RD/WR crossing the
+        vault's shared TSVs, ``tsv_bits`` per cycle and ``t_tsv`` each way,
+        arbitrated round robin among the vault's PEs).
     t_noc_hop : int
         On-chip network hop (router + link).
     t_serdes_ns : float
@@ -153,6 +166,8 @@ class IPIMConfig:
     t_vsm: int = 1
     t_pebus: int = 1
     t_tsv: int = 1
+    tsv_bits: int = 128
+    pe_placement: str = "near-bank"
     t_noc_hop: int = 1
     t_serdes_ns: float = 0.08
     tck_ns: float = 1.0
@@ -192,6 +207,8 @@ class IPIMConfig:
         for n in ("t_add", "t_mul", "t_mac", "t_logic", "t_alu", "t_arf", "t_drf", "t_pgsm",
                   "t_vsm", "t_pebus", "t_tsv", "t_noc_hop"):
             check_int(f"ipim.{n}", getattr(self, n), 1, 64)
+        check_pow2("ipim.tsv_bits", self.tsv_bits, 8, 128)
+        check_choice("ipim.pe_placement", self.pe_placement, PE_PLACEMENTS)
         check_float("ipim.t_serdes_ns", self.t_serdes_ns, 0.0, 1000.0)
         check_float("ipim.tck_ns", self.tck_ns, 0.1, 100.0)
         for n in ("e_rdwr_nj", "e_act_pre_nj", "e_arf_pj", "e_drf_pj", "e_simd_pj",
@@ -231,6 +248,16 @@ class IPIMConfig:
     @property
     def row_vectors(self) -> int:
         return self.row_bytes // _VEC
+
+    @property
+    def tsv_beats(self) -> int:
+        """Cycles one 128-bit vector occupies the vault's TSVs."""
+        return 128 // self.tsv_bits
+
+    @property
+    def base_die(self) -> bool:
+        """The PEs sit on the base die (every bank access crosses the TSVs)."""
+        return self.pe_placement == "base-die"
 
     @property
     def mesh_cols(self) -> int:

@@ -51,6 +51,17 @@ class Scheduler(wiring.Component):
     PRE, RD, WR or REF is legal anyway. Refresh is never held back by the gate
     (a pending refresh picks no ACT, so ``act_want`` is low).
 
+    External column gate (``col_gate=True``). The banks' data reaches the
+    controller over a path shared with other controllers (the vault's TSVs when
+    the PEs sit on the base die), which a block outside grants. ``col_want`` is
+    high in a cycle in which the pick above is a RD or WR; it depends on
+    registered state and the queue, never on ``col_ok``. The column command
+    issues only when ``col_ok`` is high in the same cycle; otherwise nothing
+    issues, for the reason given for the ACT gate (a column command is picked
+    only when it is legal, so with one bank no PRE, ACT or REF is lost; with
+    several banks an ACT or PRE of another bank waits behind the refused column
+    command).
+
     Parameters
     ----------
     timing : Timing
@@ -70,6 +81,9 @@ class Scheduler(wiring.Component):
     act_gate : bool
         Add the ``act_want``/``act_ok`` ports (see above); off, every ACT the
         scheduler picks issues.
+    col_gate : bool
+        Add the ``col_want``/``col_ok`` ports (see above); off, every column
+        command the scheduler picks issues.
 
     Attributes
     ----------
@@ -89,11 +103,16 @@ class Scheduler(wiring.Component):
         With ``act_gate``: the pick this cycle is an ACT.
     act_ok : In(1)
         With ``act_gate``: the picked ACT may issue this cycle.
+    col_want : Out(1)
+        With ``col_gate``: the pick this cycle is a RD or WR.
+    col_ok : In(1)
+        With ``col_gate``: the picked column command may issue this cycle.
     """
 
     def __init__(self, *, timing: Timing, banks: int, layout: data.StructLayout,
                  queue_depth: int, scheduler: str = "frfcfs", page_policy: str = "open",
-                 starvation_limit: int = 256, act_gate: bool = False):
+                 starvation_limit: int = 256, act_gate: bool = False,
+                 col_gate: bool = False):
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, not {timing!r}")
         check_pow2("banks", banks, 1, 64)
@@ -101,7 +120,8 @@ class Scheduler(wiring.Component):
         check_choice("page_policy", page_policy, ("open", "close"))
         check_int("starvation_limit", starvation_limit, 1, 1 << 20)
         check_bool("act_gate", act_gate)
-        self.act_gate = act_gate
+        check_bool("col_gate", col_gate)
+        self.act_gate, self.col_gate = act_gate, col_gate
         self.timing, self.nbanks, self.layout = timing, banks, layout
         self.queue_depth, self.scheduler, self.page_policy = queue_depth, scheduler, page_policy
         self.starvation_limit = starvation_limit
@@ -119,6 +139,8 @@ class Scheduler(wiring.Component):
         }
         if act_gate:
             ports |= {"act_want": Out(1), "act_ok": In(1)}
+        if col_gate:
+            ports |= {"col_want": Out(1), "col_ok": In(1)}
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -216,8 +238,9 @@ class Scheduler(wiring.Component):
         sel_bank = Signal(self.bank_bits)
         kind = Signal(3)
         # With the gate, the selection below drives the pick; kind is the pick unless
-        # it is an ACT that act_ok refuses.
-        pick = Signal(3) if self.act_gate else kind
+        # it is an ACT that act_ok refuses or a RD/WR that col_ok refuses.
+        gated = self.act_gate or self.col_gate
+        pick = Signal(3) if gated else kind
         with m.If(refreshing):
             with m.If(all_idle):
                 m.d.comb += pick.eq(Cmd.REF)
@@ -244,9 +267,16 @@ class Scheduler(wiring.Component):
             else:
                 self._fcfs_select(m, ent, row_c, col_c, b_open, pick, sel_bank, sel_entry)
 
-        if self.act_gate:
-            m.d.comb += [self.act_want.eq(pick == Cmd.ACT),
-                         kind.eq(Mux(self.act_want & ~self.act_ok, Cmd.NOP, pick))]
+        if gated:
+            refused = []
+            if self.act_gate:
+                m.d.comb += self.act_want.eq(pick == Cmd.ACT)
+                refused.append(self.act_want & ~self.act_ok)
+            if self.col_gate:
+                m.d.comb += self.col_want.eq((pick == Cmd.RD) | (pick == Cmd.WR))
+                refused.append(self.col_want & ~self.col_ok)
+            m.d.comb += kind.eq(Mux(refused[0] if len(refused) == 1 else refused[0] | refused[1],
+                                    Cmd.NOP, pick))
         sel = self.sel
         m.d.comb += sel.eq(Array(e.as_value() for e in ent)[sel_entry])
         m.d.comb += [

@@ -80,6 +80,15 @@ class VaultController(wiring.Component):
         allows it (the power limits shared with other controllers' banks on one
         DRAM die); see :class:`~pimforge.rtl.mem.scheduler.Scheduler`. Off, the
         controller and its Verilog are as without the parameter.
+    col_gate : bool
+        Add ``col_want``/``col_ok``: a RD or WR issues only when a block outside
+        grants the data path (the TSVs a vault's controllers share when they sit
+        on the base die); see :class:`~pimforge.rtl.mem.scheduler.Scheduler`.
+    path_latency : int
+        Cycles added to every response: the round trip between the controller
+        and its bank (a base-die controller's command goes down the TSVs, the
+        read data or write acknowledgement comes back up). 0 leaves the
+        controller and its Verilog as without the parameter.
 
     Attributes
     ----------
@@ -102,12 +111,16 @@ class VaultController(wiring.Component):
         every constraint of this controller (independent of ``act_ok``).
     act_ok : In(1)
         With ``act_gate``: that ACT may issue this cycle; low, no command issues.
+    col_want : Out(1)
+        With ``col_gate``: the scheduler's pick this cycle is a legal RD or WR.
+    col_ok : In(1)
+        With ``col_gate``: that column command may issue this cycle.
     """
 
     def __init__(self, *, timing: Timing, banks: int = 16, rows: int = 64, columns: int = 16,
                  queue_depth: int = 16, tag_bits: int = 8, scheduler: str = "frfcfs",
                  page_policy: str = "open", starvation_limit: int = 256, block_bytes: int = 16,
-                 act_gate: bool = False):
+                 act_gate: bool = False, col_gate: bool = False, path_latency: int = 0):
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, not {timing!r}")
         check_pow2("banks", banks, 1, 64)
@@ -119,7 +132,9 @@ class VaultController(wiring.Component):
         check_choice("page_policy", page_policy, ("open", "close"))
         check_int("starvation_limit", starvation_limit, 1, 1 << 20)
         check_bool("act_gate", act_gate)
-        self.act_gate = act_gate
+        check_bool("col_gate", col_gate)
+        check_int("path_latency", path_latency, 0, 64)
+        self.act_gate, self.col_gate, self.path_latency = act_gate, col_gate, path_latency
         self.timing = timing
         self.banks, self.rows, self.columns = banks, rows, columns
         self.queue_depth, self.tag_bits = queue_depth, tag_bits
@@ -131,7 +146,8 @@ class VaultController(wiring.Component):
         self.data_bits = block_bytes * 8
         self.arr_addr_bits = self.bank_bits + self.row_bits + self.col_bits
         # Responses in flight are bounded by the read latency over the column gap.
-        self.resp_depth = math.ceil(timing.rd_latency / timing.col_gap) + 4
+        self.resp_latency = timing.rd_latency + path_latency
+        self.resp_depth = math.ceil(self.resp_latency / timing.col_gap) + 4
         self.port_signature = VaultPortSignature(
             bank_bits=self.bank_bits, row_bits=self.row_bits, col_bits=self.col_bits,
             tag_bits=tag_bits, data_bits=self.data_bits)
@@ -148,8 +164,10 @@ class VaultController(wiring.Component):
         }
         if act_gate:
             ports |= {"act_want": Out(1), "act_ok": In(1)}
+        if col_gate:
+            ports |= {"col_want": Out(1), "col_ok": In(1)}
         super().__init__(ports)
-        self.latencies = {"read": timing.rd_latency, "write_ack": timing.rd_latency}
+        self.latencies = {"read": self.resp_latency, "write_ack": self.resp_latency}
 
     def elaborate(self, platform):
         m = Module()
@@ -168,7 +186,7 @@ class VaultController(wiring.Component):
             timing=t, banks=NB, layout=self.port_signature.req_layout,
             queue_depth=self.queue_depth, scheduler=self.scheduler,
             page_policy=self.page_policy, starvation_limit=self.starvation_limit,
-            act_gate=self.act_gate)
+            act_gate=self.act_gate, col_gate=self.col_gate)
         wiring.connect(m, wiring.flipped(req), queue.req)
         wiring.connect(m, queue.view, sched.queue)
         wiring.connect(m, refresher, sched.refresh)
@@ -178,6 +196,8 @@ class VaultController(wiring.Component):
         wiring.connect(m, sched.cmd, wiring.flipped(self.cmd))
         if self.act_gate:
             m.d.comb += [self.act_want.eq(sched.act_want), sched.act_ok.eq(self.act_ok)]
+        if self.col_gate:
+            m.d.comb += [self.col_want.eq(sched.col_want), sched.col_ok.eq(self.col_ok)]
 
         sel = sched.sel
         issue_rd = sched.cmd.kind == Cmd.RD
@@ -190,7 +210,7 @@ class VaultController(wiring.Component):
         ]
 
         # ---- data path: fixed-latency return with the tag -----------------------
-        L = t.rd_latency
+        L = self.resp_latency
         # Credits = FIFO slots neither filled nor promised to a command in flight.
         credits = Signal(range(self.resp_depth + 1), init=self.resp_depth)
         rfifo = m.submodules.rfifo = SyncFIFO(width=len(resp.payload.as_value()),

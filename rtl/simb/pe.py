@@ -106,6 +106,14 @@ class SIMBPE(wiring.Component):
     is legal while an ACT is the pick). A PE on its own needs ``act_ok`` held
     high.
 
+    Placement. A near-bank PE (the default) reaches its bank directly. With
+    ``tsv_gate`` the PE and its controller sit on the base die (Fig. 8's
+    process-on-base-die machine): each RD/WR moves its vector over the vault's
+    shared TSVs, granted by the vault's
+    :class:`~pimforge.rtl.simb.tsv.TSVArbiter` through ``col_want``/``col_ok``,
+    and every bank response comes ``bank_path_latency`` cycles later (the
+    command down the TSVs, the data or acknowledgement back up).
+
     Parameters
     ----------
     tag_bits : int
@@ -131,6 +139,10 @@ class SIMBPE(wiring.Component):
         As :class:`~pimforge.rtl.mem.vault_ctrl.VaultController`.
     remote_tag_bits : int
         Tag width of the ``remote`` port.
+    tsv_gate : bool
+        The bank's column commands wait for ``col_ok`` (see Placement).
+    bank_path_latency : int
+        Cycles added to every bank response (see Placement).
 
     Attributes
     ----------
@@ -148,6 +160,9 @@ class SIMBPE(wiring.Component):
         met); never depends on ``act_ok``.
     act_ok : In(1)
         That ACT may issue this cycle (the PG's ACT window grants it).
+    col_want, col_ok : Out(1), In(1)
+        With ``tsv_gate``: the bank's controller would issue a RD or WR this
+        cycle; the vault's TSVs carry its data this cycle.
     pe_id, pg_id, vault_id, chip_id : In
         The ids of A0..A3 (6, 4, 6, 4 bits).
     perf : Out(SIMBPE.PerfSignature)
@@ -204,7 +219,8 @@ class SIMBPE(wiring.Component):
                  t_mac: int = 8, t_logic: int = 1, t_alu: int = 1, t_arf: int = 1,
                  t_drf: int = 1, bank_vectors: int = 4096, row_vectors: int = 64,
                  dram_queue: int = 16, scheduler: str = "frfcfs", page_policy: str = "open",
-                 remote_tag_bits: int = 2):
+                 remote_tag_bits: int = 2, tsv_gate: bool = False,
+                 bank_path_latency: int = 0):
         if not isinstance(timing, Timing):
             raise TypeError(f"timing must be a Timing, not {timing!r}")
         check_pow2("drf_entries", drf_entries, 4, 1 << REG_BITS)
@@ -220,6 +236,8 @@ class SIMBPE(wiring.Component):
         check_choice("page_policy", page_policy, ("open", "close"))
         check(t_mac >= 2, "t_mac", t_mac, "at least 2")
         check_int("remote_tag_bits", remote_tag_bits, 1, 8)
+        check_int("bank_path_latency", bank_path_latency, 0, 64)
+        self.tsv_gate = bool(tsv_gate)
         self.tag_bits = tag_bits
         self.remote_tag_bits = remote_tag_bits
         self.timing = timing
@@ -234,7 +252,8 @@ class SIMBPE(wiring.Component):
             "timing": timing, "banks": 1, "rows": bank_vectors // row_vectors,
             "columns": row_vectors, "queue_depth": dram_queue,
             "tag_bits": max(1, ceil_log2(dram_queue)), "scheduler": scheduler,
-            "page_policy": page_policy, "block_bytes": VECTOR_BITS // 8, "act_gate": True}
+            "page_policy": page_policy, "block_bytes": VECTOR_BITS // 8, "act_gate": True,
+            "col_gate": self.tsv_gate, "path_latency": bank_path_latency}
         self.rows, self.columns = bank_vectors // row_vectors, row_vectors
         row_bits, col_bits = ceil_log2(self.rows), ceil_log2(self.columns)
         self.pgsm_bits = max(1, ceil_log2(pgsm_lines))
@@ -244,7 +263,9 @@ class SIMBPE(wiring.Component):
         lat = {f"comp_{k}": v + 1 for k, v in simd_lat.items()}
         lat.update(calc_arf=t_alu + 1, mov_arf=t_arf + 1, mov_drf=t_drf + 1, reset=t_drf + 1)
         self.latencies = lat
+        gate = {"col_want": Out(1), "col_ok": In(1)} if self.tsv_gate else {}
         super().__init__({
+            **gate,
             "issue": In(IssueSignature(tag_bits=tag_bits)),
             "pgsm": Out(SPMPortSignature(addr_bits=self.pgsm_bits, latency=pgsm_latency)),
             "vsm": Out(SPMPortSignature(addr_bits=self.vsm_bits, latency=vsm_latency)),
@@ -266,6 +287,8 @@ class SIMBPE(wiring.Component):
         wiring.connect(m, wiring.flipped(self.arr), ctrl.arr)
         wiring.connect(m, wiring.flipped(self.cmd), ctrl.cmd)
         m.d.comb += [self.act_want.eq(ctrl.act_want), ctrl.act_ok.eq(self.act_ok)]
+        if self.tsv_gate:
+            m.d.comb += [self.col_want.eq(ctrl.col_want), ctrl.col_ok.eq(self.col_ok)]
         iss = self.issue
         V = VECTOR_BITS
         ND, NA = self.drf_entries, self.arf_entries
@@ -593,7 +616,8 @@ class SIMBPE(wiring.Component):
 
 
 def from_config(cfg, **overrides) -> SIMBPE:
-    """The PE of ``cfg.ipim`` (issue tags sized for ``inst_queue``)."""
+    """The PE of ``cfg.ipim`` (issue tags sized for ``inst_queue``); on the base die
+    (``ipim.pe_placement``) its bank accesses cross the TSVs (``ipim.t_tsv`` each way)."""
     c = cfg.ipim
     kw = {"tag_bits": max(1, ceil_log2(c.inst_queue)),
           "timing": resolve_timing(c.timing, c.tck_ns),
@@ -604,6 +628,7 @@ def from_config(cfg, **overrides) -> SIMBPE:
           "t_alu": c.t_alu, "t_arf": c.t_arf, "t_drf": c.t_drf,
           "bank_vectors": c.bank_vectors, "row_vectors": c.row_vectors,
           "dram_queue": max(2, c.dram_queue), "scheduler": c.scheduler,
-          "page_policy": c.page_policy, "remote_tag_bits": c.remote_slot_bits}
+          "page_policy": c.page_policy, "remote_tag_bits": c.remote_slot_bits,
+          "tsv_gate": c.base_die, "bank_path_latency": 2 * c.t_tsv if c.base_die else 0}
     kw.update(overrides)
     return SIMBPE(**kw)

@@ -17,7 +17,10 @@ Wiring (all by :func:`amaranth.lib.wiring.connect`):
   of its PG's :class:`~pimforge.rtl.simb.act_window.ActWindow` (the power
   limits of the PG's DRAM die: tRRDS, tRRDL, tFAW), or, built without windows
   (``act_windows=None``, for tests that must see those limits broken),
-  ``act_ok`` tied high. A PE without ``act_want`` takes no window.
+  ``act_ok`` tied high. A PE without ``act_want`` takes no window;
+* PE ``p``'s ``col_want``/``col_ok`` (PEs on the base die, Fig. 8) -> bit ``p`` of
+  ``want``/``ok`` of the vault's :class:`~pimforge.rtl.simb.tsv.TSVArbiter`:
+  every bank RD/WR of the vault crosses the one TSV data path it grants.
 
 A PE is any component with those members; every other member of it (the
 near-bank PE's DRAM array port ``arr``, its command trace ``cmd``, its
@@ -43,6 +46,9 @@ pgsms : list of components
     ``pgs`` PGSMs.
 act_windows : list of ActWindow, optional
     ``pgs`` ACT windows of ``pes_per_pg`` PEs each (see above).
+tsv : TSVArbiter, optional
+    The TSV data path of PEs with ``col_want`` (required for them, refused
+    without).
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from .core import ControlCore
 from .core import from_config as core_from_config
 from .pe import from_config as pe_from_config
 from .pgsm import from_config as pgsm_from_config
+from .tsv import TSVArbiter
 from .vsm import VSM
 from .vsm import from_config as vsm_from_config
 
@@ -72,7 +79,7 @@ class SIMBVault(wiring.Component):
 
     Parameters
     ----------
-    core, vsm, pes, pgsms, act_windows
+    core, vsm, pes, pgsms, act_windows, tsv
         See the module docstring.
 
     Attributes
@@ -88,10 +95,10 @@ class SIMBVault(wiring.Component):
 
     #: PE members the vault wires itself.
     WIRED = ("issue", "pgsm", "vsm", "units", "pe_id", "pg_id", "vault_id", "chip_id",
-             "act_want", "act_ok")
+             "act_want", "act_ok", "col_want", "col_ok")
 
     def __init__(self, *, core: ControlCore, vsm: VSM, pes: list, pgsms: list,
-                 act_windows: list | None = None):
+                 act_windows: list | None = None, tsv: TSVArbiter | None = None):
         n = len(pes)
         check(n == core.pes and n == vsm.pes, "pes", n,
               f"one PE per simb_mask bit of the core ({core.pes}) and per VSM port ({vsm.pes})")
@@ -108,6 +115,11 @@ class SIMBVault(wiring.Component):
                   all(w.pes == self.pes_per_pg for w in act_windows), "act_windows",
                   act_windows, f"{len(pgsms)} windows of {self.pes_per_pg} PEs (one per PG)")
         self.act_windows = None if act_windows is None else list(act_windows)
+        tsv_gated = "col_want" in pes[0].signature.members
+        check((tsv is not None) == tsv_gated and (tsv is None or tsv.pes == n), "tsv", tsv,
+              f"a TSVArbiter of {n} PEs for PEs with col_want (on the base die), None "
+              "for near-bank PEs")
+        self.tsv = tsv
         self.isa_version = core.isa_version
         self.latencies = {**{f"core_{k}": v for k, v in core.latencies.items()},
                           **{f"vsm_{k}": v for k, v in vsm.latencies.items()}}
@@ -139,6 +151,8 @@ class SIMBVault(wiring.Component):
             m.submodules[f"pgsm{i}"] = g
         for i, w in enumerate(self.act_windows or ()):
             m.submodules[f"act_window{i}"] = w
+        if self.tsv is not None:
+            m.submodules.tsv = self.tsv
         for p, pe in enumerate(self.pe_list):
             m.submodules[f"pe{p}"] = pe
             wiring.connect(m, core.pe[p], pe.issue)
@@ -153,6 +167,8 @@ class SIMBVault(wiring.Component):
                 m.d.comb += [w.want[i].eq(pe.act_want), pe.act_ok.eq(w.ok[i])]
             elif self.gated:
                 m.d.comb += pe.act_ok.eq(1)
+            if self.tsv is not None:
+                m.d.comb += [self.tsv.want[p].eq(pe.col_want), pe.col_ok.eq(self.tsv.ok[p])]
             for k in self.forwarded:
                 outer, inner = getattr(self, f"pe_{k}")[p], getattr(pe, k)
                 if hasattr(inner, "signature"):          # an interface, not a port
@@ -179,9 +195,15 @@ def from_config(cfg, *, act_windows: bool = True) -> SIMBVault:
     (:mod:`~pimforge.rtl.simb.pe`), ``pgs`` PGSMs (:mod:`~pimforge.rtl.simb.pgsm`)
     and ``pgs`` ACT windows of ``cfg.ipim.timing``'s tRRD (tRRDS), tRRDL and tFAW
     in cycles (rounded up as the bank timing is); ``act_windows=False`` leaves
-    them out (the PEs' ACTs are then not limited across the die)."""
+    them out (the PEs' ACTs are then not limited across the die).
+
+    With ``ipim.pe_placement = "base-die"`` the PEs and PGSMs sit on the base die
+    beside the VSM (a PE reaches it in ``t_vsm``, without the TSVs) and their banks
+    stay on the PIM dies: every bank RD/WR crosses the vault's TSVs, one vector per
+    ``ipim.tsv_beats`` cycles, granted by a :class:`TSVArbiter`; the ACT windows
+    (the DRAM dies' power limits) stay."""
     c = cfg.ipim
-    vsm = vsm_from_config(cfg)
+    vsm = vsm_from_config(cfg, **({"t_tsv": 0} if c.base_die else {}))
     # A PE reaches the VSM over the TSVs: its port's latency is the VSM's PE side.
     pe_vsm_latency = vsm.signature.members["pe"].signature.latency
     # One Verilog module for the PEs, instantiated pes times.
@@ -198,4 +220,5 @@ def from_config(cfg, *, act_windows: bool = True) -> SIMBVault:
                              t_faw=tm.tFAW) for _ in range(c.pgs)]
     return SIMBVault(core=core_from_config(cfg), vsm=vsm, pes=pes,
                      pgsms=[pgsm_from_config(cfg) for _ in range(c.pgs)],
-                     act_windows=windows)
+                     act_windows=windows,
+                     tsv=TSVArbiter(pes=c.pes, beats=c.tsv_beats) if c.base_die else None)

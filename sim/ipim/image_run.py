@@ -12,9 +12,11 @@ from Table III's per-access energies (``ipim.e_*``):
 - DRAM: ``rdwr * e_rdwr_nj + act * e_act_pre_nj`` (every PE's bank counters);
 - SIMD unit, integer ALU, DataRF and AddrRF: their access counters times
   ``e_simd_pj``, ``e_alu_pj``, ``e_drf_pj``, ``e_arf_pj``;
-- TSV: 128 bits per VSM access and per ``req`` line (``e_tsv_pj_bit``); PE bus: 128
-  bits per PGSM access (``e_pebus_pj_bit``). The control core and the NoC routers
-  are not counted (Table III gives no figure for them).
+- TSV (``e_tsv_pj_bit``): near-bank (``ipim.pe_placement``), 128 bits per VSM access
+  and per ``req`` line; on the base die (Fig. 8), 128 bits per bank RD/WR (every bank
+  access crosses the TSVs, a remote read's too, and the PEs reach the VSM on the base
+  die without them). PE bus: 128 bits per PGSM access (``e_pebus_pj_bit``). The control
+  core and the NoC routers are not counted (Table III gives no figure for them).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .image_benches import build
 from .lang import CompileError
 from .lower import Program, compile_pipeline, place
 
-__all__ = ["ImageRun", "compile_bench", "cube_driver", "run_bench", "energy_nj"]
+__all__ = ["ImageRun", "compile_bench", "cube_driver", "run_bench", "energy_nj", "tsv_vectors"]
 
 
 @dataclass
@@ -101,6 +103,14 @@ def compile_bench(name: str, H: int, W: int, cfg, opts: Options | str = "opt",
     return compile_pipeline(out, layout, cfg, o, out_shape=crop)
 
 
+def tsv_vectors(ip, pe: dict, core: dict) -> int:
+    """128-bit vectors the vaults' TSVs moved (module docstring), from the summed PE and
+    core counters."""
+    if ip.base_die:
+        return pe["rdwr"]
+    return core.get("issued_vsm", 0) + core.get("issued_req", 0)
+
+
 def energy_nj(ip, pe: dict, core: dict) -> dict[str, float]:
     """Table III energy of the counted events (module docstring), nJ."""
     s = {k: sum(v) for k, v in pe.items()}
@@ -111,7 +121,7 @@ def energy_nj(ip, pe: dict, core: dict) -> dict[str, float]:
         "alu": s["alu"] * ip.e_alu_pj / 1e3,
         "drf": s["drf"] * ip.e_drf_pj / 1e3,
         "arf": s["arf"] * ip.e_arf_pj / 1e3,
-        "tsv": (c.get("issued_vsm", 0) + c.get("issued_req", 0)) * 128 * ip.e_tsv_pj_bit / 1e3,
+        "tsv": tsv_vectors(ip, s, c) * 128 * ip.e_tsv_pj_bit / 1e3,
         "pe_bus": c.get("issued_pgsm", 0) * 128 * ip.e_pebus_pj_bit / 1e3,
     }
     out["total"] = sum(out.values())
@@ -148,14 +158,23 @@ def _iss(prog: Program, banks: dict, cfg) -> tuple[SIMBMachine, dict]:
 
 def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
               engine: str = "rtl", max_cycles: int = 50_000_000, exe=None,
-              **params) -> ImageRun:
+              cube_cfg=None, **params) -> ImageRun:
     """Compile and run benchmark *name* on *img*; see the module docstring.
 
     ``engine`` is ``"rtl"`` (the Verilated cube, with the instruction-set simulator
     for the dynamic instruction counts) or ``"iss"`` (the simulator alone: no
-    cycles).
+    cycles). ``cube_cfg`` runs the program compiled for *cfg* on the cube of another
+    config that differs only in having more vaults: the extra vaults get no program
+    and stay halted (a halted vault counts as arrived at every ``sync``), so a machine
+    of one vault, which the cube RTL does not build alone, runs as vault 0 of two.
     """
     ip = cfg.ipim
+    if cube_cfg is not None:
+        from dataclasses import replace
+
+        if replace(cube_cfg.ipim, vaults=ip.vaults) != ip or cube_cfg.ipim.vaults < ip.vaults:
+            raise CompileError("cube_cfg must be the config of the run with at least as "
+                               f"many vaults ({ip.vaults}) and nothing else changed")
     ref = reference(name, img, **params)
     H, W = img.shape[:2]
     prog = compile_bench(name, H, W, cfg, opt, **params)
@@ -174,7 +193,8 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
         return ImageRun(name, img.shape, opt_name, out, ref, prog, "iss", counts)
     if ip.cubes != 1:
         raise CompileError("the RTL runs one cube: set ipim.cubes = 1 (or use --engine iss)")
-    exe = exe or cube_driver(cfg)
+    run_cfg = cube_cfg if cube_cfg is not None else cfg
+    exe = exe or cube_driver(run_cfg)
     rtl_banks = {}
     for (v, pe), blk in banks.items():
         rtl_banks[(v, pe)] = {a: sum(int(x) << (32 * k) for k, x in enumerate(vec))
@@ -182,7 +202,7 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
     from .rtl_run import run_cube
 
     t = time.perf_counter()
-    run = run_cube(cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe)
+    run = run_cube(run_cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe)
     wall = time.perf_counter() - t
 
     def fetch(v, pe, base, n):
