@@ -453,3 +453,23 @@ def test_grid_mistakes_are_one_line_errors(cfg):
         g[x, y, inp[x, y], 0]
     with pytest.raises(CompileError, match="only in a scatter's window"):
         inp[RBox(4, 4).x, y]
+
+
+def test_compile_cli_takes_the_config_before_or_after_image(capsys):
+    """``pimforge compile image --bench NAME --config C --set ...`` (as the other commands
+    take it) and ``pimforge compile --config C image ...`` compile for the same machine."""
+    from pimforge.gen.cli import main
+
+    def instructions(argv):
+        assert main(argv) == 0
+        tail = capsys.readouterr().out.splitlines()
+        return next(line for line in tail if " instructions in vault 0" in line)
+
+    after = instructions(["compile", "image", "--bench", "blur", "--size", "16x16",
+                          "--config", "ipim_small", "--set", "ipim.vaults=2"])
+    before = instructions(["compile", "--config", "ipim_small", "--set", "ipim.vaults=2",
+                           "image", "--bench", "blur", "--size", "16x16"])
+    default = instructions(["compile", "image", "--bench", "blur", "--size", "16x16"])
+    assert after == before != default
+    assert main(["compile", "image", "--bench", "blur", "--config", "nope"]) == 2
+    assert "unknown config preset 'nope'" in capsys.readouterr().err

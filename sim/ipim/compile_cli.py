@@ -31,6 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compiler options of Fig. 12 (default opt)")
     i.add_argument("--vault", type=int, default=0, help="whose program to print (default 0)")
     i.add_argument("-o", dest="out", type=out_file, help="write the assembly here")
+    # also after ``image`` (``pimforge compile image --bench blur --config ipim_eval``);
+    # not given here, they leave the ones given before ``image`` as they are
+    i.add_argument("--config", default=argparse.SUPPRESS,
+                   help="config preset or TOML path (default: ipim_small)")
+    i.add_argument("--set", dest="overrides", action="append", default=argparse.SUPPRESS,
+                   metavar="SECTION.FIELD=VALUE", help="change one config value (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
