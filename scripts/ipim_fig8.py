@@ -27,15 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.config.ipim import PE_PLACEMENTS
 from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import write_text
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import run_bench
@@ -44,15 +43,6 @@ from pimforge.verif.models.image import BENCHES
 
 PAPER_SPEEDUP = 3.61
 PAPER_SAVING = 0.5671
-
-
-def _write(path: Path, text: str) -> None:
-    """Atomically: a temporary file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _bank_peak(ip) -> float:
@@ -153,9 +143,9 @@ def main(argv=None) -> int:
     print(text)
     res["wall_s"] = time.time() - t0
     if a.json:
-        _write(a.json, json.dumps(res, indent=1))
+        write_text(a.json, json.dumps(res, indent=1))
     if a.md:
-        _write(a.md, text + "\n")
+        write_text(a.md, text + "\n")
     if bad:
         print("MISMATCH: " + ", ".join(bad), file=sys.stderr)
         return 1

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,19 +35,11 @@ import numpy as np
 
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import write_text
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import run_bench
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.image import BENCHES
-
-
-def _write(path: Path, text: str) -> None:
-    """Atomically: a temporary file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def predict(bench: str, cycles: dict[int, int]) -> dict[int, float]:
@@ -126,9 +116,9 @@ def main(argv=None) -> int:
     print(text)
     res["wall_s"] = time.time() - t0
     if a.json:
-        _write(a.json, json.dumps(res, indent=1))
+        write_text(a.json, json.dumps(res, indent=1))
     if a.md:
-        _write(a.md, text + "\n")
+        write_text(a.md, text + "\n")
     if bad:
         print("MISMATCH: " + ", ".join(bad), file=sys.stderr)
         return 1
