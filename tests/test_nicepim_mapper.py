@@ -22,6 +22,7 @@ from pimforge.rtl.nn.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from pimforge.sim.nicepim import ddam, mapper
 from pimforge.sim.nicepim import networks as nets
+from pimforge.sim.nicepim.dnn_run import scale_network
 from pimforge.sim.nicepim.rtl_run import conv_tasks
 
 log = logging.getLogger(__name__)
@@ -183,7 +184,6 @@ def test_batch_split_runs_each_sample_part_once():
 
 def test_mapper_at_batch_4_no_slower_than_four_single_runs():
     cfg = load_config("nicepim_4x4")
-    from pimforge.sim.nicepim.dnn_run import scale_network
     net = scale_network(nets.network("googlenet"), 4, layers=24)
     m1 = mapper.map_network(net, cfg)
     m4 = mapper.map_network(net.batched(4), cfg)
@@ -224,9 +224,15 @@ def test_what_does_not_fit_is_a_capacity_error():
     for run in (mapper.baseline_map, mapper.map_network):
         with pytest.raises(CapacityError, match="do not fit"):
             run(nets.network("vgg16"), cfg)
-    # 4x4 PEs with 1 KiB buffers: a 224-pixel output row exceeds the output buffer
-    with pytest.raises(CapacityError, match="conv1_1 fits no partition"):
-        mapper.baseline_map(nets.network("vgg16"), load_config("default"))
+    # 4x4 PEs with 1 KiB buffers: a 298-pixel output row exceeds the output buffer, and on
+    # one node no partition shortens it (VGG16's conv1_1 now fits the whole array: its
+    # columns split over the nodes, its kernel rows banded for the input buffer)
+    lay = _layer("wide", "conv", 3, 4, 3, 300, r=3)
+    with pytest.raises(CapacityError, match="layer wide fits no partition of a 1x1 region"):
+        mapper._layer_candidates(mapper.NodeModel(load_config("default")), lay,
+                                 (0, 0, 1, 1), [1], {}, {})
+    mapper.baseline_map(scale_network(nets.network("vgg16"), 1, layers=2),
+                        load_config("default"))
 
 
 # ---- inter-layer movement, the baseline's definition, the DDAM-style pipeline ----------------
