@@ -49,35 +49,13 @@ from pimforge.gen.args import number_range
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
-from pimforge.sim.capsnet.gpu_roofline import GPU, V100
+from pimforge.sim.capsnet.gpu_roofline import V100
 from pimforge.sim.nicepim import mapper
 from pimforge.sim.nicepim import networks as nets
-from pimforge.sim.nicepim.networks import Network
+from pimforge.sim.nicepim.gpu_roofline import V100_TENSOR, best_per_sample
 
-#: The V100's tensor cores: 125 TFLOP/s (FP16 in, FP32 accumulate), the same 900 GB/s.
-V100_TENSOR = GPU("V100-tensor", 125e12, V100.bandwidth)
 V100_AREA_MM2, V100_NM, V100_MHZ = 815.0, 12.0, 1530.0
 PIM_AREA_MM2, PIM_NM = 48.0, 28.0
-BATCHES = tuple(2 ** i for i in range(11))
-
-
-def gpu_seconds(net: Network, gpu: GPU, word_bytes: int, batch: int, launch_s: float) -> float:
-    """Modelled time of one batch of *net* on *gpu* (see the module docstring)."""
-    total = 0.0
-    for lay in net.layers:
-        if lay.kind == "input":
-            continue
-        if lay.macs:
-            flops = 2 * lay.macs * batch
-        else:
-            flops = lay.out_elems * max(1, lay.r * lay.s) * batch
-        acts = (lay.in_elems * max(1, len(lay.preds)) + lay.out_elems) * batch
-        weights = lay.weights * batch if lay.dynamic_weights else lay.params
-        if lay.dynamic_weights:
-            acts -= lay.in_elems * batch            # the operand is counted as its weights
-        nbytes = word_bytes * (acts + weights)
-        total += max(flops / gpu.peak_flops, nbytes / gpu.bandwidth) + launch_s
-    return total
 
 
 def main() -> None:
@@ -123,8 +101,7 @@ def main() -> None:
                "nicepim_s_by_batch": {b: x.latency_cycles / b / (f_pim * 1e6)
                                       for b, x in ms.items()}}
         for label, gpu, wb in (("fp16", V100_TENSOR, 2), ("fp32", V100, 4)):
-            per, b = min((gpu_seconds(net, gpu, wb, b, args.launch_us * 1e-6) / b, b)
-                         for b in BATCHES)
+            per, b = best_per_sample(net, gpu, wb, args.launch_us * 1e-6)
             row[label] = {"gpu": gpu.name, "seconds_per_sample": per, "batch": b,
                           "raw_ratio": per / pim_s, "scaled_ratio": per * scale / pim_s}
         row["seconds"] = time.perf_counter() - t0
