@@ -32,13 +32,13 @@ the script.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 from pathlib import Path
 
 from pimforge.gen.config import load_config
+from pimforge.gen.output import OutputError, check_output_file, write_json, write_text
 from pimforge.sim.ipim.backend import OPT_LEVELS
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import compile_bench, run_bench
@@ -71,6 +71,22 @@ def _compiles(bench: str, w: int, h: int, cfg, stencils: int) -> bool:
     return True
 
 
+def _wh(text: str) -> tuple[int, int]:
+    """``WxH`` as ``(w, h)``."""
+    try:
+        w, h = (int(v) for v in text.split("x"))
+    except ValueError:
+        raise ValueError(f"a size is WxH, like 64x64, not {text!r}") from None
+    if w < 1 or h < 1:
+        raise ValueError(f"a size is WxH with W, H >= 1, not {text!r}")
+    return w, h
+
+
+def _label(b: str, size: dict, w: int, h: int) -> str:
+    """The benchmark's name, with its size where it is not the run's."""
+    return b if size[b] == (w, h) else f"{b} ({size[b][0]}x{size[b][1]})"
+
+
 def _img(bench, size, photo):
     return load_photo(photo, size, BENCHES[bench].input_kind)
 
@@ -96,22 +112,46 @@ def main(argv=None) -> int:
     p.add_argument("--stencils", type=int, default=32,
                    help="stages of the stencil chain (default 32, the benchmark's)")
     p.add_argument("--opt", action="append", help="only these configurations (repeatable)")
+    p.add_argument("--size-of", action="append", default=[], metavar="BENCH=WxH",
+                   help="run BENCH at its own size (repeatable; its check size is the "
+                        "--check-size, or half its size where that is not smaller)")
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path, help="write the tables as markdown here")
     a = p.parse_args(argv)
+    for path, what in ((a.json, "--json"), (a.md, "--md")):
+        if path is not None:
+            try:
+                check_output_file(path, what)
+            except OutputError as e:
+                p.error(str(e))
     cfg = load_config(a.config)
     ip = cfg.ipim
-    w, h = (int(v) for v in a.size.split("x"))
-    cw, ch = (int(v) for v in a.check_size.split("x"))
+    size, check = {}, {}
+    try:
+        w, h = _wh(a.size)
+        cw, ch = _wh(a.check_size)
+        for item in a.size_of:
+            name, _, wh = item.partition("=")
+            if name not in PIPELINES:
+                raise ValueError(f"--size-of {item}: {name!r} is not a compiled benchmark "
+                                 f"({', '.join(PIPELINES)})")
+            size[name] = _wh(wh)
+    except ValueError as e:
+        p.error(str(e))
+    for b in PIPELINES:
+        bw, bh = size.setdefault(b, (w, h))
+        check[b] = (cw, ch) if cw * ch < bw * bh else (max(1, bw // 2), max(1, bh // 2))
     benches = a.bench or [b for b in BENCHES
-                          if b in PIPELINES and _compiles(b, w, h, cfg, a.stencils)]
+                          if b in PIPELINES and _compiles(b, *size[b], cfg, a.stencils)]
     levels = a.opt or list(OPT_LEVELS)
     res: dict = {"config": a.config, "size": [w, h], "photo": a.photo,
-                 "stencils": a.stencils, "runs": {}}
+                 "stencils": a.stencils, "runs": {},
+                 "sizes": {b: list(size[b]) for b in benches},
+                 "check_sizes": {b: list(check[b]) for b in benches}}
     bad = []
     t0 = time.time()
     for b in benches:
-        img = _img(b, (w, h), a.photo)
+        img = _img(b, size[b], a.photo)
         kw = {"stencils": a.stencils} if b == "stencil_chain" else {}
         res["runs"][b] = {}
         for lv in levels:
@@ -123,7 +163,7 @@ def main(argv=None) -> int:
                   f"{'ok' if r.matches_reference else 'MISMATCH'} "
                   f"({time.time() - t0:.0f} s)", flush=True)
         if a.check_size and "opt" in levels:
-            r2 = run_bench(b, _img(b, (cw, ch), a.photo), cfg, opt="opt", **kw)
+            r2 = run_bench(b, _img(b, check[b], a.photo), cfg, opt="opt", **kw)
             res["runs"][b]["opt@check"] = r2.to_json()
     lines = []
     # Fig. 12
@@ -134,7 +174,8 @@ def main(argv=None) -> int:
         sp = {lv: [] for lv in levels if lv != "opt"}
         for b in benches:
             c = {lv: res["runs"][b][lv]["cycles"] for lv in levels}
-            lines.append(f"| {b} | " + " | ".join(f"{c[lv]:,}" for lv in levels) + " |")
+            lines.append(f"| {_label(b, size, w, h)} | "
+                         + " | ".join(f"{c[lv]:,}" for lv in levels) + " |")
             for lv in sp:
                 sp[lv].append(c[lv] / c["opt"])
         geo = {lv: math.exp(sum(map(math.log, v)) / len(v)) for lv, v in sp.items()}
@@ -151,7 +192,8 @@ def main(argv=None) -> int:
             r = res["runs"][b]["opt"]
             u = r["unit_utilization"]
             ipcs.append(r["ipc"])
-            lines.append(f"| {b} | {r['ipc']:.3f} | {u['simd']:.1%} | {u['alu']:.1%} | "
+            lines.append(f"| {_label(b, size, w, h)} | {r['ipc']:.3f} | {u['simd']:.1%} | "
+                         f"{u['alu']:.1%} | "
                          f"{u['drf']:.1%} | {u['arf']:.1%} | {u['rdwr']:.1%} |")
         res["fig13_mean_ipc"] = sum(ipcs) / len(ipcs)
         lines += [f"| mean | {res['fig13_mean_ipc']:.3f} (paper {PAPER_IPC}) | | | | | |", "",
@@ -161,7 +203,8 @@ def main(argv=None) -> int:
             cnt = res["runs"][b]["opt"]["instruction_breakdown"]
             tot = sum(cnt.values())
             row = [sum(cnt.get(o, 0) for o in ops) / tot for ops in CLASSES.values()]
-            lines.append(f"| {b} | " + " | ".join(f"{x:.1%}" for x in row) + " |")
+            lines.append(f"| {_label(b, size, w, h)} | "
+                         + " | ".join(f"{x:.1%}" for x in row) + " |")
         # Fig. 6
         pes_here = ip.cubes * ip.vaults * ip.pes
         pes_8k = 8 * 16 * 32
@@ -173,16 +216,18 @@ def main(argv=None) -> int:
             r = res["runs"][b]["opt"]
             c1 = r["cycles"]
             c2 = res["runs"][b].get("opt@check", {}).get("cycles")
-            px_pe = (w * h) / pes_here
+            (bw, bh), (bcw, bch) = size[b], check[b]
+            px_pe = (bw * bh) / pes_here
             px_pe_8k = (K8[0] * K8[1]) / pes_8k
             t_ipim = c1 * (px_pe_8k / px_pe) * ip.tck_ns * 1e-6
             t_mem = _bytes(b, *K8) / (V100_GBS * 1e9 * V100_DRAM_UTIL) * 1e3
             cnt = r["instruction_breakdown"]
-            flops = 4 * cnt.get("comp", 0) * (K8[0] * K8[1]) / (w * h)
+            flops = 4 * cnt.get("comp", 0) * (K8[0] * K8[1]) / (bw * bh)
             t_gpu = max(t_mem, flops / (V100_TFLOPS * 1e12) * 1e3)
-            ratio = f"{c1 / c2:.2f} ({(w * h) / (cw * ch):.2f})" if c2 else "-"
+            ratio = f"{c1 / c2:.2f} ({(bw * bh) / (bcw * bch):.2f})" if c2 else "-"
             sp6.append(t_gpu / t_ipim)
-            lines.append(f"| {b} | {c1:,} | {ratio} | {t_ipim:.3f} | {t_gpu:.3f} | "
+            lines.append(f"| {_label(b, size, w, h)} | {c1:,} | {ratio} | {t_ipim:.3f} | "
+                         f"{t_gpu:.3f} | "
                          f"{t_gpu / t_ipim:.2f}x |")
         res["fig6_geomean_speedup"] = math.exp(sum(map(math.log, sp6)) / len(sp6))
         lines.append(f"| geomean | | | | | {res['fig6_geomean_speedup']:.2f}x (paper 11.02x) |")
@@ -190,11 +235,9 @@ def main(argv=None) -> int:
     print(text)
     res["wall_s"] = time.time() - t0
     if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(res, indent=1))
+        write_json(a.json, res)
     if a.md:
-        a.md.parent.mkdir(parents=True, exist_ok=True)
-        a.md.write_text(text + "\n")
+        write_text(a.md, text + "\n")
     if bad:
         print("MISMATCH: " + ", ".join(bad), file=sys.stderr)
         return 1
