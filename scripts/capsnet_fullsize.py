@@ -4,7 +4,7 @@ the banked DRAM.
 
     python scripts/capsnet_fullsize.py [--config hmc_gen3] [--nets Caps-MN1,...]
                                        [--rtl-dir out/capsnet-full] [--run-rtl]
-                                       [--threads N]
+                                       [--threads N] [--gpu-json FILE]
 
 For each network: a ``--model-only`` run (seconds to a minute at full size); the RTL
 run's JSON ``<rtl-dir>/<net>.json`` (as ``pimforge run capsnet --net NET --config
@@ -12,7 +12,9 @@ hmc_gen3 --json <rtl-dir>/<net>.json`` writes it) when it is there, else with
 ``--run-rtl`` the RTL run itself, written there atomically (so an interrupted sweep
 resumes where it stopped; 10 to 60 minutes a network on 2 cores), else "not run".
 A JSON whose network, config, scale or dimension differs from the model-only run's, or
-whose ``rtl_matches_model`` is false, is an error. Prints the markdown table.
+whose ``rtl_matches_model`` is false, is an error. Beside the RTL's cycles, its time
+at the cube's clock against the routing measured on a GPU (``scripts/gpu_measure.py``;
+the kept H200 measurement unless ``--gpu-json``). Prints the markdown table.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from pathlib import Path
 from pimforge.gen.output import write_json
 from pimforge.sim.capsnet.networks import network_names
 from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
+from pimforge.sim.gpu_measured import MeasurementError, load, routing_seconds
+
+GPU_JSON = Path(__file__).resolve().parent / "measured" / "gpu.json"
 
 
 def _rtl(name: str, path: Path, cfg: str, model: dict, run: bool, threads: int | None):
@@ -53,26 +58,38 @@ def main() -> None:
                     help="run the RTL for the networks whose JSON is not in --rtl-dir")
     ap.add_argument("--threads", type=int, default=None,
                     help="native driver threads of the RTL runs (default: the usable cores)")
+    ap.add_argument("--gpu-json", type=Path, default=GPU_JSON,
+                    help="a scripts/gpu_measure.py output for the measured-GPU column "
+                         "(default: the kept H200 measurement)")
     a = ap.parse_args()
+    try:
+        meas = load(a.gpu_json)
+    except MeasurementError as e:
+        ap.error(f"--gpu-json: {e}")
+    gpu = meas["device"]["name"].replace("NVIDIA ", "")
     names = a.nets.split(",")
     unknown = [n for n in names if n not in network_names()]
     if unknown:
         ap.error(f"--nets: unknown network {unknown[0]!r}; one of {', '.join(network_names())}")
     print("| net | dim | cycles (ideal memory) | RTL cycles | RTL / ideal | ms at "
           "312.5 MHz (ideal) | inter-vault MB | speedup vs P100 roofline model (ideal) | "
-          "max abs err vs float64 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"RTL speedup vs {gpu} measured (eager PyTorch) | max abs err vs float64 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         m = run_capsnet(name, a.config, CapsNetRunOptions(scale=1, model_only=True)).to_json()
         r = _rtl(name, a.rtl_dir / f"{name}.json", a.config, m, a.run_rtl, a.threads)
+        gpu_s = routing_seconds(meas, name)
         if r is None:
-            rtl, ratio = "not run", ""
+            rtl, ratio, vs_gpu = "not run", "", ""
         else:
             rtl = f"{r['cycles']:,} ({r['wall_s']['total']:.0f} s)"
             ratio = f"{r['cycles'] / m['cycles']:.2f}"
+            rtl_s = r["cycles"] * m["time_s"] / m["cycles"]
+            vs_gpu = f"{gpu_s / rtl_s:.2f}x" if gpu_s else "-"
         print(f"| {name} | {m['dimension']} | {m['cycles']:,} | {rtl} | {ratio} | "
               f"{m['time_s'] * 1e3:.2f} | {m['intervault_bytes'] / 1e6:.2f} | "
-              f"{m['speedup_vs_gpu_model']:.3f} | {m['max_abs_err_vs_float64']:.1e} |",
+              f"{m['speedup_vs_gpu_model']:.3f} | {vs_gpu} | "
+              f"{m['max_abs_err_vs_float64']:.1e} |",
               flush=True)
 
 

@@ -31,7 +31,8 @@ from .capsnet.networks import network as capsnet
 from .nicepim.gpu_roofline import best_per_sample
 from .nicepim.networks import network as dnn
 
-__all__ = ["MeasurementError", "load", "measured_gpu", "capsnet_rows", "dnn_rows", "report"]
+__all__ = ["MeasurementError", "load", "measured_gpu", "routing_seconds", "capsnet_rows",
+           "dnn_rows", "report"]
 
 
 class MeasurementError(PimforgeError):
@@ -60,6 +61,15 @@ def measured_gpu(meas: dict, precision: str = "fp32") -> GPU:
     pk = meas["peaks"]
     return GPU(f"{meas['device']['name']} ({precision}, measured)",
                pk[f"{precision}_matmul_flops_per_s"], pk["copy_bytes_per_s"])
+
+
+def routing_seconds(meas: dict, name: str) -> float | None:
+    """Measured eager routing time of Table 1 network *name* at full size (None where the
+    measurement has no full-size run of it)."""
+    if meas["device"].get("capsnet_scale", 1) != 1:
+        return None
+    m = meas.get("capsnet", {}).get(name)
+    return m["routing"]["median_s"] if m else None
 
 
 def capsnet_rows(meas: dict) -> list[dict]:

@@ -112,3 +112,12 @@ def test_report_script(capsys, monkeypatch, tmp_path):
         runpy.run_path(str(script), run_name="__main__")
     assert e.value.code == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_routing_seconds_only_for_full_size_measurements(kept):
+    from pimforge.sim.gpu_measured import routing_seconds
+    assert routing_seconds(kept, "Caps-MN1") == kept["capsnet"]["Caps-MN1"]["routing"]["median_s"]
+    assert routing_seconds(kept, "Caps-XX") is None
+    small = copy.deepcopy(kept)
+    small["device"]["capsnet_scale"] = 16
+    assert routing_seconds(small, "Caps-MN1") is None
