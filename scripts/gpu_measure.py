@@ -45,13 +45,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import numpy as np
 
@@ -62,11 +60,14 @@ try:
 except ImportError:  # pragma: no cover - reported by main()
     torch = None
 
+from pimforge.gen.args import int_range, number_range, out_file
+from pimforge.gen.output import write_json
 from pimforge.sim.capsnet.networks import NETWORKS as CAPSNETS
 from pimforge.sim.nicepim.networks import network, network_names
 from pimforge.verif.models.routing import route_f64
 
 T0 = time.perf_counter()
+PARTS = ("peaks", "capsnet", "profile", "dnn")
 #: Where it runs: ``cuda``; ``--device cpu`` runs the same code paths on the CPU, small,
 #: to check the script itself where no GPU is.
 DEV = None
@@ -74,12 +75,6 @@ DEV = None
 
 def _elapsed() -> float:
     return time.perf_counter() - T0
-
-
-def _write(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def _sync() -> None:
@@ -91,23 +86,21 @@ def cuda_time(fn, warmup: int, reps: int) -> dict:
     """Median and minimum CUDA-event time (seconds) of ``fn()`` (wall time off CUDA)."""
     for _ in range(warmup):
         fn()
-    if DEV.type != "cuda":
-        ts = []
-        for _ in range(reps):
+    _sync()
+    ts = []
+    for _ in range(reps):
+        if DEV.type == "cuda":
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) * 1e-3)
+        else:
             t = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t)
-        return {"median_s": statistics.median(ts), "min_s": min(ts), "reps": reps}
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e-3)
     return {"median_s": statistics.median(ts), "min_s": min(ts), "reps": reps}
 
 
@@ -216,6 +209,19 @@ class CapsNet(nn.Module):
         return self.dec((v * mask.unsqueeze(-1)).flatten(1))
 
 
+def _routing_inputs(net):
+    """Seeded ``u`` (squashed) and ``W`` of *net* on the device."""
+    torch.manual_seed(0)
+    u = _squash(torch.rand(net.batch, net.n_l, net.c_l, device=DEV) - 0.5)
+    W = 0.05 * torch.randn(net.n_l, net.n_h, net.c_h, net.c_l, device=DEV)
+    return u, W
+
+
+def _capsnets(args):
+    """The Table 1 networks at ``--capsnet-scale``."""
+    return [n.scaled(args.capsnet_scale) if args.capsnet_scale > 1 else n for n in CAPSNETS]
+
+
 def check_routing(net, dev) -> dict:
     """The routing of *net* at 1/4 size on the GPU against the float64 numpy reference."""
     small = net.scaled(4)
@@ -240,18 +246,15 @@ def measure_capsnet(args, result, path) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     rows = result.setdefault("capsnet", {})
-    for net in CAPSNETS:
-        net = net.scaled(args.capsnet_scale) if args.capsnet_scale > 1 else net
+    for net in _capsnets(args):
         if net.name in rows:
             continue
         if _elapsed() > args.budget_s:
             result.setdefault("skipped", []).append(f"capsnet {net.name}: time budget")
             continue
         row = {"check": check_routing(net, dev)}
-        torch.manual_seed(0)
         with torch.inference_mode():
-            u = _squash(torch.rand(net.batch, net.n_l, net.c_l, device=dev) - 0.5)
-            W = 0.05 * torch.randn(net.n_l, net.n_h, net.c_h, net.c_l, device=dev)
+            u, W = _routing_inputs(net)
             model = CapsNet(net).to(dev).eval()
             x = torch.rand(net.batch, net.in_channels, 28, 28, device=dev)
 
@@ -276,19 +279,16 @@ def measure_capsnet(args, result, path) -> None:
               f"({row['routing']['kernels']} kernels), whole "
               f"{row['whole']['median_s'] * 1e3:.3f} ms, check "
               f"{row['check']['matches_reference']}", flush=True)
-        _write(path, result)
+        write_json(path, result)
 
 
 def profile_routing(args, result, path) -> None:
     """Where the routing's GPU time goes: the profiler's kernels of one Caps-MN1 routing,
     grouped by name, with their time and launch count."""
     from torch.profiler import ProfilerActivity, profile
-    net = CAPSNETS[0]
-    net = net.scaled(args.capsnet_scale) if args.capsnet_scale > 1 else net
-    torch.manual_seed(0)
+    net = _capsnets(args)[0]
     with torch.inference_mode():
-        u = _squash(torch.rand(net.batch, net.n_l, net.c_l, device=DEV) - 0.5)
-        W = 0.05 * torch.randn(net.n_l, net.n_h, net.c_h, net.c_l, device=DEV)
+        u, W = _routing_inputs(net)
         for _ in range(3):
             routing(u, W, net.iterations)
         _sync()
@@ -344,27 +344,9 @@ class TableNet(nn.Module):
                             "tanh": nn.Tanh, "gelu": nn.GELU}[op]())
             self.mods[lay.name.replace(".", "_")] = nn.Sequential(*seq)
 
-    def forward(self, x):
-        out = {}
-        for lay in self.net.layers:
-            if lay.kind == "input":
-                y = x
-            elif lay.kind == "add":
-                y = out[lay.preds[0]]
-                for p in lay.preds[1:]:
-                    y = y + out[p]
-            elif lay.kind == "concat":
-                y = torch.cat([out[p] for p in lay.preds], dim=1)
-            else:
-                y = out[lay.preds[0]]
-            y = self.mods[lay.name.replace(".", "_")](y)
-            if lay.kind == "fc":
-                y = y.view(y.shape[0], lay.k, 1, 1)
-            out[lay.name] = y
-        return y
-
-    def check_shapes(self, x) -> None:
-        """Every layer's output is the table's (k, p, q)."""
+    def forward(self, x, check: bool = False):
+        """The network on *x*; with *check*, every layer's output shape is checked
+        against the table's (k, p, q)."""
         out = {}
         for lay in self.net.layers:
             ins = [x] if lay.kind == "input" else [out[p] for p in lay.preds]
@@ -378,10 +360,11 @@ class TableNet(nn.Module):
             if lay.kind == "fc":
                 y = y.view(y.shape[0], lay.k, 1, 1)
             want = (lay.c, lay.h, lay.w) if lay.kind == "input" else (lay.k, lay.p, lay.q)
-            if tuple(y.shape[1:]) != want:
+            if check and tuple(y.shape[1:]) != want:
                 raise AssertionError(f"{self.net.name} {lay.name}: output {tuple(y.shape[1:])}"
                                      f", the table says {want}")
             out[lay.name] = y
+        return y
 
 
 def dnn_model(name: str, dev):
@@ -398,7 +381,7 @@ def dnn_model(name: str, dev):
     m = TableNet(net).to(dev).eval()
     first = net.layers[0]
     with torch.inference_mode():
-        m.check_shapes(torch.rand(1, first.c, first.h, first.w, device=dev))
+        m(torch.rand(1, first.c, first.h, first.w, device=dev), check=True)
 
     def make(b, dtype):
         return torch.rand(b, first.c, first.h, first.w, device=dev, dtype=dtype)
@@ -481,46 +464,62 @@ def measure_dnn(args, result, path) -> None:
                                          f"at batch {v['batch']}"
                                          for m, v in row["best"].items())
                   + (f"; errors {row['errors']}" if row["errors"] else ""), flush=True)
-            _write(path, result)
+            write_json(path, result)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", type=Path, required=True, help="output file")
-    ap.add_argument("--budget-s", type=float, default=420.0,
+    ap.add_argument("--json", type=out_file, required=True,
+                    help="output file (an earlier one of the same device is resumed)")
+    ap.add_argument("--budget-s", type=number_range(0.0, 86400.0), default=420.0,
                     help="start nothing new after this many seconds (default 420)")
-    ap.add_argument("--reps", type=int, default=10, help="timed runs per point (default 10)")
-    ap.add_argument("--max-batch", type=int, default=1024)
+    ap.add_argument("--reps", type=int_range(1), default=10,
+                    help="timed runs per point (default 10)")
+    ap.add_argument("--max-batch", type=int_range(1), default=1024)
     ap.add_argument("--nets", default=",".join(network_names()),
                     help="NicePIM workloads (default all five)")
-    ap.add_argument("--parts", default="peaks,capsnet,profile,dnn")
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help=f"what to measure (default all: {','.join(PARTS)})")
     ap.add_argument("--quick", action="store_true", help="smaller peak probes")
     ap.add_argument("--device", default="cuda",
                     help="cuda (default); cpu checks the script's code paths where no GPU is")
-    ap.add_argument("--capsnet-scale", type=int, default=1,
+    ap.add_argument("--capsnet-scale", type=int_range(1), default=1,
                     help="divide B and N_L of the Table 1 networks (default 1: full size)")
     args = ap.parse_args(argv)
     global DEV
     args.nets = [n for n in args.nets.split(",") if n]
+    bad = [n for n in args.nets if n not in network_names()]
+    if bad:
+        ap.error(f"--nets: unknown network {bad[0]!r}; one of {', '.join(network_names())}")
+    parts = args.parts.split(",")
+    bad = [x for x in parts if x not in PARTS]
+    if bad:
+        ap.error(f"--parts: unknown part {bad[0]!r}; any of {', '.join(PARTS)}")
+    path = args.json
+    try:
+        result = json.loads(path.read_text()) if path.exists() else {}
+    except json.JSONDecodeError as e:
+        ap.error(f"--json: {path} exists and is not JSON ({e}); remove it or name another")
     if torch is None:
         sys.exit("gpu_measure needs PyTorch (pip install torch) on a machine with a CUDA GPU")
     DEV = torch.device(args.device)
     if DEV.type == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_measure found no CUDA GPU (torch.cuda.is_available() is false); "
                  "--device cpu only checks the script")
-    path = args.json
-    result = json.loads(path.read_text()) if path.exists() else {}
     if DEV.type == "cuda":
         p = torch.cuda.get_device_properties(0)
         name, sms, mem = p.name, p.multi_processor_count, p.total_memory
     else:
         name, sms, mem = f"cpu ({platform.processor() or platform.machine()})", 0, 0
+    old = result.get("device", {})
+    if old and (old.get("name"), old.get("capsnet_scale")) != (name, args.capsnet_scale):
+        ap.error(f"--json: {path} holds a run on {old.get('name')} at CapsNet scale "
+                 f"{old.get('capsnet_scale')}; name another file")
     result["device"] = {"name": name, "multiprocessors": sms, "memory_bytes": mem,
                         "torch": torch.__version__, "cuda": torch.version.cuda,
                         "cudnn": torch.backends.cudnn.version(),
                         "python": platform.python_version(),
                         "capsnet_scale": args.capsnet_scale}
-    parts = args.parts.split(",")
     failed = 0
 
     def part(name, fn):
@@ -533,7 +532,7 @@ def main(argv=None) -> int:
             failed += 1
             result.setdefault("errors", {})[name] = traceback.format_exc()[-2000:]
             traceback.print_exc()
-        _write(path, result)
+        write_json(path, result)
 
     def do_peaks():
         if "peaks" not in result:
@@ -544,7 +543,7 @@ def main(argv=None) -> int:
     part("profile", lambda: profile_routing(args, result, path))
     part("dnn", lambda: measure_dnn(args, result, path))
     result["seconds"] = _elapsed()
-    _write(path, result)
+    write_json(path, result)
     return 1 if failed else 0
 
 

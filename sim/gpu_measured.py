@@ -126,7 +126,7 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.3f}"
 
 
-def cell(s: float | None, b: int | None) -> str:
+def _cell(s: float | None, b: int | None) -> str:
     return "-" if s is None else f"{s * 1e3:.3f} ({b})"
 
 
@@ -192,10 +192,10 @@ def report(meas: dict) -> str:
                 "|---|---|---|---|---|---|---|"]
         for r in rows:
             out.append(f"| {r['network']} | {r['precision']} | "
-                       f"{cell(r['eager_s'], r['eager_batch'])} | "
-                       f"{cell(r['graph_s'], r['graph_batch'])} | "
-                       f"{cell(r['model_s'], r['model_batch'])} | "
-                       f"{cell(r['model_no_launch_s'], r['model_no_launch_batch'])} | "
+                       f"{_cell(r['eager_s'], r['eager_batch'])} | "
+                       f"{_cell(r['graph_s'], r['graph_batch'])} | "
+                       f"{_cell(r['model_s'], r['model_batch'])} | "
+                       f"{_cell(r['model_no_launch_s'], r['model_no_launch_batch'])} | "
                        f"{_ratio(r['graph_s'], r['model_no_launch_s'])} |")
     for what in meas.get("skipped", []):
         out.append(f"\nnot measured: {what}")
