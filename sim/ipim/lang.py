@@ -36,7 +36,19 @@ channel variable or a constant channel (``d[x, y, 3]``, RGBA's alpha). A tiled f
 is one plane per channel; ``ipim_replicate()`` computes a small func whole in every
 PE with its channels in the four lanes (Halide's ``vectorize(c)``), for the levels of
 a pyramid too small for the bands. ``reinterpret(dtype, e)`` reads the bits of a
-value as the other type (a reciprocal's first guess).
+value as the other type (a reciprocal's first guess). ``stack(name, funcs)`` makes one
+func with channels of tiled funcs that have none, so that each channel may have its
+own definition (the local Laplacian's intensity levels).
+
+Tables and parity
+-----------------
+A :class:`Table` is a constant 1-D FP32 table that the host computes and places in
+every PE's bank (the local Laplacian's remapping curve); ``tbl.lookup(i, offset)``
+reads entry ``i + offset`` at an INT32 index computed per pixel (a gather).
+``by_parity(x, even, odd)`` is *even* at even ``x`` and *odd* at odd ``x`` (the
+upsampling of Halide's ``apps/local_laplacian``, whose far tap sits on the side of the
+pixel's parity): no instruction, as a resampling kernel computes even and odd
+columns (rows) apart.
 """
 
 from __future__ import annotations
@@ -51,7 +63,7 @@ from ...gen.errors import PimforgeError
 __all__ = ["FP32", "INT32", "CompileError", "Expr", "Const", "Call", "Call3", "Bin", "Select",
            "Cast", "Reinterpret", "Coord", "WCall", "Window", "Var", "RVar", "Func", "ImageParam",
            "RDom", "RBox", "Affine", "select", "min_", "max_", "clamp", "cast", "reinterpret",
-           "coord", "children", "nodes"]
+           "coord", "children", "nodes", "Table", "Lookup", "Parity", "by_parity", "stack", "Stack"]
 
 FP32 = "fp32"
 INT32 = "int32"
@@ -704,6 +716,103 @@ class Func:
             raise CompileError(f"vectorize({xi.name}, {n}): the SIMD unit has 4 lanes")
         self.schedule.vector = 4
         return self
+
+
+class Stack(Func):
+    """A func ``f[x, y, c]`` whose channel ``c`` is the tiled func ``parts[c]`` (no
+    channels of its own): made by :func:`stack`."""
+
+    parts: list
+
+
+def stack(name: str, funcs) -> Stack:
+    """One func with ``len(funcs)`` channels, channel ``c`` being ``funcs[c]``: tiled
+    funcs of one type without channels, each with its own definition. It is read like
+    any func with channels (``s[x, y, c]``, ``s[x, y, 2]``); a replicated consumer
+    copies up to four of them into its lanes."""
+    funcs = list(funcs)
+    if not 1 <= len(funcs) <= 64 or not all(isinstance(f, Func) for f in funcs):
+        raise CompileError(f"stack {name}: give 1 to 64 funcs")
+    for f in funcs:
+        if f.expr is None or f.c is not None or f.z is not None or f.update is not None:
+            raise CompileError(f"stack {name}: {f.name} must be a defined func f[x, y] "
+                               "without channels")
+        if f.schedule.replicate:
+            raise CompileError(f"stack {name}: {f.name} is replicated; stack tiled funcs")
+        f.compute_root()
+    if len({f.dtype for f in funcs}) != 1:
+        raise CompileError(f"stack {name}: the funcs must have one type")
+    s = Stack(name, funcs[0].x, funcs[0].y, funcs[0].expr)
+    s.parts = funcs
+    s.c = Var(f"{name}.c")
+    s.channels = len(funcs)
+    s.schedule.root = True
+    return s
+
+
+@dataclass(eq=False)
+class Table:
+    """A constant FP32 table of *values* (1-D) that the host places in every PE's bank,
+    four entries per vector; read by :meth:`lookup`."""
+
+    name: str
+    values: np.ndarray
+
+    def __post_init__(self):
+        v = np.asarray(self.values)
+        if v.ndim != 1 or not 1 <= v.size <= 1 << 20:
+            raise CompileError(f"table {self.name}: give a 1-D array of 1 to 2**20 values")
+        self.values = v.astype(np.float32)
+
+    def lookup(self, index, offset: int = 0) -> Lookup:
+        """Entry ``index + offset`` (*index* an INT32 expression whose values keep the entry
+        within the table, as the pipeline's clamps make it; *offset* an int)."""
+        i = lift(index, INT32)
+        if i.dtype != INT32:
+            raise CompileError(f"{self.name}.lookup: the index must be INT32 (cast it)")
+        if offset % 4:      # the lanes of one index serve every lookup at offsets 4k apart
+            i, offset = i + (offset % 4), offset - offset % 4
+        return Lookup(self, i, int(offset))
+
+
+@dataclass(eq=False)
+class Lookup(Expr):
+    """Entry ``index + offset`` of *table* (``offset`` a multiple of 4)."""
+
+    table: Table
+    index: Expr
+    offset: int
+    dtype: str = FP32
+
+    def kids(self) -> tuple:
+        return (self.index,)
+
+
+@dataclass(eq=False)
+class Parity(Expr):
+    """*even* where the func's variable *var* is even, *odd* where it is odd."""
+
+    var: Var
+    even: Expr
+    odd: Expr
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.even.dtype
+
+    def kids(self) -> tuple:
+        return (self.even, self.odd)
+
+
+def by_parity(v: Var, even, odd) -> Parity:
+    """*even* at even values of the pure variable *v*, *odd* at odd ones."""
+    if not isinstance(v, Var) or isinstance(v, RVar):
+        raise CompileError(f"by_parity takes a func's pure variable, not {v!r}")
+    a = lift(even)
+    b = lift(odd, a.dtype)
+    if a.dtype != b.dtype:
+        raise CompileError("by_parity: the even and odd values must have one type")
+    return Parity(v, a, b)
 
 
 def children(e) -> tuple:

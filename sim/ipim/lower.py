@@ -74,8 +74,12 @@ from .lang import (
     Expr,
     Func,
     ImageParam,
+    Lookup,
+    Parity,
     Reinterpret,
     Select,
+    Stack,
+    Table,
     WCall,
     children,
     nodes,
@@ -107,8 +111,10 @@ class Array:
     two per step); the rows and columns beyond ``H`` and ``W`` hold the edge, as the halo
     does. ``kind`` says where the values come from: ``"input"`` (placed by the host;
     ``channel`` of a multi-channel image), ``"func"`` (a root func; ``channel`` of a
-    tiled one), ``"gather"`` (a replicated copy of the tiled ``srcs``, one per lane) or
-    ``"extract"`` (a tiled copy of channel ``channel`` of the replicated ``srcs[0]``).
+    tiled one), ``"gather"`` (a replicated copy of the tiled ``srcs``, one per lane),
+    ``"extract"`` (a tiled copy of channel ``channel`` of the replicated ``srcs[0]``) or
+    ``"const"`` (a :class:`~pimforge.sim.ipim.lang.Table`'s ``data``, four entries per
+    vector, placed by the host in every PE).
     """
 
     name: str
@@ -132,6 +138,13 @@ class Array:
     #: a grid's cells ``(xlo, nx, ylo, ny, zlo, nz)``: cell ``(x, y, z)`` is element
     #: ``(y - ylo, (x - xlo) * nz + z - zlo)`` (x and z share a row)
     box: tuple = ()
+    #: a constant table's entries (``kind == "const"``)
+    data: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def host(self) -> bool:
+        """Written by the host before the run (an input image or a constant table)."""
+        return self.kind in ("input", "const")
 
     @property
     def S(self) -> int:
@@ -245,6 +258,43 @@ class _Gather(Expr):
         return a.pitch, nz, off & 0xFFFF_FFFF
 
 
+@dataclass(eq=False)
+class _Lookup(Expr):
+    """Entry ``index + offset`` of the constant table *arr* (four entries per vector): per
+    lane, the vector ``(index >> 2) + offset/4`` loaded through an AddrRF entry, then
+    the entry ``index & 3`` of it picked by masks (Table I has no lane shuffle)."""
+
+    arr: Array
+    index: Expr
+    offset: int
+    dtype: str = FP32
+
+    def kids(self) -> tuple:
+        return (self.index,)
+
+    def consts(self) -> set[int]:
+        return {(-2) & 0xFFFF_FFFF, 1, 2, 3, _C_M31,
+                (self.arr.addr(0, 0) + self.offset // LANES) & 0xFFFF_FFFF}
+
+
+@dataclass(eq=False)
+class _Par(Expr):
+    """*even* at even, *odd* at odd columns (``axis`` 0) or rows (1) of the kernel's
+    output: a resampling kernel makes two per step, so the choice is made in the
+    compiler."""
+
+    axis: int
+    even: Expr
+    odd: Expr
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.even.dtype
+
+    def kids(self) -> tuple:
+        return (self.even, self.odd)
+
+
 def _fits(have: int, want: int, a: int) -> bool:
     """A producer of *have* pixels serves a read at ``a*x`` of *want*: equal, or for
     ``2*x`` one fewer (an odd pyramid level: the last read clamps)."""
@@ -300,6 +350,10 @@ class _Graph:
                 raise CompileError(f"{f.name} is read at two resolutions ({a.W}x{a.H} and "
                                    f"{W}x{H}); give each its own func")
             return a
+        if isinstance(f, Stack):
+            if not isinstance(ch, int):
+                raise CompileError(f"stack {f.name} is read by channel")
+            return self._array(f.parts[ch], W, H, None, ra)
         rep = isinstance(f, Func) and f.schedule.replicate
         if W <= 0 or H <= 0 or (not rep and (W % 16 or H % self.npe)):
             raise CompileError(f"{f.name} is {W}x{H}: the width must be a multiple of 16 "
@@ -445,6 +499,18 @@ class _Graph:
             r = Select(c, self._resolve(e.a, cx, cy, W, H), self._resolve(e.b, cx, cy, W, H))
         elif isinstance(e, Cast):
             r = Cast(e.dtype, self._resolve(e.a, cx, cy, W, H))
+        elif isinstance(e, Lookup):
+            r = _Lookup(self._table(e.table), self._resolve(e.index, cx, cy, W, H), e.offset)
+        elif isinstance(e, Parity):
+            if e.var not in self._xy:
+                raise CompileError(f"by_parity({e.var.name}, ...): not a variable of the func "
+                                   "that reads it")
+            axis = self._xy.index(e.var)
+            if (cx if axis == 0 else cy) != (1, 0, 1):
+                raise CompileError(f"by_parity({e.var.name}, ...) in a func inlined at another "
+                                   "coordinate: schedule it compute_root()")
+            r = _Par(axis, self._resolve(e.even, cx, cy, W, H),
+                     self._resolve(e.odd, cx, cy, W, H))
         elif isinstance(e, Reinterpret):
             r = Reinterpret(e.dtype, self._resolve(e.a, cx, cy, W, H))
         else:
@@ -473,6 +539,17 @@ class _Graph:
             return r
         return self._read(e, ax, ay, W, H)
 
+
+    def _table(self, t: Table) -> Array:
+        """A constant table, four entries per vector, in every PE (placed by the host)."""
+        key = ("table", id(t))
+        a = self.arrays.get(key)
+        if a is None:
+            n = -(-t.values.size // LANES)
+            a = Array(t.name, FP32, n, 1, 1, rep=True, kind="const", data=t.values)
+            self.arrays[key] = a
+            self.order.append(a)
+        return a
 
     # -- grids --------------------------------------------------------------------
 
@@ -626,7 +703,7 @@ def _refs(e: Expr) -> list[_Ref]:
 
 def _reads(e: Expr) -> list[Array]:
     """The arrays *e* reads (stencil taps and gathers)."""
-    return [n.arr for n in nodes(e) if isinstance(n, _Ref | _Gather)]
+    return [n.arr for n in nodes(e) if isinstance(n, _Ref | _Gather | _Lookup)]
 
 
 def _bits(c: Const) -> int:
@@ -958,6 +1035,10 @@ class _Eval:
             return self.memo[bkey]
         if isinstance(e, _Gather):
             return self._gather(e, rr, u)
+        if isinstance(e, _Lookup):
+            return self._lookup(e, rr, u)
+        if isinstance(e, _Par):
+            return self.val(e.odd if (u, rr)[e.axis] % 2 else e.even, rr, u)
         if isinstance(e, Bin):
             if (e.op == "+" and e.dtype == FP32 and isinstance(e.b, Bin) and e.b.op == "*"
                     and isinstance(e.a, Bin | Select | Cast)
@@ -987,8 +1068,13 @@ class _Eval:
         if isinstance(e, Select):
             c = e.cond
             lt_a, lt_b = (c.a, c.b) if c.op == "<" else (c.b, c.a)
-            t = self.comp(AluOp.SUB, c.a.dtype, self.val(lt_a, rr, u), self.val(lt_b, rr, u))
-            m = self.comp(AluOp.SHIFT, INT32, ("v", t), ("p", self.const(_C_M31)))
+            va, vb = self.val(lt_a, rr, u), self.val(lt_b, rr, u)
+            mkey = ("mask", c.a.dtype, va, vb)      # selects on one comparison share it
+            if mkey not in self.memo:
+                t = self.comp(AluOp.SUB, c.a.dtype, va, vb)
+                self.memo[mkey] = self.comp(AluOp.SHIFT, INT32, ("v", t),
+                                            ("p", self.const(_C_M31)))
+            m = self.memo[mkey]
             ta, fb = self.val(e.a, rr, u), self.val(e.b, rr, u)
             if c.op == "<=":
                 ta, fb = fb, ta          # a <= b is !(b < a)
@@ -1042,6 +1128,44 @@ class _Eval:
         return ("v", out)
 
 
+    def _lookup(self, e: _Lookup, rr: int, u: int):
+        """Entry ``index + offset`` of a table (:class:`_Lookup`): the index's vector number
+        and lane masks once per index, then four indirect loads, each lane of them
+        broadcast into the pixel's lane of four candidates, and the candidate of the
+        entry's lane kept by the masks."""
+        key = ("lookup", id(e.index), rr, u)
+        if key not in self.memo:
+            i = self.val(e.index, rr, u)
+            q = self.comp(AluOp.SHIFT, INT32, i, ("p", self.const((-2) & 0xFFFF_FFFF)))
+            s = self.comp(AluOp.AND, INT32, i, ("p", self.const(3)))
+            masks = []
+            for L in range(LANES):      # all ones where s == L: ((s ^ L) - 1) >> 31
+                t = s if L == 0 else self.comp(AluOp.XOR, INT32, ("v", s), ("p", self.const(L)))
+                t = self.comp(AluOp.SUB, INT32, ("v", t), ("p", self.const(1)))
+                masks.append(self.comp(AluOp.SHIFT, INT32, ("v", t), ("p", self.const(_C_M31))))
+            self.memo[key] = (q, masks)
+        q, masks = self.memo[key]
+        base = (e.arr.addr(0, 0) + e.offset // LANES) & 0xFFFF_FFFF
+        a = self.comp(AluOp.ADD, INT32, ("v", q), ("p", self.const(base)))
+        loads = []
+        for j in range(LANES):
+            r = self.k.garf()
+            self.emit(Instr(Opcode.MOV_ARF, arf=r, lane=j, simb_mask=self.mask), drf=a)
+            d = self.k.v()
+            self.emit(Instr(Opcode.LD_RF, dram=r, dram_ind=1, simb_mask=self.mask), drf=d)
+            loads.append(d)
+        out = None
+        for L in range(LANES):
+            cand = self.k.v()
+            for j, d in enumerate(loads):
+                self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
+                                lane=L, src2=self.const(0), vec_mask=_ALL if j == 0 else 1 << j,
+                                simb_mask=self.mask), dst=cand, src1=d)
+            m = self.comp(AluOp.AND, INT32, ("v", cand), ("v", masks[L]))
+            out = m if out is None else self.comp(AluOp.OR, INT32, ("v", out), ("v", m))
+        return ("v", out)
+
+
 def _needs_consts(e: Expr, out: set) -> None:
     """Add to *out* the bit patterns of the constants *e* and its lowering use."""
     for n in nodes(e):
@@ -1052,6 +1176,8 @@ def _needs_consts(e: Expr, out: set) -> None:
         elif isinstance(n, Cast):
             out.update((_C_MAGIC_I, _C_MAGIC_F, _C_M31))
         elif isinstance(n, _Gather):
+            out.update(n.consts())
+        elif isinstance(n, _Lookup):
             out.update(n.consts())
 
 
@@ -1081,8 +1207,9 @@ def _loads_first(block: list[VInstr], k: _Kernel | None = None,
 
 def _compute(b: _Builder, arr: Array, body: Expr) -> None:
     refs = _refs(body)
-    need_even_x = any(r.ax[2] == 2 for r in refs)
-    need_even_y = any(r.ay[2] == 2 for r in refs)
+    par = [n.axis for n in nodes(body) if isinstance(n, _Par)]
+    need_even_x = any(r.ax[2] == 2 for r in refs) or 0 in par
+    need_even_y = any(r.ay[2] == 2 for r in refs) or 1 in par
     RU = 2 if need_even_y else 1
     if arr.R % RU:
         raise CompileError(f"{arr.name} has {arr.R} rows per PE; an upsampling stage needs "
@@ -1090,11 +1217,14 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
     last = None
     best = None             # compact: the shortest code of every unroll factor
     start, start_lru = list(b.prog), dict(b.lru)
-    for U in (4, 2, 1) if b.compact else (16, 8, 4, 2, 1):
+    # with the loads first, else (a block whose loads alone crowd the DataRF) in place
+    tries = [(U, hoist) for U in ((4, 2, 1) if b.compact else (16, 8, 4, 2, 1))
+             for hoist in (True, False)]
+    for U, hoist in tries:
         if arr.S % U or (need_even_x and U % 2):
             continue
         try:
-            def mk(k: _Kernel, U=U):
+            def mk(k: _Kernel, U=U, hoist=hoist):
                 ev = _Eval(k, arr, U, RU)
                 ev.count_refs(body)
                 vals = []
@@ -1110,6 +1240,8 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
                     ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all),
                             drf=v[1])
                 k.finish_steps(arr.S // U, arr.R // RU)
+                if not hoist:
+                    return ev.block
                 return _loads_first(ev.block, k, by_address=bool(arr.box))
             b.prog = list(start)
             if b.compact:
@@ -1498,10 +1630,10 @@ def _allocate_banks(g: _Graph) -> int:
     top = 0
     for i, a in enumerate(order):
         for end, d in list(live):
-            if end < i and d.kind != "input":
+            if end < i and not d.host:
                 free.append((d.base, d.size))
                 live.remove((end, d))
-        fit = [f for f in free if f[1] >= a.size and a.kind != "input"]
+        fit = [f for f in free if f[1] >= a.size and not a.host]
         if fit:
             f = min(fit, key=lambda f: (f[1], f[0]))
             free.remove(f)
@@ -1668,7 +1800,7 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
                                "ipim.imem_instructions or simplify the pipeline")
         programs[gv] = prog
         kernels = b.kernels_done
-    inputs = {a.name: a for a in g.order if a.kind == "input"}
+    inputs = {a.name: a for a in g.order if a.host}
     return Program(programs, inputs, g.out, g.order, out_shape, opts, kernels,
                    outputs=g.outs)
 
@@ -1684,7 +1816,13 @@ def _to_u32(img: np.ndarray, dtype: str) -> np.ndarray:
 def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
     """Every PE's band of *img* (``(H, W)``, or channel ``arr.channel`` of ``(H, W, C)``)
     with its halo (clamped at the image's edges), as ``(global vault, pe) ->
-    uint32[vectors, 4]`` starting at ``arr.base``."""
+    uint32[vectors, 4]`` starting at ``arr.base``; a constant table (``kind ==
+    "const"``) is its own ``data`` in every PE, whatever *img*."""
+    if arr.kind == "const":
+        u = np.zeros(arr.S * LANES, np.uint32)
+        u[:arr.data.size] = _to_u32(arr.data, FP32)
+        blk = u.reshape(-1, LANES)
+        return {divmod(g, ip.pes): blk for g in range(ip.cubes * ip.vaults * ip.pes)}
     if arr.channel is not None and img.ndim == 3:
         img = img[..., arr.channel]
     if img.shape != (arr.H, arr.W):
