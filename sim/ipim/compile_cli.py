@@ -1,4 +1,5 @@
-"""``pimforge compile image --bench NAME [--config C] [--size WxH] [--opt LEVEL] [-o FILE.s]``:
+"""``pimforge compile image --bench NAME [--config C] [--size WxH] [--opt LEVEL]
+[--param NAME=VALUE ...] [-o FILE.s]``:
 the iPIM compiler's output for a Table II benchmark: one vault's SIMB assembly, the
 kernels it is made of and the static instruction breakdown by opcode.
 """
@@ -13,7 +14,7 @@ from ...gen.output import write_text
 from ...rtl.simb.asm import disassemble
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
-from .image_cli import size_arg
+from .image_cli import bench_params, param_arg, size_arg
 from .image_run import compile_bench
 
 __all__ = ["add_arguments", "run"]
@@ -29,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="input size (default 64x64)")
     i.add_argument("--opt", choices=sorted(OPT_LEVELS), default="opt",
                    help="compiler options of Fig. 12 (default opt)")
+    i.add_argument("--param", dest="params", type=param_arg, action="append",
+                   metavar="NAME=VALUE", help="a benchmark parameter (repeatable), e.g. depth=3")
     i.add_argument("--vault", type=int, default=0, help="whose program to print (default 0)")
     i.add_argument("-o", dest="out", type=out_file, help="write the assembly here")
     # also after ``image`` (``pimforge compile image --bench blur --config ipim_eval``);
@@ -42,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = args.config
     w, h = args.size
-    prog = compile_bench(args.bench, h, w, cfg, args.opt)
+    params = bench_params([args.bench], args.params)[args.bench]
+    prog = compile_bench(args.bench, h, w, cfg, args.opt, **params)
     if args.vault not in prog.programs:
         raise PimforgeError(f"vault {args.vault} is not in the machine "
                             f"(0..{len(prog.programs) - 1})")

@@ -1,11 +1,13 @@
 """``pimforge run image``: the Table II benchmarks on the iPIM cube.
 
 ``pimforge run image --bench {NAME,all} [--config C] [--photo NAME | --image PATH]
-[--size WxH] [--opt LEVEL] [--engine rtl|iss] [--dump DIR] --json OUT`` compiles each
+[--size WxH] [--opt LEVEL] [--param NAME=VALUE ...] [--engine rtl|iss] [--dump DIR]
+--json OUT`` compiles each
 benchmark, runs it on a real photograph (scikit-image's, resized) on the Verilated
 cube and checks the output against the numpy reference
 (:mod:`pimforge.verif.models.image`); ``--dump DIR`` writes ``DIR/<bench>/input.npy``,
-``output.npy`` (the RTL's result, ``(rows, cols)``) and ``params.json``.
+``output.npy`` (the RTL's result, ``(rows, cols)``) and ``params.json`` (every
+parameter the run used, the size-derived ones resolved).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from ...gen.args import out_dir
 from ...gen.errors import PimforgeError
 from ...gen.output import FileSet
-from ...verif.models.image import BENCHES, check_input
+from ...verif.models.image import BENCHES, check_input, resolve_params
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
@@ -28,7 +30,8 @@ from .image_run import cube_driver, run_bench
 from .lang import CompileError
 from .photos import PHOTOS, load_image, load_photo
 
-__all__ = ["PREPARE_OPTIONS", "ImageResult", "add_arguments", "prepare", "run", "size_arg"]
+__all__ = ["PREPARE_OPTIONS", "ImageResult", "add_arguments", "bench_params", "param_arg",
+           "prepare", "run", "size_arg"]
 
 #: The options :func:`prepare`'s build depends on besides the config.
 PREPARE_OPTIONS = ("engine",)
@@ -42,6 +45,34 @@ def size_arg(text: str) -> tuple[int, int]:
     if not (16 <= w <= 8192 and 4 <= h <= 8192):
         raise argparse.ArgumentTypeError(f"size {text} is out of range (W 16..8192, H 4..8192)")
     return w, h
+
+
+def param_arg(text: str) -> tuple[str, int | float]:
+    """``NAME=VALUE`` of ``--param``: a benchmark parameter, an int or a float."""
+    k, sep, v = text.partition("=")
+    if not sep or not k.isidentifier():
+        raise argparse.ArgumentTypeError(f"--param takes NAME=VALUE (e.g. depth=3), not {text!r}")
+    try:
+        return k, int(v)
+    except ValueError:
+        pass
+    try:
+        return k, float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--param {k}: {v!r} is not a number") from None
+
+
+def bench_params(benches: list[str], given: list[tuple[str, int | float]] | None) -> dict:
+    """``bench -> {parameter: value}`` of the ``--param`` values each of *benches* takes;
+    a parameter none of them takes is a one-line error naming theirs."""
+    given = dict(given or [])
+    known = {k for b in benches for k in BENCHES[b].params}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        takes = ", ".join(sorted(known)) or "none"
+        raise PimforgeError(f"--param {', '.join(unknown)}: not a parameter of "
+                            f"{', '.join(benches)} (they take: {takes})")
+    return {b: {k: v for k, v in given.items() if k in BENCHES[b].params} for b in benches}
 
 
 def _bench_names(text: str) -> list[str]:
@@ -64,6 +95,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="resize the input to this (default 64x64)")
     p.add_argument("--opt", choices=sorted(OPT_LEVELS), default="opt",
                    help="compiler options of Fig. 12 (default opt)")
+    p.add_argument("--param", dest="params", type=param_arg, action="append",
+                   metavar="NAME=VALUE",
+                   help="a benchmark parameter (repeatable), e.g. depth=3, stencils=8, levels=2, "
+                        "r_sigma=0.5; with --bench all, each benchmark takes the ones it has")
     p.add_argument("--engine", choices=["rtl", "iss"], default="rtl",
                    help="run on the Verilated cube (default) or the instruction-set simulator")
     p.add_argument("--dump", type=out_dir, help="write input/output .npy and params per bench")
@@ -120,13 +155,18 @@ def run(args: argparse.Namespace, config) -> ImageResult:
     if missing:
         raise PimforgeError(f"the iPIM compiler has no pipeline for {', '.join(missing)} yet; "
                             f"run one of {', '.join(sorted(PIPELINES))}")
+    params = bench_params(args.bench, getattr(args, "params", None))
+    inputs = {}
+    for b in args.bench:        # every input and parameter checked before any run
+        inputs[b] = _input(args, b)
+        check_input(b, inputs[b])
+        resolve_params(b, inputs[b], **params[b])
     benches: dict[str, dict] = {}
     dumps = []
     for b in args.bench:
-        img = _input(args, b)
-        check_input(b, img)
+        img = inputs[b]
         try:
-            r = run_bench(b, img, config, opt=args.opt, engine=args.engine)
+            r = run_bench(b, img, config, opt=args.opt, engine=args.engine, **params[b])
         except CompileError as e:
             if len(args.bench) == 1:
                 raise
@@ -134,7 +174,7 @@ def run(args: argparse.Namespace, config) -> ImageResult:
             print(f"{b}: skipped, it does not compile for {config.name} at "
                   f"{args.size[0]}x{args.size[1]} ({e})", flush=True)
             continue
-        benches[b] = r.to_json()
+        benches[b] = {**r.to_json(), "params": resolve_params(b, img, **params[b])}
         dumps.append((b, img, r))
         print(f"{b}: {'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
               f"(max error {r.max_abs_error:.2e})", flush=True)
@@ -146,7 +186,8 @@ def run(args: argparse.Namespace, config) -> ImageResult:
                 np.save(fs.path("input.npy"), img)
                 np.save(fs.path("output.npy"), r.output)
                 fs.path("params.json").write_text(json.dumps({
-                    "bench": b, "params": dict(BENCHES[b].params), "size": list(args.size),
+                    "bench": b, "params": resolve_params(b, img, **params[b]),
+                    "size": list(args.size),
                     "source": args.image or args.photo, "config": config.name,
                     "opt": args.opt, "engine": args.engine,
                     "input_kind": BENCHES[b].input_kind,
