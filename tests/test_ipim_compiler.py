@@ -25,11 +25,14 @@ from pimforge.sim.ipim.lang import (
     Func,
     ImageParam,
     RBox,
+    Table,
     Var,
+    by_parity,
     cast,
     clamp,
     coord,
     max_,
+    stack,
 )
 from pimforge.sim.ipim.lower import compile_pipeline
 from pimforge.sim.ipim.photos import load_photo
@@ -66,8 +69,8 @@ def test_every_compiled_benchmark_matches_its_reference(cfg, bench):
     log.info("seed %d (rerun with PIMFORGE_SEED=%d)", SEED, SEED)
     print(f"seed {SEED} (rerun with PIMFORGE_SEED={SEED})")
     rng = np.random.default_rng([SEED, sorted(BENCHES).index(bench)])
-    params = {"stencils": 4} if bench == "stencil_chain" else {}
-    r = run_bench(bench, _image(bench, rng), cfg, engine="iss", **params)
+    params, n = _SMALL.get(bench, ({}, 32))
+    r = run_bench(bench, _image(bench, rng, n, n), cfg, engine="iss", **params)
     assert r.output.shape == r.reference.shape
     if bench in _DIVIDES:
         assert 0 < r.max_abs_error <= BENCHES[bench].atol, r.max_abs_error
@@ -75,6 +78,9 @@ def test_every_compiled_benchmark_matches_its_reference(cfg, bench):
         assert r.max_abs_error == 0.0, r.max_abs_error
     assert r.matches_reference
 
+
+#: parameters and size that keep a benchmark's program within ipim_small's program memory
+_SMALL = {"stencil_chain": ({"stencils": 4}, 32), "local_laplacian": ({"depth": 2}, 16)}
 
 #: benchmarks with a true division, which the compiled code computes by Newton-Raphson:
 #: within atol of the correctly rounded quotient, not bit for bit
@@ -473,3 +479,151 @@ def test_compile_cli_takes_the_config_before_or_after_image(capsys):
     assert after == before != default
     assert main(["compile", "image", "--bench", "blur", "--config", "nope"]) == 2
     assert "unknown config preset 'nope'" in capsys.readouterr().err
+
+
+def _run_iss(prog, cfg, img):
+    """Place *img* (and any constant table) in the banks, run *prog* on the simulator and
+    read its output back."""
+    from pimforge.sim.ipim.image_run import _iss
+    from pimforge.sim.ipim.lower import place
+
+    banks: dict = {}
+    for arr in prog.inputs.values():
+        for key, blk in place(arr, img, cfg.ipim).items():
+            banks.setdefault(key, {}).update({arr.base + i: v for i, v in enumerate(blk)})
+    m, _ = _iss(prog, banks, cfg)
+
+    def fetch(v, pe, base, k):
+        b = m.vaults[v].banks[pe]
+        return np.array([b.get(base + i, np.zeros(4, np.uint32)) for i in range(k)],
+                        dtype=np.uint32)
+
+    return prog.read(fetch, cfg.ipim)
+
+
+def test_table_lookup_picks_every_lane_of_every_entry(cfg):
+    """A constant table read at a computed index (four entries a vector, the entry's lane
+    picked by masks): random indices over the whole table, at two offsets, in a tiled
+    func, exactly numpy's ``take``."""
+    rng = np.random.default_rng([SEED, 41])
+    print(f"seed {SEED} (rerun with PIMFORGE_SEED={SEED})")
+    vals = rng.standard_normal(203).astype(np.float32)      # not a multiple of four
+    tbl = Table("t", vals)
+    x, y = Var("x"), Var("y")
+    inp = ImageParam("in", INT32)
+    out = Func("out")
+    out[x, y] = tbl.lookup(inp[x, y]) + tbl.lookup(inp[x, y], 6) * 2.0
+    out.compute_root()
+    idx = rng.integers(0, 197, (16, 32)).astype(np.int32)
+    idx[0, :4] = [0, 1, 2, 3]
+    got = _run_iss(compile_pipeline(out, (32, 16), cfg), cfg, idx)
+    want = vals[idx] + vals[idx + 6] * np.float32(2)
+    assert np.array_equal(got, want)
+
+
+def test_by_parity_and_stack_match_numpy(cfg):
+    """``by_parity`` picks the even or odd definition per column and row of a resampling
+    stage; a stack makes channels of separately defined funcs, read by channel and copied
+    into a replicated consumer's lanes."""
+    x, y, c = Var("x"), Var("y"), Var("c")
+    inp = ImageParam("in", FP32)
+    a, b = Func("a"), Func("b")
+    a[x, y] = inp[x, y] * 2.0
+    b[x, y] = inp[x, y] + 1.0
+    ab = stack("ab", [a, b])
+    up = Func("up")
+    up[x, y] = by_parity(x, ab[x // 2, y // 2, 0], ab[(x + 2) // 2, y // 2, 1]) + \
+        by_parity(y, 0.0, 10.0)
+    up.compute_root()
+    rng = np.random.default_rng([SEED, 42])
+    img = rng.random((16, 16), dtype=np.float32)
+    got = _run_iss(compile_pipeline(up, (32, 32), cfg), cfg, img)
+    ys, xs = np.mgrid[0:32, 0:32]
+    ea = img * np.float32(2)
+    eb = img + np.float32(1)
+    want = np.where(xs % 2 == 0, ea[ys // 2, xs // 2],
+                    eb[ys // 2, np.minimum((xs + 2) // 2, 15)]) + \
+        np.where(ys % 2 == 0, np.float32(0), np.float32(10))
+    assert np.array_equal(got, want.astype(np.float32))
+    rep = Func("rep")
+    rep[x, y, c] = ab[x, y, c] * 3.0
+    rep.bound(c, 0, 2).compute_root().ipim_replicate()
+    out = Func("out")
+    out[x, y] = rep[x, y, 1] - rep[x, y, 0]
+    out.compute_root()
+    got = _run_iss(compile_pipeline(out, (16, 16), cfg), cfg, img)
+    assert np.array_equal(got, eb * np.float32(3) - ea * np.float32(3))
+
+
+def test_table_parity_and_stack_mistakes_are_one_line_errors(cfg):
+    x, y = Var("x"), Var("y")
+    inp = ImageParam("in", FP32)
+    with pytest.raises(CompileError, match="1-D array"):
+        Table("t", np.zeros((2, 2)))
+    with pytest.raises(CompileError, match="INT32"):
+        Table("t", np.zeros(8)).lookup(inp[x, y])
+    with pytest.raises(CompileError, match="pure variable"):
+        by_parity(3, 1.0, 2.0)
+    a, r = Func("a"), Func("r")
+    a[x, y] = inp[x, y]
+    r[x, y] = inp[x, y]
+    r.compute_root().ipim_replicate()
+    with pytest.raises(CompileError, match="replicated; stack tiled funcs"):
+        stack("s", [a, r])
+    with pytest.raises(CompileError, match="without channels"):
+        stack("s", [Func("undefined")])
+    bad = Func("bad")
+    bad[x, y] = by_parity(Var("z"), 1.0, 2.0) * inp[x, y]
+    bad.compute_root()
+    with pytest.raises(CompileError, match="not a variable") as e:
+        compile_pipeline(bad, (16, 16), cfg)
+    assert "\n" not in str(e.value)
+    with pytest.raises(CompileError, match="levels must be 2 to 64"):
+        compile_bench("local_laplacian", 16, 16, cfg, levels=65)
+
+
+def test_local_laplacian_at_full_depth_matches_numpy_and_halide():
+    """The local Laplacian at its default depth on a machine whose program memory holds
+    the whole program (the paper's VSM as instruction memory): 32x32 (levels 0-1 tiled,
+    2-5 replicated, level 0's two upsamplings stages of their own) and 16x48 (odd
+    replicated levels 24, 12, 6, 3), on a photograph and a random image; bit for bit
+    numpy's, and the halide package's within atol."""
+    from pimforge.verif.models.image_halide import halide_reference
+
+    big = load_config("ipim_small", {"ipim.imem_instructions": 16384})
+    rng = np.random.default_rng([SEED, 43])
+    for img in (load_photo("camera", (32, 32), "gray"),
+                rng.random((16, 48), dtype=np.float32)):
+        r = run_bench("local_laplacian", img, big, engine="iss")
+        assert r.max_abs_error == 0.0, r.max_abs_error
+        kinds = {a.kind for a in r.program.arrays}
+        assert {"const", "gather", "extract"} <= kinds
+        assert r.counts["mov_arf"] > 0          # the remap table's lookups
+        want = halide_reference("local_laplacian", img)
+        assert np.abs(r.output - want).max() <= BENCHES["local_laplacian"].atol
+
+
+def test_run_and_compile_cli_take_benchmark_parameters(tmp_path, capsys):
+    """``--param NAME=VALUE`` reaches the benchmark (the local Laplacian's depth), is written
+    to the JSON and ``params.json`` with the size-derived ones resolved, and a parameter
+    no benchmark has is a one-line error that writes nothing."""
+    from pimforge.gen.cli import main
+
+    out = tmp_path / "ll.json"
+    rc = main(["run", "image", "--bench", "local_laplacian", "--size", "16x16", "--engine",
+               "iss", "--param", "depth=2", "--json", str(out), "--dump", str(tmp_path / "d")])
+    assert rc == 0
+    import json
+
+    b = json.loads(out.read_text())["benches"]["local_laplacian"]
+    assert b["matches_reference"] and b["params"]["depth"] == 2 and b["params"]["levels"] == 8
+    p = json.loads((tmp_path / "d" / "local_laplacian" / "params.json").read_text())
+    assert p["params"] == b["params"]
+    bad = tmp_path / "bad.json"
+    assert main(["run", "image", "--bench", "blur", "--engine", "iss", "--param", "depth=2",
+                 "--json", str(bad)]) != 0
+    err = capsys.readouterr().err
+    assert "--param depth: not a parameter of blur" in err and not bad.exists()
+    assert main(["compile", "image", "--bench", "local_laplacian", "--size", "16x16",
+                 "--param", "depth=2"]) == 0
+    assert "local_laplacian 16x16" in capsys.readouterr().out

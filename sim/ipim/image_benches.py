@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...verif.models.image import interpolate_levels, stencil_weights
+from ...rtl.simb.isa import LANES
+from ...verif.models.image import interpolate_levels, laplacian_depth, remap_lut, stencil_weights
 from .lang import (
     FP32,
     INT32,
@@ -28,10 +29,15 @@ from .lang import (
     ImageParam,
     RBox,
     RDom,
+    Table,
     Var,
+    by_parity,
     cast,
+    clamp,
     coord,
     reinterpret,
+    select,
+    stack,
 )
 
 __all__ = ["PIPELINES", "build"]
@@ -289,11 +295,147 @@ def bilateral_grid(H: int, W: int, s_sigma: int = 8, r_sigma: float = 0.1):
     return _schedule(out), (W, H), (H, W)
 
 
+def _at(f, ch, xx, yy) -> Expr:
+    return f[xx, yy] if ch is None else f[xx, yy, ch]
+
+
+def _ll_down(f, ch, name: str) -> Func:
+    """``((f(2x-1) + 3*(f(2x) + f(2x+1))) + f(2x+2)) * 0.125`` in x (``dx``, inlined), then
+    in y: the local Laplacian's 1-3-3-1 downsampling of channel *ch* of *f*."""
+    x, y, c = _X, _Y, _C
+    dx = Func(f"{name}x")
+    v = (((_at(f, ch, 2 * x - 1, y) + 3.0 * (_at(f, ch, 2 * x, y) + _at(f, ch, 2 * x + 1, y)))
+          + _at(f, ch, 2 * x + 2, y)) * 0.125)
+    d = Func(name)
+    if ch is None:
+        dx[x, y] = v
+        d[x, y] = ((dx[x, 2 * y - 1] + 3.0 * (dx[x, 2 * y] + dx[x, 2 * y + 1]))
+                   + dx[x, 2 * y + 2]) * 0.125
+        return d
+    dx[x, y, c] = v
+    dx.bound(c, 0, f.channels)
+    d[x, y, c] = ((dx[x, 2 * y - 1, c] + 3.0 * (dx[x, 2 * y, c] + dx[x, 2 * y + 1, c]))
+                  + dx[x, 2 * y + 2, c]) * 0.125
+    d.bound(c, 0, f.channels)
+    return d
+
+
+def _ll_up(f, ch, name: str) -> Func:
+    """``0.25*f(x//2 - 1 + 2*(x%2)) + 0.75*f(x//2)`` in x (``ux``, inlined), then in y:
+    the far tap is ``(x-2)//2`` at even and ``(x+2)//2`` at odd ``x`` (:func:`by_parity`)."""
+    x, y, c = _X, _Y, _C
+    ux = Func(f"{name}x")
+    v = (0.25 * by_parity(x, _at(f, ch, (x - 2) // 2, y), _at(f, ch, (x + 2) // 2, y))
+         + 0.75 * _at(f, ch, x // 2, y))
+    u = Func(name)
+    if ch is None:
+        ux[x, y] = v
+        u[x, y] = (0.25 * by_parity(y, ux[x, (y - 2) // 2], ux[x, (y + 2) // 2])
+                   + 0.75 * ux[x, y // 2])
+        return u
+    ux[x, y, c] = v
+    ux.bound(c, 0, f.channels)
+    u[x, y, c] = (0.25 * by_parity(y, ux[x, (y - 2) // 2, c], ux[x, (y + 2) // 2, c])
+                  + 0.75 * ux[x, y // 2, c])
+    u.bound(c, 0, f.channels)
+    return u
+
+
+def _pick(vals: list[Expr], i: Expr, lo: int = 0) -> Expr:
+    """``vals[i - lo]`` for an INT32 *i* in range: a binary tree of selects."""
+    if len(vals) == 1:
+        return vals[0]
+    h = (len(vals) + 1) // 2
+    return select(i < lo + h, _pick(vals[:h], i, lo), _pick(vals[h:], i, lo + h))
+
+
+def local_laplacian(H: int, W: int, levels: int = 8, alpha: float = 1 / 7, beta: float = 1.0,
+                    depth: int | None = None, *, pes: int = 1):
+    """Halide's ``apps/local_laplacian`` on a gray image
+    (:func:`pimforge.verif.models.image.local_laplacian`, operation for operation).
+
+    ``K = levels`` intensity levels, each a plane: level 0's ``G_0(k) = ((beta*(g -
+    lvl_k)) + lvl_k) + remap[idx - 256k]`` is a tiled func per ``k`` whose remapping is
+    a lookup in the host's table (:class:`~pimforge.sim.ipim.lang.Table`; ``idx`` a
+    tiled INT32 func); they are stacked four to a func (:func:`~pimforge.sim.ipim.lang.stack`)
+    so that a replicated level holds four planes in the lanes of a vector. Every level
+    ``j`` of the Gaussian pyramid of the planes and of the input (``down``, 1-3-3-1) is a
+    root func; the output pyramid ``oG_j = up(oG_{j+1}) + oL_j`` is one root func per
+    level, with the Laplacian ``L_j = G_j - up(G_{j+1})`` and the blend of the two
+    planes around the pixel's level (a tree of selects on ``li``) inlined. The levels
+    down to ``m`` (as interpolate's) are tiled and the smaller ones replicated; level
+    ``m``'s two upsamplings are replicated stages of level ``m``'s size."""
+    K = int(levels)
+    if not 2 <= K <= 64:
+        raise CompileError(f"local_laplacian: levels must be 2 to 64, not {levels}")
+    J = laplacian_depth(H, W) if depth is None else int(depth)
+    x, y, c = _X, _Y, _C
+    m = _tiled_levels(H, W, J, pes)
+    n = (K - 1) * 256
+    lut = Table("remap", remap_lut(K, alpha))
+    inp = ImageParam("in", FP32)
+
+    def sched(f: Func, lv: int) -> Func:
+        return _schedule(f) if lv <= m else _replicate(f)
+
+    idx = Func("idx")
+    idx[x, y] = clamp(cast(INT32, (inp[x, y] * float(K - 1)) * 256.0), 0, n)
+    _schedule(idx)
+    g0 = []
+    for k in range(K):
+        lvl = float(np.float32(k) * np.float32(1.0 / (K - 1)))
+        f = Func(f"g0_{k}")
+        f[x, y] = ((beta * (inp[x, y] - lvl)) + lvl) + lut.lookup(idx[x, y], n - 256 * k)
+        g0.append(_schedule(f))
+    groups = [range(h, min(h + LANES, K)) for h in range(0, K, LANES)]
+    G = [[stack(f"g0h{i}", [g0[k] for k in ks]) for i, ks in enumerate(groups)]]
+    ing: list = [inp]
+    for j in range(1, J):
+        G.append([sched(_ll_down(p, c, f"g{j}h{i}"), j) for i, p in enumerate(G[-1])])
+        ing.append(sched(_ll_down(ing[-1], None, f"in{j}"), j))
+
+    def plane(j: int, k: int, ups: list) -> Expr:     # L_j(k)
+        i, ch = divmod(k, LANES)
+        if j > m and j < J - 1:     # replicated: four planes a vector, as a root func
+            return ups[i][x, y, ch]
+        gk = G[j][i][x, y, ch]
+        return gk if j == J - 1 else gk - ups[i][x, y, ch]
+
+    out = None
+    for j in range(J - 1, -1, -1):
+        ups = []
+        if j < J - 1:
+            for i, p in enumerate(G[j + 1]):
+                u = _ll_up(p, c, f"upg{j}h{i}")
+                if j > m:
+                    lap = Func(f"lap{j}h{i}")
+                    lap[x, y, c] = G[j][i][x, y, c] - u[x, y, c]
+                    u = _replicate(lap.bound(c, 0, p.channels))
+                # level m's reads the replicated level m+1: a replicated stage of its size;
+                # a finer tiled level's, a stage of its own (its nine taps a plane would
+                # need a pointer each in the blend's kernel)
+                ups.append(_replicate(u) if j == m else _schedule(u) if j < m else u)
+        lev = _at(ing[j], None, x, y) * float(K - 1)
+        li = clamp(cast(INT32, lev), 0, K - 2)
+        lf = lev - cast(FP32, li)
+        Ls = [plane(j, k, ups) for k in range(K)]
+        a, b = _pick(Ls, li), _pick(Ls[1:] + Ls[-1:], li)
+        body = ((1.0 - lf) * a) + (lf * b)
+        if out is not None:
+            u = _ll_up(out, None, f"upo{j}")
+            body = (_replicate(u) if j == m else _schedule(u) if j < m else u)[x, y] + body
+        o = Func(f"out{j}" if j else "out")
+        o[x, y] = clamp(body, 0.0, 1.0) if j == 0 else body
+        out = sched(o, j)
+    return out, (W, H), (H, W)
+
+
 #: Benchmark name -> builder ``(H, W, **params) -> (out, layout (W, H), crop (rows, cols))``.
 PIPELINES: dict[str, Callable] = {
     "brighten": brighten, "blur": blur, "downsample": downsample, "upsample": upsample,
     "shift": shift, "histogram": histogram, "stencil_chain": stencil_chain,
     "interpolate": interpolate, "bilateral_grid": bilateral_grid,
+    "local_laplacian": local_laplacian,
 }
 
 
