@@ -27,17 +27,26 @@ For every benchmark the compiler has, on a scikit-image photograph:
 
 Every run is checked against the numpy reference; a mismatch is reported and fails
 the script.
+
+``--set`` changes the machine of every benchmark, ``--set-of BENCH:KEY=VALUE`` one
+benchmark's (the local Laplacian's program at 64x64 needs more than ipim_eval's 4,096
+instructions: ``--set-of local_laplacian:ipim.imem_instructions=16384``, the 256 KiB
+VSM of Table III that holds the program, Sec. IV-C); such a benchmark is labelled in
+the tables. ``--merge OLD.json`` adds the benchmarks of an earlier run (``--json``) that
+this one does not run, so that a long evaluation can be made in parts.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
 from pathlib import Path
 
-from pimforge.gen.config import load_config
+from pimforge.gen.config import load_config, parse_overrides
+from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import OutputError, check_output_file, write_json, write_text
 from pimforge.sim.ipim.backend import OPT_LEVELS
 from pimforge.sim.ipim.image_benches import PIPELINES
@@ -82,9 +91,13 @@ def _wh(text: str) -> tuple[int, int]:
     return w, h
 
 
-def _label(b: str, size: dict, w: int, h: int) -> str:
-    """The benchmark's name, with its size where it is not the run's."""
-    return b if size[b] == (w, h) else f"{b} ({size[b][0]}x{size[b][1]})"
+def _label(b: str, size: dict, w: int, h: int, sets: dict | None = None) -> str:
+    """The benchmark's name, with its size and machine changes where they are not the
+    run's."""
+    notes = [] if tuple(size[b]) == (w, h) else [f"{size[b][0]}x{size[b][1]}"]
+    notes += [f"{k.split('.')[-1]} {v:,}" if isinstance(v, int) else f"{k.split('.')[-1]} {v}"
+              for k, v in (sets or {}).get(b, {}).items()]
+    return f"{b} ({', '.join(notes)})" if notes else b
 
 
 def _img(bench, size, photo):
@@ -115,6 +128,12 @@ def main(argv=None) -> int:
     p.add_argument("--size-of", action="append", default=[], metavar="BENCH=WxH",
                    help="run BENCH at its own size (repeatable; its check size is the "
                         "--check-size, or half its size where that is not smaller)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change the machine of every benchmark (repeatable)")
+    p.add_argument("--set-of", action="append", default=[], metavar="BENCH:KEY=VALUE",
+                   help="change one benchmark's machine (repeatable)")
+    p.add_argument("--merge", action="append", type=Path, default=[], metavar="OLD.json",
+                   help="add the benchmarks of an earlier --json that this run does not run")
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path, help="write the tables as markdown here")
     a = p.parse_args(argv)
@@ -124,10 +143,20 @@ def main(argv=None) -> int:
                 check_output_file(path, what)
             except OutputError as e:
                 p.error(str(e))
-    cfg = load_config(a.config)
-    ip = cfg.ipim
     size, check = {}, {}
     try:
+        sets = parse_overrides(a.set)
+        own: dict = {}
+        for item in a.set_of:
+            name, colon, kv = item.partition(":")
+            if not colon or name not in PIPELINES:
+                raise ValueError(f"--set-of {item}: give BENCH:SECTION.FIELD=VALUE with a "
+                                 f"compiled benchmark ({', '.join(PIPELINES)})")
+            own.setdefault(name, []).append(kv)
+        own = {b: parse_overrides(v) for b, v in own.items()}
+        cfg = load_config(a.config, sets)
+        cfgs = {b: load_config(a.config, {**sets, **own.get(b, {})}) for b in PIPELINES}
+        merged = [json.loads(m.read_text()) for m in a.merge]
         w, h = _wh(a.size)
         cw, ch = _wh(a.check_size)
         for item in a.size_of:
@@ -136,18 +165,20 @@ def main(argv=None) -> int:
                 raise ValueError(f"--size-of {item}: {name!r} is not a compiled benchmark "
                                  f"({', '.join(PIPELINES)})")
             size[name] = _wh(wh)
-    except ValueError as e:
+    except (ValueError, OSError, PimforgeError) as e:
         p.error(str(e))
+    ip = cfg.ipim
     for b in PIPELINES:
         bw, bh = size.setdefault(b, (w, h))
         check[b] = (cw, ch) if cw * ch < bw * bh else (max(1, bw // 2), max(1, bh // 2))
     benches = a.bench or [b for b in BENCHES
-                          if b in PIPELINES and _compiles(b, *size[b], cfg, a.stencils)]
+                          if b in PIPELINES and _compiles(b, *size[b], cfgs[b], a.stencils)]
     levels = a.opt or list(OPT_LEVELS)
-    res: dict = {"config": a.config, "size": [w, h], "photo": a.photo,
+    res: dict = {"config": a.config, "set": sets, "size": [w, h], "photo": a.photo,
                  "stencils": a.stencils, "runs": {},
                  "sizes": {b: list(size[b]) for b in benches},
-                 "check_sizes": {b: list(check[b]) for b in benches}}
+                 "check_sizes": {b: list(check[b]) for b in benches},
+                 "set_of": {b: own[b] for b in benches if b in own}}
     bad = []
     t0 = time.time()
     for b in benches:
@@ -155,7 +186,7 @@ def main(argv=None) -> int:
         kw = {"stencils": a.stencils} if b == "stencil_chain" else {}
         res["runs"][b] = {}
         for lv in levels:
-            r = run_bench(b, img, cfg, opt=lv, **kw)
+            r = run_bench(b, img, cfgs[b], opt=lv, **kw)
             res["runs"][b][lv] = r.to_json()
             if not r.matches_reference:
                 bad.append(f"{b}/{lv}")
@@ -163,8 +194,25 @@ def main(argv=None) -> int:
                   f"{'ok' if r.matches_reference else 'MISMATCH'} "
                   f"({time.time() - t0:.0f} s)", flush=True)
         if a.check_size and "opt" in levels:
-            r2 = run_bench(b, _img(b, check[b], a.photo), cfg, opt="opt", **kw)
+            r2 = run_bench(b, _img(b, check[b], a.photo), cfgs[b], opt="opt", **kw)
             res["runs"][b]["opt@check"] = r2.to_json()
+    for old in merged:          # an earlier part of the evaluation
+        if (old["config"], old.get("set", {}), old["photo"], old["stencils"]) != \
+                (a.config, sets, a.photo, a.stencils):
+            print("--merge: the earlier run had another config, --set, photo or --stencils",
+                  file=sys.stderr)
+            return 2
+        for b, runs in old["runs"].items():
+            if b not in res["runs"] and all(lv in runs for lv in levels):
+                res["runs"][b] = runs
+                res["sizes"][b], res["check_sizes"][b] = old["sizes"][b], old["check_sizes"][b]
+                size[b], check[b] = tuple(old["sizes"][b]), tuple(old["check_sizes"][b])
+                if b in old.get("set_of", {}):
+                    res["set_of"][b] = old["set_of"][b]
+    benches = [b for b in BENCHES if b in res["runs"]]
+    bad += [f"{b}/{lv}" for b in benches for lv in levels
+            if not res["runs"][b][lv]["matches_reference"] and f"{b}/{lv}" not in bad]
+    own = res["set_of"]
     lines = []
     # Fig. 12
     if "opt" in levels:
@@ -174,7 +222,7 @@ def main(argv=None) -> int:
         sp = {lv: [] for lv in levels if lv != "opt"}
         for b in benches:
             c = {lv: res["runs"][b][lv]["cycles"] for lv in levels}
-            lines.append(f"| {_label(b, size, w, h)} | "
+            lines.append(f"| {_label(b, size, w, h, own)} | "
                          + " | ".join(f"{c[lv]:,}" for lv in levels) + " |")
             for lv in sp:
                 sp[lv].append(c[lv] / c["opt"])
@@ -192,7 +240,7 @@ def main(argv=None) -> int:
             r = res["runs"][b]["opt"]
             u = r["unit_utilization"]
             ipcs.append(r["ipc"])
-            lines.append(f"| {_label(b, size, w, h)} | {r['ipc']:.3f} | {u['simd']:.1%} | "
+            lines.append(f"| {_label(b, size, w, h, own)} | {r['ipc']:.3f} | {u['simd']:.1%} | "
                          f"{u['alu']:.1%} | "
                          f"{u['drf']:.1%} | {u['arf']:.1%} | {u['rdwr']:.1%} |")
         res["fig13_mean_ipc"] = sum(ipcs) / len(ipcs)
@@ -203,7 +251,7 @@ def main(argv=None) -> int:
             cnt = res["runs"][b]["opt"]["instruction_breakdown"]
             tot = sum(cnt.values())
             row = [sum(cnt.get(o, 0) for o in ops) / tot for ops in CLASSES.values()]
-            lines.append(f"| {_label(b, size, w, h)} | "
+            lines.append(f"| {_label(b, size, w, h, own)} | "
                          + " | ".join(f"{x:.1%}" for x in row) + " |")
         # Fig. 6
         pes_here = ip.cubes * ip.vaults * ip.pes
@@ -226,7 +274,7 @@ def main(argv=None) -> int:
             t_gpu = max(t_mem, flops / (V100_TFLOPS * 1e12) * 1e3)
             ratio = f"{c1 / c2:.2f} ({(bw * bh) / (bcw * bch):.2f})" if c2 else "-"
             sp6.append(t_gpu / t_ipim)
-            lines.append(f"| {_label(b, size, w, h)} | {c1:,} | {ratio} | {t_ipim:.3f} | "
+            lines.append(f"| {_label(b, size, w, h, own)} | {c1:,} | {ratio} | {t_ipim:.3f} | "
                          f"{t_gpu:.3f} | "
                          f"{t_gpu / t_ipim:.2f}x |")
         res["fig6_geomean_speedup"] = math.exp(sum(map(math.log, sp6)) / len(sp6))

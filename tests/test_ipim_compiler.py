@@ -627,3 +627,21 @@ def test_run_and_compile_cli_take_benchmark_parameters(tmp_path, capsys):
     assert main(["compile", "image", "--bench", "local_laplacian", "--size", "16x16",
                  "--param", "depth=2"]) == 0
     assert "local_laplacian 16x16" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--set-of", "nope:ipim.inst_queue=64"], "--set-of nope:ipim.inst_queue=64: give BENCH:"),
+    (["--set-of", "blur:ipim"], "--set takes SECTION.FIELD=VALUE"),
+    (["--merge", "/nonexistent/old.json"], "No such file"),
+])
+def test_eval_script_arguments_are_one_line_errors(argv, msg):
+    """scripts/ipim_eval.py checks its per-benchmark machine changes and the runs it merges
+    before any run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "ipim_eval.py"
+    p = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and msg in p.stderr, p.stderr
