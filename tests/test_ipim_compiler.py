@@ -633,6 +633,7 @@ def test_run_and_compile_cli_take_benchmark_parameters(tmp_path, capsys):
     (["--set-of", "nope:ipim.inst_queue=64"], "--set-of nope:ipim.inst_queue=64: give BENCH:"),
     (["--set-of", "blur:ipim"], "--set takes SECTION.FIELD=VALUE"),
     (["--merge", "/nonexistent/old.json"], "No such file"),
+    (["--tables-only"], "--tables-only makes the tables of --merge files"),
 ])
 def test_eval_script_arguments_are_one_line_errors(argv, msg):
     """scripts/ipim_eval.py checks its per-benchmark machine changes and the runs it merges
