@@ -382,12 +382,18 @@ def build_cases() -> list[Case]:
                ("--size malformed", ["--size", "64"]), ("--size zero", ["--size", "0x64"]),
                ("--size too small for the bench", ["--size", "2x2"]),
                ("--opt unknown", ["--opt", "O3"]), ("--engine unknown", ["--engine", "fpga"]),
+               ("--param malformed", ["--param", "depth"]),
+               ("--param not a number", ["--param", "depth=deep"]),
+               ("--param the bench does not take", ["--param", "depth=2"]),
+               ("--param beyond the image", ["--bench", "local_laplacian", "--size", "16x16",
+                                             "--param", "depth=9"]),
                *_bad_dirs("--dump"), *_bad_outputs("--json", ".json")], after=True)
     c += _config_cases(ri, ["--bench", "blur", "--engine", "iss"], positional=False)
     ci = ["compile", "image"]
     c += _opt(ci, ["--bench", "blur"],
               [("--bench unknown", ["--bench", "sharpen"]),
-               ("--size malformed", ["--size", "axb"]), ("--opt unknown", ["--opt", "O3"])],
+               ("--size malformed", ["--size", "axb"]), ("--opt unknown", ["--opt", "O3"]),
+               ("--param the bench does not take", ["--param", "stencils=3"])],
               after=True)
 
     # schedule sharing (the Data-Scheduler)

@@ -47,6 +47,9 @@ SUBSET = ["config: config empty", "verilog: --top empty", "regress: -k empty",
     "capsnet-dist: --net unknown",
     "dse: --org twice in one list",
     "dse: --out is a file",
+    "run image: --param the bench does not take",
+    "run image: --param beyond the image",
+    "compile image: --param the bench does not take",
 ]
 #: Cases that break the promise in gen/cli.py (outside the commands' own modules);
 #: strict, so that the fix shows here as an unexpected pass.
