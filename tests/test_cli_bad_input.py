@@ -45,6 +45,8 @@ def _bad_values(action, tmp_path):
         return ["abc", "nan", "inf", "-1e9"]
     if name == "size_arg":
         return ["64", "0x0", "axb", "64x64x3", "99999x4", ""]
+    if name == "param_arg":
+        return ["depth", "depth=deep", "=2", "2=depth", ""]
     if name == "_bench_names":
         return ["nonesuch", "", "bilateral grid"]
     if name == "_executor":
