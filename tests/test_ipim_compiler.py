@@ -62,6 +62,27 @@ def _rgba(rng, h: int, w: int, opaque: float = 0.3) -> np.ndarray:
     return np.concatenate([rgb, a[..., None]], axis=-1)
 
 
+def _run_iss(prog, cfg, img):
+    """Place *img* (one image for every input, or ``{input name: image}``) and any
+    constant table in the banks, run *prog* on the simulator and read its output back."""
+    from pimforge.sim.ipim.image_run import _iss
+    from pimforge.sim.ipim.lower import place
+
+    banks: dict = {}
+    for arr in prog.inputs.values():
+        a = img.get(arr.name) if isinstance(img, dict) else img
+        for key, blk in place(arr, a, cfg.ipim).items():
+            banks.setdefault(key, {}).update({arr.base + i: v for i, v in enumerate(blk)})
+    m, _ = _iss(prog, banks, cfg)
+
+    def fetch(v, pe, base, k):
+        b = m.vaults[v].banks[pe]
+        return np.array([b.get(base + i, np.zeros(4, np.uint32)) for i in range(k)],
+                        dtype=np.uint32)
+
+    return prog.read(fetch, cfg.ipim)
+
+
 @pytest.mark.parametrize("bench", sorted(PIPELINES))
 def test_every_compiled_benchmark_matches_its_reference(cfg, bench):
     """On a random 32x32 image, at the opt level: exact for the ones whose order the
@@ -198,21 +219,7 @@ def test_select_clamp_and_max_lower_to_integer_bit_tricks(cfg):
     prog = compile_pipeline(out, (32, 32), cfg)
     rng = np.random.default_rng([SEED, 7])
     img = rng.random((32, 32), dtype=np.float32)
-    from pimforge.sim.ipim.image_run import _iss
-    from pimforge.sim.ipim.lower import place
-
-    arr = prog.inputs["in"]
-    banks = {}
-    for key, blk in place(arr, img, cfg.ipim).items():
-        banks[key] = {arr.base + i: v for i, v in enumerate(blk)}
-    m, _ = _iss(prog, banks, cfg)
-
-    def fetch(v, pe, base, n):
-        b = m.vaults[v].banks[pe]
-        return np.array([b.get(base + i, np.zeros(4, np.uint32)) for i in range(n)],
-                        dtype=np.uint32)
-
-    got = prog.read(fetch, cfg.ipim)
+    got = _run_iss(prog, cfg, img)
     f = np.float32
     right = img[:, np.minimum(np.arange(32) + 1, 31)]
     want = np.clip(img * f(3) - f(1), f(0), f(1)) + np.maximum(right, f(0.5))
@@ -278,8 +285,6 @@ def test_divide_by_newton_raphson_is_within_ulps_and_nan_at_zero(cfg):
     """``divide`` (no divide instruction): within 2 ulp of numpy's float32 quotient over
     six decades of divisors, and 0/0 is NaN like the reference's."""
     from pimforge.sim.ipim.image_benches import divide
-    from pimforge.sim.ipim.image_run import _iss
-    from pimforge.sim.ipim.lower import place
 
     x, y = Var("x"), Var("y")
     n, d = ImageParam("n", FP32), ImageParam("d", FP32)
@@ -293,19 +298,7 @@ def test_divide_by_newton_raphson_is_within_ulps_and_nan_at_zero(cfg):
     dv[0, :4] = [1.0, 0.5, 2.0 ** -20, 0.75]
     nv[0, :4] = [1.0, 0.5, 2.0 ** -21, 0.0]
     nv[1, 0] = dv[1, 0] = 0.0
-    banks: dict = {}
-    for name, img in (("n", nv), ("d", dv)):
-        arr = prog.inputs[name]
-        for key, blk in place(arr, img, cfg.ipim).items():
-            banks.setdefault(key, {}).update({arr.base + i: v for i, v in enumerate(blk)})
-    m, _ = _iss(prog, banks, cfg)
-
-    def fetch(v, pe, base, k):
-        b = m.vaults[v].banks[pe]
-        return np.array([b.get(base + i, np.zeros(4, np.uint32)) for i in range(k)],
-                        dtype=np.uint32)
-
-    got = prog.read(fetch, cfg.ipim)
+    got = _run_iss(prog, cfg, {"n": nv, "d": dv})
     with np.errstate(invalid="ignore"):
         want = nv / dv
     assert np.isnan(got[1, 0]) and np.isnan(want[1, 0])
@@ -404,22 +397,7 @@ def test_a_scatter_and_gather_of_another_grid_match_numpy(cfg):
     rng = np.random.default_rng([SEED, 31])
     print(f"seed {SEED} (rerun with PIMFORGE_SEED={SEED})")
     img = rng.random((16, 16), dtype=np.float32)
-    from pimforge.sim.ipim.image_run import _iss
-    from pimforge.sim.ipim.lower import place
-
-    prog = compile_pipeline(out, (16, 16), cfg)
-    arr = prog.inputs["in"]
-    banks: dict = {}
-    for key, blk in place(arr, img, cfg.ipim).items():
-        banks.setdefault(key, {}).update({arr.base + i: v for i, v in enumerate(blk)})
-    m, _ = _iss(prog, banks, cfg)
-
-    def fetch(v, pe, base, k):
-        b = m.vaults[v].banks[pe]
-        return np.array([b.get(base + i, np.zeros(4, np.uint32)) for i in range(k)],
-                        dtype=np.uint32)
-
-    got = prog.read(fetch, cfg.ipim)
+    got = _run_iss(compile_pipeline(out, (16, 16), cfg), cfg, img)
     f = np.float32
     bins = (img * f(4)).astype(np.int32)
     cnt = np.zeros((4, 4, 5), np.float32)
@@ -479,26 +457,6 @@ def test_compile_cli_takes_the_config_before_or_after_image(capsys):
     assert after == before != default
     assert main(["compile", "image", "--bench", "blur", "--config", "nope"]) == 2
     assert "unknown config preset 'nope'" in capsys.readouterr().err
-
-
-def _run_iss(prog, cfg, img):
-    """Place *img* (and any constant table) in the banks, run *prog* on the simulator and
-    read its output back."""
-    from pimforge.sim.ipim.image_run import _iss
-    from pimforge.sim.ipim.lower import place
-
-    banks: dict = {}
-    for arr in prog.inputs.values():
-        for key, blk in place(arr, img, cfg.ipim).items():
-            banks.setdefault(key, {}).update({arr.base + i: v for i, v in enumerate(blk)})
-    m, _ = _iss(prog, banks, cfg)
-
-    def fetch(v, pe, base, k):
-        b = m.vaults[v].banks[pe]
-        return np.array([b.get(base + i, np.zeros(4, np.uint32)) for i in range(k)],
-                        dtype=np.uint32)
-
-    return prog.read(fetch, cfg.ipim)
 
 
 def test_table_lookup_picks_every_lane_of_every_entry(cfg):
