@@ -20,10 +20,10 @@ import os
 import sys
 import time
 
-from ..rtl.params import ParameterError
-from ..sim.verilator import lint, verilator_root
-from ..verif.regression import select
-from ..verif.runner import run_testbench
+from pimforge.rtl.params import ParameterError
+from pimforge.sim.verilator import lint, verilator_root
+from pimforge.verif.regression import select
+from pimforge.verif.runner import run_testbench
 from .args import int_range, nonempty, number_range, out_dir, out_file
 from .config import load_config, parse_overrides, preset_names, to_dict
 from .elaborate import elaborate
@@ -243,7 +243,7 @@ def add_synth(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_synth(args) -> int:
-    from ..sim.descnet.sram import area_mm2
+    from pimforge.sim.descnet.sram import area_mm2
     from .area import AreaModel
     from .synth import synth_block
 
@@ -297,7 +297,7 @@ def cmd_fpga(args) -> int:
 
 def _sweep_cli():
     # imported when used: the sweep command module builds on this one's workload parser
-    from ..sim.sweep import cli
+    from pimforge.sim.sweep import cli
 
     return cli
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from ..rtl.describe import block_info, ports
-from ..rtl.hierarchy import leaf_scope
+from pimforge.rtl.describe import block_info, ports
+from pimforge.rtl.hierarchy import leaf_scope
 from .config import Config, to_dict
 from .output import check_output_dir, check_output_file, write_json, write_text
 from .registry import get_block

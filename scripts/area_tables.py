@@ -16,7 +16,7 @@ Tables:
   memory controller and PGSM per DRAM die of the ipim_table3 config.
 - DESCNet Table III (32 nm): the scratchpads whose size is a power of two (the
   generator's constraint), as B x SC sector macros with their PMU and control.
-- NicePIM: the NN engine, when ``rtl/nn`` registers one.
+- NicePIM: the NN engine, when ``rtl/nicepim`` registers one.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def descnet_table(log):
 def nicepim_table(log):
     """NicePIM's NN engines (28 nm logic die) against the 48 mm^2 the paper allows them."""
     if "nn_engine" not in blocks():
-        print("  no NicePIM NN engine registered (rtl/nn): table skipped")
+        print("  no NicePIM NN engine registered (rtl/nicepim): table skipped")
         return None
     m = AreaModel(node_nm=28, sram=sram.area_mm2)
     # Sec. VIII-B's 4x4 nodes, and the 4x8 nodes of 128x8 PEs (16/144/32 KiB buffers)

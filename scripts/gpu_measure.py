@@ -19,7 +19,7 @@ the numpy routing reference). Nothing in the project needs it. What it measures:
 * **PIM-CapsNet (Table 1, full size)**: the routing written as public PyTorch CapsNets
   write it (``pimforge.sim.capsnet.gpu_eager``'s module docstring, with ``b`` shared by
   the batch and Eq. 4 summing the agreements over it, as Algorithm 1 and
-  ``pimforge.verif.models.routing`` do), and the whole inference around it (Conv1,
+  ``pimforge.verif.models.capsnet.routing`` do), and the whole inference around it (Conv1,
   PrimaryCaps, squash, routing, masked FC decoder) with the structure the models assume.
   Before timing, each network's routing at 1/4 size is checked against the float64
   numpy reference ``route_f64`` (in float64 on the GPU: the same result to 1e-9; in
@@ -64,7 +64,7 @@ from pimforge.gen.args import int_range, number_range, out_file
 from pimforge.gen.output import write_json
 from pimforge.sim.capsnet.networks import NETWORKS as CAPSNETS
 from pimforge.sim.nicepim.networks import network, network_names
-from pimforge.verif.models.routing import route_f64
+from pimforge.verif.models.capsnet.routing import route_f64
 
 T0 = time.perf_counter()
 PARTS = ("peaks", "capsnet", "profile", "dnn")

@@ -2,7 +2,7 @@
 
 Usage: python scripts/hmc_capsnet_cycles.py [--pes N ...] [--banks B ...] [--seed S]
 
-Runs the end-to-end cocotb bench of ``verif/tb/hmc_capsnet.py`` (default preset,
+Runs the end-to-end cocotb bench of ``verif/tb/capsnet/cube.py`` (default preset,
 2 vaults, capsnet mapping) for each PE count and bank count and prints the
 cycles of the run beside the ISA timing model's count with an always-ready
 memory (``sim/capsnet/timing.py`` ``program_cycles``). Each point is one
@@ -27,7 +27,7 @@ print("| PEs/vault | banks/vault | cycles (DRAM path) | cycles (ideal memory) | 
 print("|---|---|---|---|---|---|---|")
 for pes in a.pes:
     for banks in a.banks:
-        b = Bench("hmc_capsnet_cycles", "hmc_capsnet", "pimforge.verif.tb.hmc_capsnet",
+        b = Bench("hmc_capsnet_cycles", "hmc_capsnet", "pimforge.verif.tb.capsnet.cube",
                   overrides={"capsnet.pes_per_vault": pes, "hmc.mapping": "capsnet",
                              "hmc.banks_per_vault": banks,
                              "hmc.capacity_per_vault": banks * 16 * 256})

@@ -53,7 +53,7 @@ from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import compile_bench, run_bench
 from pimforge.sim.ipim.lang import CompileError
 from pimforge.sim.ipim.photos import load_photo
-from pimforge.verif.models.image import BENCHES
+from pimforge.verif.models.ipim.image import BENCHES
 
 PAPER_FIG12 = {"baseline1": 3.19, "baseline2": 2.59, "baseline3": 2.74, "baseline4": 1.30}
 PAPER_IPC = 0.63

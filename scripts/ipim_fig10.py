@@ -31,7 +31,7 @@ from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import compile_bench, run_bench
 from pimforge.sim.ipim.lang import CompileError
 from pimforge.sim.ipim.photos import load_photo
-from pimforge.verif.models.image import BENCHES
+from pimforge.verif.models.ipim.image import BENCHES
 
 #: the paper's performance drop against the largest point, by field and value
 PAPER_DROP = {"ipim.drf_bytes": {256: 0.468, 512: 0.268, 1024: 0.095},

@@ -39,7 +39,7 @@ from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import run_bench
 from pimforge.sim.ipim.photos import load_photo
-from pimforge.verif.models.image import BENCHES
+from pimforge.verif.models.ipim.image import BENCHES
 
 PAPER_SPEEDUP = 3.61
 PAPER_SAVING = 0.5671

@@ -39,7 +39,7 @@ from pimforge.gen.output import write_text
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import run_bench
 from pimforge.sim.ipim.photos import load_photo
-from pimforge.verif.models.image import BENCHES
+from pimforge.verif.models.ipim.image import BENCHES
 
 
 def predict(bench: str, cycles: dict[int, int]) -> dict[int, float]:

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from pimforge.gen.config import load_config
-from pimforge.rtl.nn.params import Layout
+from pimforge.rtl.nicepim.params import Layout
 from pimforge.sim.nicepim.rtl_run import conv_layer_tasks, read_tensor, run_array
 from pimforge.verif.models.nicepim import conv2d, wrap32
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ..gen.args import count_in_ram, out_file, seed
-from ..gen.errors import PimforgeError
-from ..gen.output import write_json
-from ..rtl.capsnet.params import pe_constants
-from ..verif.models.approx_error import characterize
+from pimforge.gen.args import count_in_ram, out_file, seed
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import write_json
+from pimforge.rtl.capsnet.params import pe_constants
+from pimforge.verif.models.capsnet.approx_error import characterize
 
 __all__ = ["BYTES_PER_SAMPLE", "add_arguments", "run"]
 

@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..gen.errors import SimulationError
+from pimforge.gen.errors import SimulationError
 from . import verilator as vl
 
 __all__ = ["build_verilated", "cached_build"]

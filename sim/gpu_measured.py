@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..gen.errors import PimforgeError
+from pimforge.gen.errors import PimforgeError
 from .capsnet.gpu_eager import eager
 from .capsnet.gpu_roofline import GPU, roofline
 from .capsnet.networks import network as capsnet

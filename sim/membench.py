@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from ..gen.args import (
+from pimforge.gen.args import (
     count_in_ram,
     fraction,
     int_range,
@@ -29,11 +29,11 @@ from ..gen.args import (
     power_of_two,
     seed,
 )
-from ..gen.elaborate import elaborate
-from ..gen.errors import CapacityError, PimforgeError, SimulationError
-from ..gen.output import write_json
-from ..rtl.mem.address_map import AddressMap
-from ..rtl.mem.timing import resolve_timing
+from pimforge.gen.elaborate import elaborate
+from pimforge.gen.errors import CapacityError, PimforgeError, SimulationError
+from pimforge.gen.output import write_json
+from pimforge.rtl.mem.address_map import AddressMap
+from pimforge.rtl.mem.timing import resolve_timing
 from . import verilator as vl
 from .build import build_verilated
 from .drivers import params_header, sources

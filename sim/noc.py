@@ -26,15 +26,15 @@ from pathlib import Path
 
 from amaranth.back import verilog as amaranth_verilog
 
-from ..gen.args import int_range, number_range, out_file, seed
-from ..gen.elaborate import LINT_HEADER
-from ..gen.errors import PimforgeError, SimulationError
-from ..gen.output import write_json
-from ..rtl.hierarchy import leaf_scope
-from ..rtl.noc.flit import EAST, NORTH, SOUTH, WEST
-from ..rtl.noc.mesh import Mesh
-from ..rtl.noc.mesh import from_config as mesh_from_config
-from ..rtl.noc.router import HEAD_CYCLES_PER_HOP
+from pimforge.gen.args import int_range, number_range, out_file, seed
+from pimforge.gen.elaborate import LINT_HEADER
+from pimforge.gen.errors import PimforgeError, SimulationError
+from pimforge.gen.output import write_json
+from pimforge.rtl.hierarchy import leaf_scope
+from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
+from pimforge.rtl.noc.mesh import Mesh
+from pimforge.rtl.noc.mesh import from_config as mesh_from_config
+from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from . import verilator as vl
 from .build import build_verilated
 from .drivers import params_header, sources

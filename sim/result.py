@@ -30,7 +30,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from ..gen.errors import PimforgeError
+from pimforge.gen.errors import PimforgeError
 
 __all__ = ["OMIT_IF_NONE", "ResultSchemaError", "WorkloadResult", "to_plain"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..gen.elaborate import Elaborated
-from ..gen.errors import SimulationError
+from pimforge.gen.elaborate import Elaborated
+from pimforge.gen.errors import SimulationError
 from .build import build_verilated
 from .drivers import params_header, sources
 from .drivers.io import read_fields, write_fields

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..gen.errors import SimulationError, ToolMissingError
+from pimforge.gen.errors import SimulationError, ToolMissingError
 
 __all__ = ["verilator_root", "verilator_env", "verilator_version", "lint", "cache_dir",
            "icarus_available", "content_key", "require_build_tools", "preflight"]

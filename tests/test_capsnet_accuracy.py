@@ -18,9 +18,9 @@ from pimforge.sim.capsnet.digits_net import (
     margin_loss,
     trained_meta,
 )
-from pimforge.verif.models.capsnet_pe import PEModel
-from pimforge.verif.models.pe_ops import PEOps, lane_sum
-from pimforge.verif.models.routing import RoutingOps, route_f64, route_pim, sequential_sum
+from pimforge.verif.models.capsnet.pe import PEModel
+from pimforge.verif.models.capsnet.pe_ops import PEOps, lane_sum
+from pimforge.verif.models.capsnet.routing import RoutingOps, route_f64, route_pim, sequential_sum
 
 F32 = np.float32
 

@@ -4,7 +4,7 @@ For every distribution dimension the cross-vault work is spread over the
 active vaults: L reduces and squashes slices of ``s``, B reduces the partial
 agreements and runs the softmax on row slices of ``b``, H runs the softmax on
 row slices gathered from the column slices. The results must stay bit for bit
-those of :func:`~pimforge.verif.models.routing.route_pim` in the programs'
+those of :func:`~pimforge.verif.models.capsnet.routing.route_pim` in the programs'
 order, on vault counts that do not divide the sizes and on more vaults than
 there are slices to own; no vault may touch words that another vault's SEND
 writes before the barrier that follows the SEND.
@@ -18,9 +18,9 @@ from pimforge.rtl.capsnet.isa import Instr, Opcode
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.sim.capsnet.compiler import compile_routing, program_ops
 from pimforge.sim.capsnet.networks import CapsNetSpec
-from pimforge.verif.models.capsnet_isa import execute, issue_cycles
-from pimforge.verif.models.capsnet_pe import PEModel
-from pimforge.verif.models.routing import route_pim
+from pimforge.verif.models.capsnet.isa import execute, issue_cycles
+from pimforge.verif.models.capsnet.pe import PEModel
+from pimforge.verif.models.capsnet.routing import route_pim
 
 SEED = 20261123
 

@@ -13,9 +13,9 @@ from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.mem.address_map import NUMPY_OPS
 from pimforge.sim.capsnet.compiler import compile_routing, normalize, program_ops, split
 from pimforge.sim.capsnet.networks import CapsNetSpec, network
-from pimforge.verif.models.capsnet_isa import execute, lane_sum
-from pimforge.verif.models.capsnet_pe import PEModel, f32_mul
-from pimforge.verif.models.routing import route_f64, route_pim
+from pimforge.verif.models.capsnet.isa import execute, lane_sum
+from pimforge.verif.models.capsnet.pe import PEModel, f32_mul
+from pimforge.verif.models.capsnet.routing import route_f64, route_pim
 
 SEED = 20261122
 
@@ -135,7 +135,7 @@ def test_flat_placement_spreads_blocks_over_the_vaults(cfg):
 @pytest.mark.parametrize("dim", ["B", "L", "H"])
 def test_loop_normalisation_is_exact(cfg, pe, dim):
     """Normalised programs leave the memories bit-identical and never issue more."""
-    from pimforge.verif.models.capsnet_isa import issue_cycles
+    from pimforge.verif.models.capsnet.isa import issue_cycles
 
     rng = np.random.default_rng(SEED)
     net = _net(b=6, nl=20, nh=3)
@@ -225,7 +225,7 @@ def test_program_stats_equal_the_executed_ones(cfg, pe, dim):
     can time compiled programs without running them."""
     from pimforge.sim.capsnet.timing import compiled_cycles, program_cycles
     from pimforge.sim.capsnet.workload import pe_latency, random_inputs
-    from pimforge.verif.models.capsnet_isa import program_stats
+    from pimforge.verif.models.capsnet.isa import program_stats
 
     net = CapsNetSpec("t", "none", batch=3, n_l=20, n_h=5, c_l=8, c_h=16, iterations=3)
     comp = compile_routing(net, dim, cfg)

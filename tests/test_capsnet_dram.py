@@ -20,8 +20,8 @@ from pimforge.rtl.capsnet.pe import Flow
 from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.networks import CapsNetSpec
 from pimforge.sim.capsnet.rtl_run import build_vault_driver, run_on_rtl
-from pimforge.verif.models.capsnet_isa import execute
-from pimforge.verif.models.capsnet_pe import PEModel
+from pimforge.verif.models.capsnet.isa import execute
+from pimforge.verif.models.capsnet.pe import PEModel
 
 SEED = 77
 

@@ -19,7 +19,7 @@ from pimforge.sim.capsnet.energy import (
     gpu_energy,
     pim_energy,
 )
-from pimforge.verif.models import capsnet_pe as cpe
+from pimforge.verif.models.capsnet import pe as cpe
 
 # Round coefficients so every expected value below is arithmetic one can do by hand.
 ROUND = EnergyCoefficients(fp_add_pj=1.0, fp_mul_pj=2.0, shift_pj=0.5, act_pj_per_row_byte=1.0,

@@ -13,8 +13,8 @@ from amaranth.sim import Simulator
 from pimforge.gen.config import load_config
 from pimforge.rtl.capsnet import params as pc
 from pimforge.rtl.capsnet.pe import Flow, from_config
-from pimforge.verif.models.approx_error import characterize
-from pimforge.verif.models.capsnet_pe import PEModel, Record, f32_add
+from pimforge.verif.models.capsnet.approx_error import characterize
+from pimforge.verif.models.capsnet.pe import PEModel, Record, f32_add
 
 
 def _cfg(la=3, lm=3, steps=1, recovery=True):
@@ -185,7 +185,7 @@ def test_approx_cli_prints_the_table(tmp_path):
 def test_calibration_path_is_bit_exact_with_the_golden_exp(samples, seed):
     """The constant R is derived in rtl/capsnet/params.py with plain IEEE float32 steps; on
     the calibration draw they must equal the golden exponential flow bit for bit."""
-    from pimforge.verif.models.capsnet_pe import exp_approx
+    from pimforge.verif.models.capsnet.pe import exp_approx
 
     x = pc.calibration_inputs(samples, seed)
     golden = exp_approx(x.view(np.uint32), recovery=None)

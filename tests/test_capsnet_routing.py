@@ -1,4 +1,4 @@
-"""Dynamic-routing golden models (verif/models/routing.py): Algorithm 1, Eq. 1-5."""
+"""Dynamic-routing golden models (verif/models/capsnet/routing.py): Algorithm 1, Eq. 1-5."""
 
 import logging
 import random
@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from pimforge.verif.models.routing import (
+from pimforge.verif.models.capsnet.routing import (
     ExactFloat32Ops,
     RoutingOps,
     route_f32,

@@ -9,8 +9,8 @@ import pytest
 from pimforge.gen.config import load_config
 from pimforge.sim.capsnet.digits_net import ITERATIONS, load_digits_split, load_trained
 from pimforge.sim.capsnet.rtl_routing import PEStreamRunner, route_on_pe, routing_pe_counts
-from pimforge.verif.models.pe_ops import PEOps
-from pimforge.verif.models.routing import route_pim
+from pimforge.verif.models.capsnet.pe_ops import PEOps
+from pimforge.verif.models.capsnet.routing import route_pim
 
 F32 = np.float32
 KEYS = ("u_hat", "c", "s", "v", "b")

@@ -11,7 +11,7 @@ import pytest
 
 from pimforge.gen.cli import main
 from pimforge.sim.capsnet.networks import NETWORKS
-from pimforge.verif.models.routing import route_f64
+from pimforge.verif.models.capsnet.routing import route_f64
 
 #: Documented bound of the PE approximations on v (exp by Eq. 13-14, one
 #: Newton step for 1/x and 1/sqrt(x)), relative to max |v_float64|.

@@ -24,8 +24,8 @@ from pimforge.rtl.capsnet.isa import Hold, Instr, Opcode, encode
 from pimforge.rtl.capsnet.lanes import OPERAND_FIELDS
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.capsnet.vault import VaultCompute
-from pimforge.verif.models.capsnet_isa import ONE_BITS, execute, issue_cycles
-from pimforge.verif.models.capsnet_pe import PEModel
+from pimforge.verif.models.capsnet.isa import ONE_BITS, execute, issue_cycles
+from pimforge.verif.models.capsnet.pe import PEModel
 
 SEED = 4242
 

@@ -19,9 +19,9 @@ import pytest
 
 from pimforge.gen.errors import UnknownNameError
 from pimforge.sim.ipim.photos import PHOTOS, ImageLoadError, load_image, load_photo
-from pimforge.verif.models import image as im
-from pimforge.verif.models.image import BENCHES, ImageInputError, check_input, reference
-from pimforge.verif.models.image_halide import halide_reference
+from pimforge.verif.models.ipim import image as im
+from pimforge.verif.models.ipim.image import BENCHES, ImageInputError, check_input, reference
+from pimforge.verif.models.ipim.image_halide import halide_reference
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "20261125"))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pimforge.gen.config import load_config
-from pimforge.rtl.simb.isa import Opcode, accesses
+from pimforge.rtl.ipim.isa import Opcode, accesses
 from pimforge.sim.ipim.backend import OPT_LEVELS, Options, VInstr, allocate, reorder
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import compile_bench, run_bench
@@ -36,7 +36,7 @@ from pimforge.sim.ipim.lang import (
 )
 from pimforge.sim.ipim.lower import compile_pipeline
 from pimforge.sim.ipim.photos import load_photo
-from pimforge.verif.models.image import BENCHES
+from pimforge.verif.models.ipim.image import BENCHES
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "20261125"))
@@ -256,7 +256,7 @@ def test_options_are_validated():
 def test_stencil_chain_matches_the_halide_package(cfg):
     """The multi-stage stencil chain compiled for iPIM against the same algorithm run by
     the `halide` package (the test extra), on a photograph."""
-    from pimforge.verif.models.image_halide import halide_reference
+    from pimforge.verif.models.ipim.image_halide import halide_reference
 
     photo = load_photo("astronaut", (32, 32), "gray")
     r = run_bench("stencil_chain", photo, cfg, engine="iss", stencils=5)
@@ -268,7 +268,7 @@ def test_interpolate_pyramid_of_odd_levels_matches_numpy_and_halide(cfg):
     """A 16x48 image: level 0 tiled, levels 1-4 replicated (channels in lanes) with
     widths 24, 12, 6, 3 (an odd level clamps its last read), level 0's upsampling
     replicated and cut into bands; numpy and the halide package agree with it."""
-    from pimforge.verif.models.image_halide import halide_reference
+    from pimforge.verif.models.ipim.image_halide import halide_reference
 
     rng = np.random.default_rng([SEED, 21])
     img = _rgba(rng, 16, 48)
@@ -355,7 +355,7 @@ def test_bilateral_grid_matches_numpy_and_halide(cfg):
     shared out among each vault's PEs and added in the VSM, the three blurs replicated,
     the slice gathering the eight cells of each pixel; numpy and the halide package
     agree with it within atol."""
-    from pimforge.verif.models.image_halide import halide_reference
+    from pimforge.verif.models.ipim.image_halide import halide_reference
 
     photo = load_photo("coffee", (16, 32), "gray")
     r = run_bench("bilateral_grid", photo, cfg, engine="iss")
@@ -546,7 +546,7 @@ def test_local_laplacian_at_full_depth_matches_numpy_and_halide():
     2-5 replicated, level 0's two upsamplings stages of their own) and 16x48 (odd
     replicated levels 24, 12, 6, 3), on a photograph and a random image; bit for bit
     numpy's, and the halide package's within atol."""
-    from pimforge.verif.models.image_halide import halide_reference
+    from pimforge.verif.models.ipim.image_halide import halide_reference
 
     big = load_config("ipim_small", {"ipim.imem_instructions": 16384})
     rng = np.random.default_rng([SEED, 43])

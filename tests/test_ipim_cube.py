@@ -14,10 +14,10 @@ import pytest
 from pimforge.gen.config import load_config
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import SimulationError
-from pimforge.rtl.simb.isa import Instr, Opcode
+from pimforge.rtl.ipim.isa import Instr, Opcode
 from pimforge.sim.ipim.rtl_run import build_cube_driver, run_cube
-from pimforge.verif.tb.simb_pe import fill_bank, lanes_of, vec_of
-from pimforge.verif.tb.simb_programs import (
+from pimforge.verif.tb.ipim.pe import fill_bank, lanes_of, vec_of
+from pimforge.verif.tb.ipim.programs import (
     bank_diff,
     drain_vault,
     iss_banks,

@@ -18,7 +18,7 @@ from pimforge.gen.config import load_config
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import cube_driver, run_bench
 from pimforge.sim.ipim.photos import load_photo
-from pimforge.verif.models.image import BENCHES
+from pimforge.verif.models.ipim.image import BENCHES
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "20261125"))

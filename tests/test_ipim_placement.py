@@ -18,7 +18,7 @@ from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.gen.config.base import ConfigError
-from pimforge.rtl.simb.tsv import TSVArbiter
+from pimforge.rtl.ipim.tsv import TSVArbiter
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "20261127"))

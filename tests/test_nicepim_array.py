@@ -14,7 +14,7 @@ import pytest
 
 from pimforge.gen.config import ConfigError, load_config
 from pimforge.gen.errors import CapacityError
-from pimforge.rtl.nn.params import Layout, Op
+from pimforge.rtl.nicepim.params import Layout, Op
 from pimforge.sim.nicepim.rtl_run import (
     WORD_FLITS,
     build_array_driver,

@@ -173,7 +173,7 @@ def test_long_walks_averaged_as_counted(monkeypatch):
     """The model counts a task's DRAM words and rows run by run up to EXACT_RUNS runs (the
     path the RTL check above covers) and averages longer walks; on nicepim_4x4's larger
     tasks, averaged from 1,024 runs on, every task's cycles stay within 3% of the counted."""
-    from pimforge.rtl.nn.params import Layout, Op
+    from pimforge.rtl.nicepim.params import Layout, Op
     from pimforge.sim.nicepim import node_model as nm
 
     n = load_config("nicepim_4x4").nicepim

@@ -16,9 +16,9 @@ import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
-from pimforge.rtl.nn.engine import tile_cycles
-from pimforge.rtl.nn.params import Layout
-from pimforge.rtl.nn.share import MESSAGE_FLITS
+from pimforge.rtl.nicepim.engine import tile_cycles
+from pimforge.rtl.nicepim.params import Layout
+from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from pimforge.sim.nicepim import ddam, mapper
 from pimforge.sim.nicepim import networks as nets

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from ..gen.registry import Bench, benches
+from pimforge.gen.registry import Bench, benches
 
 __all__ = ["BENCHES", "Bench", "select"]
 

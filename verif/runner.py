@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..gen.config import Config, load_config
-from ..gen.elaborate import elaborate
-from ..gen.errors import SimulationError
-from ..sim import verilator as vl
-from ..sim.build import cached_build
+from pimforge.gen.config import Config, load_config
+from pimforge.gen.elaborate import elaborate
+from pimforge.gen.errors import SimulationError
+from pimforge.sim import verilator as vl
+from pimforge.sim.build import cached_build
 
 __all__ = ["BenchResult", "run_testbench"]
 

@@ -20,9 +20,9 @@ ACCELERATOR = Accelerator(
               "PIM-CapsNet reconfigurable PE (MAC, inverse sqrt, exp, reciprocal flows)"),
         Block("capsnet_vault", "pimforge.rtl.capsnet.vault:from_config",
               "PIM-CapsNet vault compute: operation controller (vault ISA) and its PEs"),
-        Block("capsnet_operand_port", "pimforge.rtl.top.operand_port:from_config",
+        Block("capsnet_operand_port", "pimforge.rtl.capsnet.operand_port:from_config",
               "PIM-CapsNet vault operand port: lane bundles to 16 B block requests on a PE port"),
-        Block("hmc_capsnet", "pimforge.rtl.top.hmc_capsnet:from_config",
+        Block("hmc_capsnet", "pimforge.rtl.capsnet.cube:from_config",
               "PIM-CapsNet cube: vault computes and operand ports on the HMC memory system"),
     ),
     benches=(

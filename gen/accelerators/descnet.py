@@ -11,13 +11,13 @@ _TB = "pimforge.verif.tb"
 ACCELERATOR = Accelerator(
     name="descnet",
     doc="DESCNet: power-gated multi-bank sectored scratchpads, SMP/SEP/HY organizations, DSE",
-    sections=(Section("spm", "pimforge.gen.config.spm:SPMConfig"),),
+    sections=(Section("spm", "pimforge.gen.config.descnet:SPMConfig"),),
     blocks=(
-        Block("spm", "pimforge.rtl.spm.scratchpad:from_config",
+        Block("spm", "pimforge.rtl.descnet.scratchpad:from_config",
               "DESCNet power-gated sectored multi-bank scratchpad with its PMU"),
-        Block("spm_pmu", "pimforge.rtl.spm.pmu:from_config",
+        Block("spm_pmu", "pimforge.rtl.descnet.pmu:from_config",
               "DESCNet PMU: sleep request/acknowledge handshake, wake-up latency, ON counters"),
-        Block("descnet_spm", "pimforge.rtl.spm.organization:from_config",
+        Block("descnet_spm", "pimforge.rtl.descnet.organization:from_config",
               "DESCNet SMP/SEP/HY scratchpad organization with data, weight and accumulator "
               "ports"),
     ),

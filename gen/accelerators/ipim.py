@@ -21,14 +21,14 @@ _SMALL_CUBE = {"ipim.drf_bytes": 16 * 8, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_by
                "ipim.vsm_bytes": 16 * 32, "ipim.bank_bytes": 16 * 1024,
                "ipim.row_bytes": 16 * 16, "ipim.pgs": 1}
 _PE_BLOCKS = (
-    Block("simb_pe", "pimforge.rtl.simb.pe:from_config",
+    Block("simb_pe", "pimforge.rtl.ipim.pe:from_config",
           "iPIM near-bank PE: DataRF, AddrRF, 4-lane FP32/INT32 SIMD, int ALU, bank controller"),
-    Block("simb_pgsm", "pimforge.rtl.simb.pgsm:from_config",
+    Block("simb_pgsm", "pimforge.rtl.ipim.pgsm:from_config",
           "iPIM PG scratchpad: a read/write port per PE, banked, round-robin"),
 )
 _PE_BENCHES = (
     # One build (about 3 minutes of Verilator): FCFS, close page and other latencies are
-    # covered on the Amaranth simulator (tests/test_simb_pe.py).
+    # covered on the Amaranth simulator (tests/test_ipim_pe.py).
     Bench("simb_pe", "simb_pe", f"{_TB}.simb_pe", overrides=_SMALL_PE),
 )
 
@@ -39,25 +39,25 @@ ACCELERATOR = Accelerator(
     blocks=(
         *_PE_BLOCKS,
         # simb-core: the vault's control core and its VSM.
-        Block("simb_core", "pimforge.rtl.simb.core:from_config",
+        Block("simb_core", "pimforge.rtl.ipim.core:from_config",
               "iPIM vault control core: fetch, issued-instruction queue with dependency "
               "check, SIMB broadcast, CtrlRF, sync, req, counters"),
-        Block("simb_vsm", "pimforge.rtl.simb.vsm:from_config",
+        Block("simb_vsm", "pimforge.rtl.ipim.vsm:from_config",
               "iPIM vault scratchpad: one TSV-side port shared round-robin by the PEs, "
               "the core and the network"),
-        Block("simb_vault", "pimforge.rtl.simb.vault:from_config",
+        Block("simb_vault", "pimforge.rtl.ipim.vault:from_config",
               "iPIM vault: control core, PGs of near-bank PEs with their PGSMs, VSM"),
-        Block("simb_nic", "pimforge.rtl.simb.nic:from_config",
+        Block("simb_nic", "pimforge.rtl.ipim.nic:from_config",
               "iPIM vault NIC: remote req out over the mesh, remote req served from "
               "the PEs' bank queues, replies into the VSM"),
-        Block("ipim_cube", "pimforge.rtl.top.ipim_cube:from_config",
+        Block("ipim_cube", "pimforge.rtl.ipim.cube:from_config",
               "iPIM cube: vaults with their NICs on a 2D mesh, inter-vault sync barrier"),
     ),
     benches=(
         *_PE_BENCHES,
         # simb-core: PE models with random latencies and back-pressure, a network model.
         # (Table III's 64-entry queue elaborates and lints, but its Verilator build
-        # takes minutes; queues of 1 to 8 slots run in tests/test_simb_core.py.)
+        # takes minutes; queues of 1 to 8 slots run in tests/test_ipim_core.py.)
         Bench("simb_core", "simb_core", f"{_TB}.simb_core"),
         # The cube: req across the mesh and sync across the vaults, against the ISS.
         Bench("ipim_cube", "ipim_cube", f"{_TB}.ipim_cube", config="ipim_small",

@@ -27,14 +27,14 @@ ACCELERATOR = Accelerator(
                  config="option", default_config="nicepim_4x4"),
     ),
     blocks=(
-        Block("nn_pe_array", "pimforge.rtl.nn.pe_array:from_config",
+        Block("nn_pe_array", "pimforge.rtl.nicepim.pe_array:from_config",
               "NicePIM PE array: PE_row x PE_col 16-bit MACs, weight-stationary systolic"),
-        Block("nn_engine", "pimforge.rtl.nn.engine:from_config",
+        Block("nn_engine", "pimforge.rtl.nicepim.engine:from_config",
               "NicePIM NN engine: PE array, input/weight/output buffers, conv/matmul tiles"),
-        Block("nicepim_node", "pimforge.rtl.nn.node:from_config",
+        Block("nicepim_node", "pimforge.rtl.nicepim.node:from_config",
               "NicePIM PIM-node: engine, bank controller, tensor DMA, data sharing, NI, "
               "task-list controller, counters"),
-        Block("nicepim_array", "pimforge.rtl.top.nicepim_array:from_config",
+        Block("nicepim_array", "pimforge.rtl.nicepim.array:from_config",
               "NicePIM accelerator: NA_row x NA_col PIM-nodes on a mesh, link counters"),
     ),
     benches=(

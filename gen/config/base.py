@@ -12,8 +12,8 @@ import types
 import typing
 from typing import Any
 
-from ...rtl import params as _p
-from ...rtl.params import ParameterError
+from pimforge.rtl import params as _p
+from pimforge.rtl.params import ParameterError
 from ..errors import PimforgeError
 
 __all__ = ["ConfigError", "check", "check_int", "check_pow2", "check_choice", "check_float",

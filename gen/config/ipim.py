@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ...rtl.simb.isa import DRAM_BITS, LANES, MASK_BITS, REG_BITS, SPM_BITS
+from pimforge.rtl.ipim.isa import DRAM_BITS, LANES, MASK_BITS, REG_BITS, SPM_BITS
 from .base import check, check_choice, check_float, check_int, check_pow2
 from .hmc import PAGE_POLICIES, SCHEDULERS, DRAMTimingNs
 

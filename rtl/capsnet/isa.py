@@ -2,7 +2,7 @@
 
 Defined once, as Amaranth ``enum``/``data`` layouts, and imported by the
 compiler and assembler (:mod:`pimforge.sim.capsnet.compiler`), the ISA-level
-executor (:mod:`pimforge.verif.models.capsnet_isa`) and the disassembler
+executor (:mod:`pimforge.verif.models.capsnet.isa`) and the disassembler
 (:func:`disassemble`).
 
 Every instruction is a *loop descriptor*: the controller walks three nested

@@ -1,7 +1,7 @@
 """The constants of the PIM-CapsNet PE approximations, derived here and nowhere else.
 
 Both the RTL generator (:mod:`pimforge.rtl.capsnet.pe`, :mod:`pimforge.rtl.fp.shift`)
-and the golden model (:mod:`pimforge.verif.models.capsnet_pe`) import them, so a
+and the golden model (:mod:`pimforge.verif.models.capsnet.pe`) import them, so a
 constant can never differ between the hardware and its reference.
 
 Exponential (PIM-CapsNet Eq. 13-14)

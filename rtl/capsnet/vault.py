@@ -11,7 +11,7 @@ PE, so the PEs run at their peak of one input record per cycle each.
   off, and ``o3_base`` advances by ``lanes``. A MAC group (the ``g`` elements
   of one output) goes to one PE, lane ``l`` -> PE ``l``, elements consecutive,
   so every result is bit-identical to the ISA model's
-  :func:`~pimforge.verif.models.capsnet_isa.lane_sum` order. The compiler
+  :func:`~pimforge.verif.models.capsnet.isa.lane_sum` order. The compiler
   normalises loops so the widest output dimension is ``o3``.
 * operands: one read bundle per cycle. ``rd.valid`` asks for it; the memory
   answers ``rd.a_data``/``rd.b_data`` (lane ``l`` in bits ``[32l, 32l+32)``)

@@ -6,9 +6,9 @@
 (a) float64 reference routing, (b) float32 in the PE's fixed operation order
 (IEEE special functions, sequential sums), (c) the PE's arithmetic without and
 (d) with the exponential's accuracy recovery.  (c) and (d) are
-:class:`~pimforge.verif.models.pe_ops.PEOps`: the bit-exact PE model (EXP, ISQRT,
+:class:`~pimforge.verif.models.capsnet.pe_ops.PEOps`: the bit-exact PE model (EXP, ISQRT,
 RECIP flows with the config's Newton steps and constants, MAC lane order) through
-the :class:`~pimforge.verif.models.routing.RoutingOps` interface.  The convolution
+the :class:`~pimforge.verif.models.capsnet.routing.RoutingOps` interface.  The convolution
 layers (the host GPU's part) run in float64 for every variant; only the routing
 differs.  Test images are routed in consecutive batches of 100 (Caps-MN1's
 batch), sharing ``b_ij`` as in Algorithm 1.
@@ -32,8 +32,8 @@ from pimforge.gen.args import int_range, out_file
 from pimforge.gen.config import Config, load_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_text
-from pimforge.verif.models.pe_ops import PEOps
-from pimforge.verif.models.routing import RoutingOps, route_f32, route_f64, route_pim
+from pimforge.verif.models.capsnet.pe_ops import PEOps
+from pimforge.verif.models.capsnet.routing import RoutingOps, route_f32, route_f64, route_pim
 
 from .. import verilator as vl
 from .digits_net import EVAL_BATCH, ITERATIONS, TEST_IMAGES, load_digits_split, load_trained

@@ -37,9 +37,9 @@ Every vault sends to the other vaults in ring order starting after itself
 the vaults go to distinct crossbar ports.
 
 Reduction order (what the ISA executor and the RTL compute, and what
-:func:`program_ops` hands to :func:`~pimforge.verif.models.routing.route_pim`):
+:func:`program_ops` hands to :func:`~pimforge.verif.models.capsnet.routing.route_pim`):
 every MAC group is summed in the PE's lane order
-(:func:`~pimforge.verif.models.capsnet_isa.lane_sum`); a sum split across
+(:func:`~pimforge.verif.models.capsnet.isa.lane_sum`); a sum split across
 vaults (over ``k`` for B, over ``i`` for L) is the lane-order sum of each
 vault's slice, followed by the lane-order sum of the partials in vault order
 (each owner sums its outputs' partials in vault order, so the results do not
@@ -69,11 +69,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...gen.errors import CapacityError
-from ...rtl.capsnet.isa import COUNT_BITS, Hold, Instr, Opcode
-from ...rtl.capsnet.pe import Flow
-from ...rtl.mem.address_map import NUMPY_OPS, AddressMap
-from ...verif.models.capsnet_isa import ONE_BITS, lane_sum
+from pimforge.gen.errors import CapacityError
+from pimforge.rtl.capsnet.isa import COUNT_BITS, Hold, Instr, Opcode
+from pimforge.rtl.capsnet.pe import Flow
+from pimforge.rtl.mem.address_map import NUMPY_OPS, AddressMap
+from pimforge.verif.models.capsnet.isa import ONE_BITS, lane_sum
 from .networks import CapsNetSpec
 
 __all__ = ["Compiled", "compile_routing", "split", "spread", "program_ops", "ProgramOrderOps",
@@ -595,7 +595,7 @@ def _check_capacity(comp: Compiled, cfg, capacity: int) -> None:
 
 
 class ProgramOrderOps:
-    """:class:`~pimforge.verif.models.routing.RoutingOps` in the compiled programs' order.
+    """:class:`~pimforge.verif.models.capsnet.routing.RoutingOps` in the compiled programs' order.
 
     ``exp``/``rsqrt``/``recip`` are the PE's flows; every sum is a lane-order MAC
     sum, split by vault slices where the program splits it (``k_slices`` for

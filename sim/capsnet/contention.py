@@ -49,9 +49,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ...gen.errors import PimforgeError
-from ...rtl.mem.address_map import AddressMap
-from ...rtl.mem.timing import resolve_timing
+from pimforge.gen.errors import PimforgeError
+from pimforge.rtl.mem.address_map import AddressMap
+from pimforge.rtl.mem.timing import resolve_timing
 from ..membench import _arr_addr, build_driver, replay
 
 __all__ = ["POLICY_NAMES", "contention", "host_requests", "pe_requests", "replay_config"]

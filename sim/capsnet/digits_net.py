@@ -26,7 +26,7 @@ from importlib import resources
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from pimforge.verif.models.routing import RoutingResult, route_f64
+from pimforge.verif.models.capsnet.routing import RoutingResult, route_f64
 
 __all__ = ["DigitsCapsNet", "load_trained", "load_digits_split", "margin_loss",
            "trained_meta", "WEIGHTS_FILE", "WEIGHTS_VERSION", "N_L", "N_H", "C_L", "C_H",

@@ -13,8 +13,8 @@ import argparse
 
 from pimforge.gen.errors import PimforgeError
 
-from ...gen.args import AppendUnique, number_range, out_file
-from ...gen.output import write_json
+from pimforge.gen.args import AppendUnique, number_range, out_file
+from pimforge.gen.output import write_json
 from .distribution import FIG18_FREQS_MHZ, frequency_study
 from .networks import network_names
 

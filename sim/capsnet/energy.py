@@ -13,7 +13,7 @@ Components
 pe
     Per flow, the number of FP32 multiplies, adds and shifter operations one
     input costs (:func:`flow_unit_ops`, read off the PE's operation order in
-    :mod:`pimforge.verif.models.capsnet_pe`), times the unit energies.
+    :mod:`pimforge.verif.models.capsnet.pe`), times the unit energies.
     Every active unit of a flow counts; bypassed slots count nothing.
 dram
     ACT (row activation plus its precharge), RD/WR column accesses per bit

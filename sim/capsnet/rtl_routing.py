@@ -1,6 +1,6 @@
 """Dynamic routing with every floating-point operation executed by the PE RTL.
 
-:func:`route_on_pe` performs :func:`~pimforge.verif.models.routing.route_pim` step for
+:func:`route_on_pe` performs :func:`~pimforge.verif.models.capsnet.routing.route_pim` step for
 step, but each float32 operation is a record stream through a PE flow, run on the
 Verilated :class:`~pimforge.rtl.capsnet.pe.CapsNetPE` by the native stream driver
 (:mod:`pimforge.sim.stream`; Python never sees a clock cycle):
@@ -23,7 +23,7 @@ Eq. 4 ``a = sum_c u_hat v``           MAC groups of ``C_H``
 ``b + sum_k a``                       MAC groups ``(a_k, 1)`` of ``B``; MAC ``(b, 1), (sum, 1)``
 ===================================  ==================================================
 
-With :class:`~pimforge.verif.models.pe_ops.PEOps` of the same config,
+With :class:`~pimforge.verif.models.capsnet.pe_ops.PEOps` of the same config,
 ``route_pim(u, W, r, PEOps(...))`` must equal the result bit for bit;
 :func:`rtl_sample_check` checks that on a batch of the trained digits network.
 """
@@ -41,8 +41,8 @@ from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import SimulationError
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.sim.stream import StreamDriver
-from pimforge.verif.models.pe_ops import PEOps
-from pimforge.verif.models.routing import check_shapes, route_pim
+from pimforge.verif.models.capsnet.pe_ops import PEOps
+from pimforge.verif.models.capsnet.routing import check_shapes, route_pim
 
 from .digits_net import EVAL_BATCH, ITERATIONS, load_digits_split, load_trained
 
@@ -129,7 +129,7 @@ def route_on_pe(u: np.ndarray, W: np.ndarray, iterations: int, pe) -> dict:
     """``route_pim`` with every float operation run by ``pe(flow, a, b, group)``.
 
     Returns a dict with ``v``, ``s``, ``c``, ``b``, ``u_hat`` (float32) like
-    :class:`~pimforge.verif.models.routing.RoutingResult`.
+    :class:`~pimforge.verif.models.capsnet.routing.RoutingResult`.
     """
 
     F = pe.Flow

@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...gen.elaborate import elaborate
-from ...gen.errors import SimulationError
-from ...rtl.capsnet.isa import INSTR_BITS, encode
+from pimforge.gen.elaborate import elaborate
+from pimforge.gen.errors import SimulationError
+from pimforge.rtl.capsnet.isa import INSTR_BITS, encode
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields

@@ -22,8 +22,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ...gen.args import int_range, nonempty, number_range, out_dir, seed
-from ...gen.errors import PimforgeError
+from pimforge.gen.args import int_range, nonempty, number_range, out_dir, seed
+from pimforge.gen.errors import PimforgeError
 from .. import verilator as vl
 from .rtl_run import build_vault_driver
 from .workload import (
@@ -36,7 +36,7 @@ from .workload import (
 )
 
 if TYPE_CHECKING:
-    from ...gen.config import Config
+    from pimforge.gen.config import Config
 
 __all__ = ["PREPARE_OPTIONS", "add_arguments", "options", "prepare", "run"]
 

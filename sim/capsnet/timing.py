@@ -4,7 +4,7 @@ The operation controller (:mod:`pimforge.rtl.capsnet.vault`) is deterministic:
 an instruction takes ``c + pe_latency + 6`` cycles (fetch, decode, setup,
 ``c`` issue cycles, drain), where ``c = n1 * n2 * ceil(n3 / lanes) * g'``
 (``lanes = capsnet.pes_per_vault`` outputs of the ``o3`` loop per cycle,
-``g' = 2`` for ADD; :meth:`~pimforge.verif.models.capsnet_isa.InstrStats.issue_cycles`),
+``g' = 2`` for ADD; :meth:`~pimforge.verif.models.capsnet.isa.InstrStats.issue_cycles`),
 a barrier or halt 3 cycles plus
 the wait for the slowest vault, and a barrier is released no earlier than the
 crossbar has moved the busiest vault port's bytes at ``intervault_bw_gbs``.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from ...verif.models.capsnet_isa import program_stats
+from pimforge.verif.models.capsnet.isa import program_stats
 
 __all__ = ["compiled_cycles", "program_cycles"]
 

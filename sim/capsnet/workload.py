@@ -13,7 +13,7 @@ Steps (each a function of this module, :func:`route` runs them in order):
    capsules as PrimaryCaps produces them, ``W`` normal with std
    ``0.5/sqrt(C_L)``) or given;
 5. :func:`run_isa_model`: the same programs on the ISA-level golden model
-   (:mod:`pimforge.verif.models.capsnet_isa`), its exact always-ready-memory
+   (:mod:`pimforge.verif.models.capsnet.isa`), its exact always-ready-memory
    cycle count, and ``route_pim`` in the programs' order;
 6. :func:`run_rtl` (or :func:`model_execution` with ``model_only``): the
    programs on the Verilated vault compute of every vault
@@ -61,12 +61,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...gen.config import Config, load_config
-from ...gen.errors import CapacityError, PimforgeError
-from ...rtl.capsnet.pe import latency_from_config
-from ...verif.models.capsnet_isa import execute
-from ...verif.models.capsnet_pe import PEModel
-from ...verif.models.routing import route_f64, route_pim, squash_f64
+from pimforge.gen.config import Config, load_config
+from pimforge.gen.errors import CapacityError, PimforgeError
+from pimforge.rtl.capsnet.pe import latency_from_config
+from pimforge.verif.models.capsnet.isa import execute
+from pimforge.verif.models.capsnet.pe import PEModel
+from pimforge.verif.models.capsnet.routing import route_f64, route_pim, squash_f64
 from ..result import OMIT_IF_NONE, WorkloadResult
 from .compiler import compile_routing, program_ops
 from .distribution import DIMENSIONS, choose_distribution
@@ -79,7 +79,7 @@ from .rtl_run import build_vault_driver, run_on_rtl
 from .timing import compiled_cycles, program_cycles
 
 if TYPE_CHECKING:
-    from ...verif.models.capsnet_isa import ExecResult
+    from pimforge.verif.models.capsnet.isa import ExecResult
     from .compiler import Compiled
     from .distribution import Distribution
     from .rtl_run import RTLRun

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...gen.errors import UnknownNameError
+from pimforge.gen.errors import UnknownNameError
 from . import sram
 from .profiles import Profile
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...gen.args import (
+from pimforge.gen.args import (
     AppendUnique,
     int_range,
     max_count_in_ram,
@@ -24,8 +24,8 @@ from ...gen.args import (
     out_dir,
     physical_memory,
 )
-from ...gen.errors import PimforgeError, UnknownNameError
-from ...gen.output import FileSet, check_output_dir
+from pimforge.gen.errors import PimforgeError, UnknownNameError
+from pimforge.gen.output import FileSet, check_output_dir
 from . import energy
 from .dse import MAIN_ORGS, ORGANIZATIONS, _size_tuples, run_dse, sigma
 from .pg_replay import replay_selected

@@ -1,7 +1,7 @@
 """Simulated power gating: replay an operation schedule on the Verilated DESCNet SPM.
 
 For a selected -PG configuration, the operation sequence of the profile is
-played on the RTL of :class:`~pimforge.rtl.spm.organization.DESCNetSPM` by a
+played on the RTL of :class:`~pimforge.rtl.descnet.organization.DESCNetSPM` by a
 native Verilator C++ driver (no Python per cycle):
 
 * the PMU schedule: during operation *i* the sectors holding its usage are
@@ -35,8 +35,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ...gen.errors import SimulationError
-from ...rtl.spm.organization import DESCNetSPM
+from pimforge.gen.errors import SimulationError
+from pimforge.rtl.descnet.organization import DESCNetSPM
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...gen.errors import UnknownNameError
+from pimforge.gen.errors import UnknownNameError
 
 __all__ = [
     "ACC_BYTES",

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ...gen.errors import SimulationError
+from pimforge.gen.errors import SimulationError
 
 __all__ = ["Fields", "read_fields", "write_fields", "write_table"]
 

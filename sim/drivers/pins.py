@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ...gen.errors import SimulationError
+from pimforge.gen.errors import SimulationError
 
 __all__ = ["DriverTop", "driver_top", "module_ports"]
 

@@ -15,7 +15,7 @@ Register allocation
     the values over the DataRF so that the in-order core finds no WAR/WAW hazard
     between nearby instructions (the paper's choice).
 Dependency graph
-    Built on the allocated instructions with :func:`pimforge.rtl.simb.isa.accesses`,
+    Built on the allocated instructions with :func:`pimforge.rtl.ipim.isa.accesses`,
     the very read/write sets the control core's hazard check uses: RAW, WAR and WAW
     on every register entry and memory. With memory-order enforcement, every DRAM
     instruction also depends on the DRAM instruction before it, so that reordering
@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ...rtl.simb.isa import AluOp, Instr, Opcode, accesses
+from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, accesses
 from .lang import CompileError
 
 __all__ = ["Options", "OPT_LEVELS", "VInstr", "allocate", "dependency_graph", "reorder",

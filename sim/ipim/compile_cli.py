@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from ...gen.args import out_file
-from ...gen.errors import PimforgeError
-from ...gen.output import write_text
-from ...rtl.simb.asm import disassemble
+from pimforge.gen.args import out_file
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import write_text
+from pimforge.rtl.ipim.asm import disassemble
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
 from .image_cli import bench_params, param_arg, size_arg

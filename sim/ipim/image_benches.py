@@ -1,5 +1,5 @@
 """The Table II benchmarks written in the front end (:mod:`pimforge.sim.ipim.lang`): the
-algorithms of :mod:`pimforge.verif.models.image`, operation for operation, with their
+algorithms of :mod:`pimforge.verif.models.ipim.image`, operation for operation, with their
 iPIM schedules (Listing 1's: ``compute_root``, ``ipim_tile``, ``load_pgs``,
 ``vectorize(xi, 4)``).
 
@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...rtl.simb.isa import LANES
-from ...verif.models.image import interpolate_levels, laplacian_depth, remap_lut, stencil_weights
+from pimforge.rtl.ipim.isa import LANES
+from pimforge.verif.models.ipim.image import interpolate_levels, laplacian_depth, remap_lut, stencil_weights
 from .lang import (
     FP32,
     INT32,
@@ -233,7 +233,7 @@ def _blur5(g: Func, name: str, axis: int) -> Func:
 
 
 def bilateral_grid(H: int, W: int, s_sigma: int = 8, r_sigma: float = 0.1):
-    """Halide's ``apps/bilateral_grid`` (:func:`pimforge.verif.models.image.bilateral_grid`).
+    """Halide's ``apps/bilateral_grid`` (:func:`pimforge.verif.models.ipim.image.bilateral_grid`).
 
     The grid ``g[x, y, z, c]`` (cells ``x`` in ``[-2, GW+2)``, ``y`` in ``[-2, GH+2)``,
     bins ``z`` in ``[-2, Z+2)``, channels value and count) is a scatter over an
@@ -352,7 +352,7 @@ def _pick(vals: list[Expr], i: Expr, lo: int = 0) -> Expr:
 def local_laplacian(H: int, W: int, levels: int = 8, alpha: float = 1 / 7, beta: float = 1.0,
                     depth: int | None = None, *, pes: int = 1):
     """Halide's ``apps/local_laplacian`` on a gray image
-    (:func:`pimforge.verif.models.image.local_laplacian`, operation for operation).
+    (:func:`pimforge.verif.models.ipim.image.local_laplacian`, operation for operation).
 
     ``K = levels`` intensity levels, each a plane: level 0's ``G_0(k) = ((beta*(g -
     lvl_k)) + lvl_k) + remap[idx - 256k]`` is a tiled func per ``k`` whose remapping is

@@ -5,7 +5,7 @@
 --json OUT`` compiles each
 benchmark, runs it on a real photograph (scikit-image's, resized) on the Verilated
 cube and checks the output against the numpy reference
-(:mod:`pimforge.verif.models.image`); ``--dump DIR`` writes ``DIR/<bench>/input.npy``,
+(:mod:`pimforge.verif.models.ipim.image`); ``--dump DIR`` writes ``DIR/<bench>/input.npy``,
 ``output.npy`` (the RTL's result, ``(rows, cols)``) and ``params.json`` (every
 parameter the run used, the size-derived ones resolved).
 """
@@ -19,10 +19,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...gen.args import out_dir
-from ...gen.errors import PimforgeError
-from ...gen.output import FileSet
-from ...verif.models.image import BENCHES, check_input, resolve_params
+from pimforge.gen.args import out_dir
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import FileSet
+from pimforge.verif.models.ipim.image import BENCHES, check_input, resolve_params
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...rtl.simb.isa import LANES
-from ...verif.models.image import BENCHES, reference
-from ...verif.models.simb_iss import SIMBMachine
+from pimforge.rtl.ipim.isa import LANES
+from pimforge.verif.models.ipim.image import BENCHES, reference
+from pimforge.verif.models.ipim.iss import SIMBMachine
 from .backend import OPT_LEVELS, Options
 from .image_benches import build
 from .lang import CompileError

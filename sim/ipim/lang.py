@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...gen.errors import PimforgeError
+from pimforge.gen.errors import PimforgeError
 
 __all__ = ["FP32", "INT32", "CompileError", "Expr", "Const", "Call", "Call3", "Bin", "Select",
            "Cast", "Reinterpret", "Coord", "WCall", "Window", "Var", "RVar", "Func", "ImageParam",

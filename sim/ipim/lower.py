@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...rtl.simb.isa import (
+from pimforge.rtl.ipim.isa import (
     LANES,
     RESERVED_ARF,
     AluOp,

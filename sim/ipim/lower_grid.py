@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from ...rtl.simb.isa import LANES, AluOp, DType, Instr, Mode, Opcode
+from pimforge.rtl.ipim.isa import LANES, AluOp, DType, Instr, Mode, Opcode
 from .backend import VInstr
 from .lang import CompileError, WCall, nodes
 from .lower import _ALL, _SCRATCH_LINES, Array, _Builder, _Eval, _Kernel

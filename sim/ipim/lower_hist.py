@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...rtl.simb.isa import LANES, AluOp, DType, Instr, Mode, Opcode
+from pimforge.rtl.ipim.isa import LANES, AluOp, DType, Instr, Mode, Opcode
 from .backend import Options, VInstr
 from .lang import INT32, CompileError, Func
 from .lower import _SCRATCH_LINES, Array, Program, _assemble, _Builder, _Kernel

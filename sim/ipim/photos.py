@@ -1,4 +1,4 @@
-"""Real photographs as inputs of the image benchmarks (:mod:`pimforge.verif.models.image`).
+"""Real photographs as inputs of the image benchmarks (:mod:`pimforge.verif.models.ipim.image`).
 
 The photographs are the ones scikit-image ships in its wheel (``skimage.data``), so
 they install with pimforge's dependencies and need no download; any PNG, JPEG or
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...gen.errors import PimforgeError, UnknownNameError
+from pimforge.gen.errors import PimforgeError, UnknownNameError
 
 __all__ = ["PHOTOS", "KINDS", "FORMATS", "ImageLoadError", "load_photo", "load_image",
            "convert"]

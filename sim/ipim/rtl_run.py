@@ -1,6 +1,6 @@
 """Run SIMB programs on the Verilated iPIM cube with the native driver ``ipim_main.cpp``.
 
-One Verilog model of :class:`~pimforge.rtl.top.ipim_cube.IPIMCube` is built (cached)
+One Verilog model of :class:`~pimforge.rtl.ipim.cube.IPIMCube` is built (cached)
 with the driver, which loads each vault's program through its instruction-memory
 backdoor, serves every PE's DRAM array from a sparse model, clocks the cube until
 every vault with a program has halted and writes back the counters and the final
@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...gen.elaborate import elaborate
-from ...gen.errors import CapacityError, SimulationError
-from ...rtl.simb.core import COUNTER_NAMES
-from ...rtl.simb.isa import Instr, encode
-from ...rtl.simb.nic import VaultNIC
-from ...rtl.simb.pe import SIMBPE
+from pimforge.gen.elaborate import elaborate
+from pimforge.gen.errors import CapacityError, SimulationError
+from pimforge.rtl.ipim.core import COUNTER_NAMES
+from pimforge.rtl.ipim.isa import Instr, encode
+from pimforge.rtl.ipim.nic import VaultNIC
+from pimforge.rtl.ipim.pe import SIMBPE
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
@@ -84,8 +84,8 @@ class CubeRun:
     cycles : int
         Cycles from the start pulse until every vault with a program had halted.
     core, nic : dict
-        Counter name -> per-vault values (:data:`~pimforge.rtl.simb.core.COUNTER_NAMES`,
-        :class:`~pimforge.rtl.simb.nic.VaultNIC.PerfSignature`).
+        Counter name -> per-vault values (:data:`~pimforge.rtl.ipim.core.COUNTER_NAMES`,
+        :class:`~pimforge.rtl.ipim.nic.VaultNIC.PerfSignature`).
     pe : dict
         Counter name -> per-PE values, vault-major.
     barriers : int

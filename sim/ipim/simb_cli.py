@@ -6,9 +6,9 @@ FILE.hex [-o OUT.s]`` prints (or writes) assembly that reassembles to the same
 words, and ``pimforge simb run FILE [--config C] [--set K=V] [--dump DIR]`` runs
 a program (assembly, or hex when the name ends in ``.hex``) on every vault of
 the machine with
-:class:`~pimforge.verif.models.simb_iss.SIMBMachine` and prints the instruction
+:class:`~pimforge.verif.models.ipim.iss.SIMBMachine` and prints the instruction
 counts; ``--dump`` writes the final state as one ``.npy`` per array of
-:meth:`~pimforge.verif.models.simb_iss.SIMBMachine.state` plus ``state.json``
+:meth:`~pimforge.verif.models.ipim.iss.SIMBMachine.state` plus ``state.json``
 (counts, steps, shapes), published together (``state.json`` last).
 """
 
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...gen.args import int_range, out_dir, out_file
-from ...gen.config import load_config, parse_overrides
-from ...gen.errors import PimforgeError
-from ...gen.output import FileSet, write_text
-from ...rtl.simb.asm import AsmError, assemble, disassemble, from_hex, to_hex
-from ...rtl.simb.isa import Instr
-from ...verif.models.simb_iss import DEFAULT_MAX_STEPS, SIMBMachine
+from pimforge.gen.args import int_range, out_dir, out_file
+from pimforge.gen.config import load_config, parse_overrides
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import FileSet, write_text
+from pimforge.rtl.ipim.asm import AsmError, assemble, disassemble, from_hex, to_hex
+from pimforge.rtl.ipim.isa import Instr
+from pimforge.verif.models.ipim.iss import DEFAULT_MAX_STEPS, SIMBMachine
 
 __all__ = ["add_arguments", "run", "read_program"]
 
@@ -142,7 +142,7 @@ def _run(args) -> int:
 
 
 def _run_rtl(cfg, prog: list[Instr], m: SIMBMachine, max_cycles: int) -> int:
-    from ..ipim.rtl_run import run_cube
+    from .rtl_run import run_cube
 
     ip = cfg.ipim
     run = run_cube(cfg, {v: prog for v in range(ip.vaults)}, {}, max_cycles=max_cycles,

@@ -10,7 +10,7 @@ measured on synthesized engines:
 
 * the PE array: ``rows`` instances of one row module of ``cols`` PEs (16-bit MAC,
   weight and input registers): ``rows x (PE_NAND2 x cols + ROW_NAND2)``;
-* the array's skew and de-skew triangles (:mod:`pimforge.rtl.nn.pe_array`):
+* the array's skew and de-skew triangles (:mod:`pimforge.rtl.nicepim.pe_array`):
   ``DATA_BITS x rows (rows - 1) / 2 + PSUM_BITS x cols (cols - 1) / 2`` flip-flops
   at ``SKEW_NAND2`` each, plus the valid pipe;
 * the engine's control (tile counters, buffer address logic): ``CTRL_NAND2`` plus a
@@ -33,8 +33,8 @@ import functools
 
 import numpy as np
 
-from ...gen.area import SRAM_NODE_NM, AreaModel, node_scale
-from ...rtl.nn.params import DATA_BITS, PSUM_BITS
+from pimforge.gen.area import SRAM_NODE_NM, AreaModel, node_scale
+from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS
 from ..descnet import sram
 
 __all__ = ["AREA_CONSTRAINT_MM2", "LOGIC_NODE_NM", "SYNTHESIZED", "engine_area_mm2",

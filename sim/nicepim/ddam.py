@@ -35,8 +35,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ...gen.errors import CapacityError
-from ...rtl.nn.params import Layout
+from pimforge.gen.errors import CapacityError
+from pimforge.rtl.nicepim.params import Layout
 from . import mapper
 from .networks import Network
 

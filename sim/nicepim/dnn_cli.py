@@ -27,9 +27,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...gen.args import int_range, nonempty, out_dir, seed
-from ...gen.errors import PimforgeError
-from ...gen.output import FileSet
+from pimforge.gen.args import int_range, nonempty, out_dir, seed
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import FileSet
 from ..result import WorkloadResult
 from .dnn_run import map_scaled, run_network, scale_network
 from .networks import network, network_names

@@ -23,9 +23,9 @@ import math
 import time
 from pathlib import Path
 
-from ...gen.args import AppendUnique, int_range, number_range, out_dir, seed
-from ...gen.errors import UnknownNameError
-from ...gen.output import FileSet, check_output_dir
+from pimforge.gen.args import AppendUnique, int_range, number_range, out_dir, seed
+from pimforge.gen.errors import UnknownNameError
+from pimforge.gen.output import FileSet, check_output_dir
 from .area import AREA_CONSTRAINT_MM2
 from .networks import network_names
 from .tuner import BANKS, METHODS, TABLE_I, Evaluator, Record, nicepim_space, top3_quality

@@ -19,15 +19,15 @@ The mapping of a network on the ``na_rows x na_cols`` PIM-node array:
   differ only in their P/Q part) store ``1 / ceil(N_node / WR)`` of them each and
   share the rest over the NoC before the layer.
 * **DL** (data layout): each activation tensor is kept in DRAM as NCHW, NHWC or
-  NCHW[C8] (:class:`~pimforge.rtl.nn.params.Layout`); the producer and its
+  NCHW[C8] (:class:`~pimforge.rtl.nicepim.params.Layout`); the producer and its
   consumers see the same layout (Sec. III-E).
 
 The **cost model** of one node's part of a layer follows the node's hardware
-(:mod:`pimforge.rtl.nn`): the node's task list, tiled as the node's lowering tiles
+(:mod:`pimforge.rtl.nicepim`): the node's task list, tiled as the node's lowering tiles
 it (:mod:`.tiling`: output channels ``pe_cols`` at a time, output-row bands,
 input-channel chunks and kernel-row bands as large as the buffers hold), costed
 task by task by :mod:`.node_model` (the engine's
-:func:`~pimforge.rtl.nn.engine.tile_cycles`, the tensor DMA's two cycles per
+:func:`~pimforge.rtl.nicepim.engine.tile_cycles`, the tensor DMA's two cycles per
 element and its DRAM word reads, write-backs and row activations in the tensor's
 layout, the controller's cycles per task, refresh) and checked against the node
 RTL on sampled layer tiles (:mod:`.costmodel_check`: within 5%); the data
@@ -85,11 +85,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...gen.errors import CapacityError
-from ...rtl.nn.engine import tile_cycles
-from ...rtl.nn.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
-from ...rtl.nn.share import MESSAGE_FLITS
-from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
+from pimforge.gen.errors import CapacityError
+from pimforge.rtl.nicepim.engine import tile_cycles
+from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
+from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .networks import Layer, Network
 from .node_model import NodeTiming, part_cost
 from .tiling import ConvPart, blocking
@@ -560,7 +560,7 @@ def _traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
 def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> tuple[int, float]:
     """(cycles, bit-hops) of moving ``rows`` = ``(ys, xs, yd, xd, bytes)`` at once over
     the mesh with XY routing by the nodes' data-sharing units (``SEND`` tasks, one DRAM
-    word a message of :data:`~pimforge.rtl.nn.share.MESSAGE_FLITS` flits): the slower
+    word a message of :data:`~pimforge.rtl.nicepim.share.MESSAGE_FLITS` flits): the slower
     of the busiest sender's unit (its words one at a time,
     :meth:`.node_model.NodeTiming.share_step`; the words it receives meanwhile are
     written to other rows, so all but two of ``min(sent, received)`` reads switch rows)

@@ -43,7 +43,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ...gen.errors import PimforgeError, UnknownNameError
+from pimforge.gen.errors import PimforgeError, UnknownNameError
 
 __all__ = ["KINDS", "Layer", "Network", "NetworkError", "network", "network_names"]
 

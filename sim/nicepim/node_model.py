@@ -1,13 +1,13 @@
 """The cycles of one PIM-node's task list, from its tasks' fields (the node part of the
 mapper's cost model, :class:`~pimforge.sim.nicepim.mapper.NodeModel`).
 
-It follows the node's RTL (:mod:`pimforge.rtl.nn`) unit by unit:
+It follows the node's RTL (:mod:`pimforge.rtl.nicepim`) unit by unit:
 
 * **controller**: a task costs 3 cycles of its own (fetch, dispatch, retire) besides
   its unit's busy cycles; ``END`` costs 2. Tasks run one after the other.
 * **engine**: a ``COMPUTE`` tile is busy
-  :func:`~pimforge.rtl.nn.engine.tile_cycles` cycles.
-* **DMA** (:class:`~pimforge.rtl.nn.dma.TensorDMA`): every element of a task's loop
+  :func:`~pimforge.rtl.nicepim.engine.tile_cycles` cycles.
+* **DMA** (:class:`~pimforge.rtl.nicepim.dma.TensorDMA`): every element of a task's loop
   nest takes 2 cycles (address, check), inside the tensor or not (padding and channel
   fill are written as 0 at the same pace). An element whose DRAM word is not the one
   the DMA holds adds a word read: ``tCL + tBL + 4`` cycles (the failed check, the
@@ -21,7 +21,7 @@ It follows the node's RTL (:mod:`pimforge.rtl.nn`) unit by unit:
   the DMA's busy time (on average the DMA's share of ``tREFI`` periods).
 
 The words and rows a task touches follow from its loop order and its tensor's
-layout (:class:`~pimforge.rtl.nn.params.Layout`): the loop visits runs of consecutive
+layout (:class:`~pimforge.rtl.nicepim.params.Layout`): the loop visits runs of consecutive
 elements; a run touches ``1 + (L - 1) / U`` units (words or rows of ``U`` elements) on
 average over where it starts (runs start at multiples of the gcd of the tensor's strides,
 which is what the average is taken over), and consecutive runs share a unit when the
@@ -39,11 +39,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...rtl.mem.timing import resolve_timing
-from ...rtl.nn.engine import tile_cycles
-from ...rtl.nn.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout, Op
-from ...rtl.nn.share import MESSAGE_FLITS
-from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
+from pimforge.rtl.mem.timing import resolve_timing
+from pimforge.rtl.nicepim.engine import tile_cycles
+from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout, Op
+from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .tiling import ConvPart, blocking
 
 __all__ = ["TASK_OVERHEAD", "END_CYCLES", "NodeCost", "NodeTiming", "part_cost"]
@@ -182,10 +182,10 @@ class NodeTiming:
         """Cycles of one sharing step on a node: a ``SEND`` of *words* DRAM words to a
         node *hops* away and the ``WAIT`` for the *words* another node sends it, every
         node of the set doing the same at once
-        (:class:`~pimforge.rtl.nn.share.DataShare`).
+        (:class:`~pimforge.rtl.nicepim.share.DataShare`).
 
         The unit keeps one word in flight: a word read (``tCL + tBL + 4``, as the
-        DMA's) then its message's :data:`~pimforge.rtl.nn.share.MESSAGE_FLITS` flits
+        DMA's) then its message's :data:`~pimforge.rtl.nicepim.share.MESSAGE_FLITS` flits
         (address, two halves) into the network interface, one a cycle:
         :attr:`share_word` a word. The words arriving meanwhile are written through the
         same DRAM port; a write to the open row slips in between the reads for free,

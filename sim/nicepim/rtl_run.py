@@ -1,6 +1,6 @@
 """Run task lists on the Verilated NicePIM array with the native driver ``nicepim_main.cpp``.
 
-One Verilog model of :class:`~pimforge.rtl.top.nicepim_array.NicePIMArray` is built
+One Verilog model of :class:`~pimforge.rtl.nicepim.array.NicePIMArray` is built
 (cached) with the driver, which loads each node's task list through its task-memory
 backdoor, serves every node's DRAM banks from a sparse model, clocks the array until
 every started node is done and writes back the counters and the final DRAM. Python
@@ -11,7 +11,7 @@ on this Verilog.
 
 Besides the run, this module has what a task list is made of: :func:`task` encodes
 one task, :func:`place_tensor` and :func:`read_tensor` move tensors between numpy and
-a node's DRAM words in a :class:`~pimforge.rtl.nn.params.Layout`, and
+a node's DRAM words in a :class:`~pimforge.rtl.nicepim.params.Layout`, and
 :func:`conv_tasks` lowers a convolution (stride, padding, groups; a matmul is a
 1 x M image) on one node to tiles that fit its buffers.
 """
@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from ...gen.elaborate import elaborate
-from ...gen.errors import CapacityError, SimulationError
-from ...rtl.nn.node import COUNTERS
-from ...rtl.nn.params import (
+from pimforge.gen.elaborate import elaborate
+from pimforge.gen.errors import CapacityError, SimulationError
+from pimforge.rtl.nicepim.node import COUNTERS
+from pimforge.rtl.nicepim.params import (
     C_BLOCK,
     DATA_BITS,
     PSUM_BITS,
@@ -43,7 +43,7 @@ from ...rtl.nn.params import (
     Op,
     element_address,
 )
-from ...rtl.nn.share import MESSAGE_FLITS
+from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
@@ -57,7 +57,7 @@ __all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "LayerPlan", "build_array_drive
 
 
 def task(op: Op, **fields: int) -> int:
-    """One task word of :data:`~pimforge.rtl.nn.params.TASK_LAYOUT` (unnamed fields 0)."""
+    """One task word of :data:`~pimforge.rtl.nicepim.params.TASK_LAYOUT` (unnamed fields 0)."""
     word = 0
     known = dict(TASK_LAYOUT)
     for name, value in {"op": int(op), **fields}.items():
@@ -88,8 +88,8 @@ def pins(nodes: int, links: int) -> dict[str, object]:
 
 def link_names(cfg) -> list[tuple[int, str]]:
     """The array's mesh links in ``link_flits`` order: (node, direction)."""
-    from ...rtl.noc.flit import PORT_NAMES, NoCLink
-    from ...rtl.noc.mesh import Mesh
+    from pimforge.rtl.noc.flit import PORT_NAMES, NoCLink
+    from pimforge.rtl.noc.mesh import Mesh
 
     n = cfg.nicepim
     # A mesh built only to read its link list (Amaranth would warn that it is never
@@ -133,7 +133,7 @@ class ArrayRun:
     cycles : int
         Cycles from the start until every started node was done.
     perf : dict
-        Counter name (:data:`~pimforge.rtl.nn.node.COUNTERS`) -> per-node values.
+        Counter name (:data:`~pimforge.rtl.nicepim.node.COUNTERS`) -> per-node values.
     link_flits : list of int
         Flits over each mesh link, in :func:`link_names` order.
     wall_s, cycles_per_s : float

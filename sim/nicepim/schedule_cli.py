@@ -15,10 +15,10 @@ import gc
 import warnings
 from dataclasses import replace
 
-from ...gen.args import int_range, number_range, out_file, seed
-from ...gen.cli import add_config_option, resolve_config
-from ...gen.errors import PimforgeError
-from ...gen.output import write_json
+from pimforge.gen.args import int_range, number_range, out_file, seed
+from pimforge.gen.cli import add_config_option, resolve_config
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import write_json
 from ..noc import parse_mesh
 from . import sharing
 
@@ -102,7 +102,7 @@ _MAX_PROBE_BITS = (1 << 16) - 1
 def _check_probes(cfg) -> None:
     from amaranth.hdl import UnusedElaboratable
 
-    from ...rtl.noc.mesh import from_config
+    from pimforge.rtl.noc.mesh import from_config
 
     with warnings.catch_warnings():
         # built only to be measured: freed (and so warned about) inside this block

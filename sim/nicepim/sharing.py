@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...gen.errors import PimforgeError, ToolMissingError
-from ...rtl.noc.flit import EAST, NORTH, SOUTH, WEST
-from ...rtl.noc.router import HEAD_CYCLES_PER_HOP
+from pimforge.gen.errors import PimforgeError, ToolMissingError
+from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
+from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
 __all__ = ["METHODS", "Mesh", "Schedule", "SharingError", "hamilton_edges", "link_loads",
            "schedule", "schedule_ilp", "schedule_shp", "schedule_tsp", "set_shape",

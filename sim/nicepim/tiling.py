@@ -25,7 +25,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ...gen.errors import CapacityError
+from pimforge.gen.errors import CapacityError
 
 __all__ = ["Blocking", "ConvPart", "blocking", "tiles"]
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ...gen.config import load_config
-from ...gen.errors import CapacityError, PimforgeError
+from pimforge.gen.config import load_config
+from pimforge.gen.errors import CapacityError, PimforgeError
 from .area import AREA_CONSTRAINT_MM2, engine_area_mm2
 from .networks import network
 from .surrogate import DKL, GP, AreaFilter, expected_improvement
@@ -120,7 +120,7 @@ class Space:
 def _nicepim_valid(p: np.ndarray) -> np.ndarray:
     # the engine's buffers hold at least two lines (gen/config/nicepim.py): a line of
     # ibuf is pe_rows inputs, of wbuf pe_cols weights, of obuf pe_cols partial sums
-    from ...rtl.nn.params import DATA_BITS, PSUM_BITS
+    from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS
 
     r, c = p[:, 2], p[:, 3]
     return ((p[:, 4] >= 2 * r * DATA_BITS / 8) & (p[:, 5] >= 2 * c * DATA_BITS / 8)

@@ -18,11 +18,11 @@ import os
 import time
 import traceback
 
-from ...gen import cli as gcli
-from ...gen.args import int_range, nonempty, out_dir
-from ...gen.errors import PimforgeError
-from ...gen.registry import get_workload, resolve
-from ...rtl.params import ParameterError
+from pimforge.gen import cli as gcli
+from pimforge.gen.args import int_range, nonempty, out_dir
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.registry import get_workload, resolve
+from pimforge.rtl.params import ParameterError
 from .engine import Runner, parse_executor, run_sweep, usable_cores
 from .spec import Option, load_spec
 

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...gen.errors import PimforgeError
-from ...gen.output import check_output_dir, write_json, write_text
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.output import check_output_dir, write_json, write_text
 from .spec import Point, SweepSpec, config_identity
 
 __all__ = ["EXECUTORS", "Runner", "SweepOutcome", "parse_executor", "prepare_groups",

@@ -50,9 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...gen.config import Config, load_config, to_dict
-from ...gen.errors import PimforgeError
-from ...gen.registry import get_workload
+from pimforge.gen.config import Config, load_config, to_dict
+from pimforge.gen.errors import PimforgeError
+from pimforge.gen.registry import get_workload
 
 __all__ = ["Option", "Point", "SpecError", "SweepSpec", "load_spec", "config_field_exists"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...rtl.fp.shift import CANONICAL_NAN, POS_INF, ShiftOp
+from pimforge.rtl.fp.shift import CANONICAL_NAN, POS_INF, ShiftOp
 
 __all__ = ["shift", "ldexp", "fix", "srl", "sll", "isqrt_seed", "recip_seed"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...rtl.nn.engine import tile_cycles
-from ...rtl.nn.params import DATA_BITS, PSUM_BITS
+from pimforge.rtl.nicepim.engine import tile_cycles
+from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS
 
 __all__ = ["ELEMENT_BITS", "conv2d", "engine_buffers", "engine_tile", "matmul", "tile_cycles",
            "wrap32"]
@@ -74,7 +74,7 @@ def engine_tile(x: np.ndarray, w: np.ndarray, *, stride: int, pad: int, oh: int,
 
 def engine_buffers(pe_rows: int, pe_cols: int, x: np.ndarray,
                    w: np.ndarray) -> tuple[list[int], list[int], int]:
-    """The input- and weight-buffer lines of a tile (:class:`~pimforge.rtl.nn.engine.NNEngine`
+    """The input- and weight-buffer lines of a tile (:class:`~pimforge.rtl.nicepim.engine.NNEngine`
     order, 16-bit lanes, channels padded with zeros to whole blocks) of the window
     ``x[K, nh, nw]`` and the weights ``w[CO, K, kh, kw]`` (``CO <= pe_cols``), and ``cb``."""
     R, C = pe_rows, pe_cols

@@ -13,9 +13,9 @@ import collections
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from ...rtl.mem.address_map import AddressMap
-from ...rtl.mem.rmas import Policy
-from ...rtl.mem.timing import resolve_timing
+from pimforge.rtl.mem.address_map import AddressMap
+from pimforge.rtl.mem.rmas import Policy
+from pimforge.rtl.mem.timing import resolve_timing
 from ..models.dram_timing import TimingChecker
 from ..models.rmas import rmas_nh
 from .common import rng, start

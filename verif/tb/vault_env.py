@@ -15,10 +15,10 @@ import random
 
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from ...gen.config import Config
-from ...gen.config.base import from_dict
-from ...rtl.mem.port import Cmd
-from ...rtl.mem.timing import resolve_timing
+from pimforge.gen.config import Config
+from pimforge.gen.config.base import from_dict
+from pimforge.rtl.mem.port import Cmd
+from pimforge.rtl.mem.timing import resolve_timing
 from ..models.dram_timing import TimingChecker
 from .common import bench
 

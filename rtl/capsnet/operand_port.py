@@ -1,0 +1,376 @@
+"""Operand/result adapter of one vault: lane bundles of the vault compute <-> 16 B block
+requests on the vault's HMC PE port.
+
+The vault compute (:mod:`pimforge.rtl.capsnet.vault`) reads two operands for
+``lanes`` lanes per cycle (lane ``l`` at vault-local word ``addr + l*stride``),
+posts result bundles (``wr``) and inter-vault copies (``send``), and holds
+while ``rd.valid & ~rd.ready``. This adapter turns each bundle into block
+requests on the PE port of :class:`~pimforge.rtl.mem.hmc_mem.HMCMemory`
+(``we, addr, tag, data``; responses ``we, tag, data`` out of order), word
+addresses becoming cube byte addresses through the placement the compiler
+uses (``word_address``, :meth:`pimforge.rtl.mem.address_map.AddressMap.vault_block_address`).
+
+Operation, one bundle at a time (simple and correct before fast):
+
+* Posted writes and sends wait in one FIFO, in posting order. When idle the
+  adapter serves the FIFO first and only then a pending read, so a read always
+  sees every write posted before it (an instruction reads what the previous
+  one wrote: the controller drains before the next instruction).
+* Read bundle (``2*lanes`` word slots, ``a`` then ``b``): one request per
+  distinct block (the slots of a block are struck off when its request is
+  accepted), tag = slot index; each response is broadcast to every slot of its
+  block, which takes its 32-bit word. When every response is in, ``rd.ready``
+  is high for one cycle with the lane data.
+* Read cache: each slot keeps the block it last fetched. A slot of a new
+  bundle whose block is held by a slot of the same operand takes its word from
+  there and requests nothing (a stream with ``x_se = 1`` reads each block
+  once for four elements). The cache is emptied when a write or send bundle
+  starts (it may change cached blocks) and on ``flush``, which the top drives
+  with ``go``: between barriers only this port writes this vault's words that
+  the vault reads (other vaults' sends land in words read after the next
+  barrier, as the compiler guarantees), so cached blocks cannot go stale.
+* Write/send bundle (``lanes`` words to the own vault or the peer): the lock
+  of the destination vault is requested first (``lock_*``, granted by the
+  top), because a block shared by two writers would otherwise lose one
+  read-modify-write; then every distinct block is merged from its lanes (a
+  later lane wins over an earlier one for the same word). Fully covered blocks
+  are written directly; partial ones are read, merged with the lanes' words
+  and written back. The lock is held until every write is acknowledged.
+
+Throughput (documented cost of the simple scheme): a read bundle takes
+``4 + d + L`` cycles for ``d`` distinct uncached blocks and a read latency
+``L`` of the memory system (4 cycles when every block is cached); a write
+bundle ``4 + d + w`` (+ ``L`` when a block is partial) for ``d`` distinct
+blocks after the lock, and reads wait for queued writes. Nothing overlaps
+across bundles.
+
+Flow control of posted traffic: the vault compute never waits for its writes,
+so the write FIFO must hold every bundle that the controller can emit while
+the adapter is busy. Each write bundle stems from one accepted read bundle at
+most ``pe_latency + a few`` cycles earlier, and read bundles are accepted at
+most once per ``3 + L`` cycles here, so ``write_depth`` entries with
+``write_depth`` above the PE latency cannot overflow; ``overflow`` is a sticky
+error flag that the testbenches check.
+
+Parameters
+----------
+lanes : int
+    Lanes of a bundle (``capsnet.pes_per_vault``).
+vault_bits : int
+    Width of the vault id (1 for one vault).
+addr_bits : int
+    Width of a cube byte address on the PE port.
+word_address : callable
+    ``(vault, word) -> cube byte address`` of the block holding the vault-local
+    word; called on Amaranth values (shifts and ``|`` only).
+tag_bits : int
+    Tag width of the PE port (``2 * lanes`` tags are used).
+write_depth : int
+    Depth of the FIFO of posted write and send bundles.
+
+Attributes
+----------
+rd, wr, send : the vault compute's lane bundles, flipped (:mod:`pimforge.rtl.capsnet.lanes`)
+vault_id : this vault's index
+flush : empty the read cache (at barriers)
+mem, mem_resp : the PE port (request source, response sink)
+lock_req, lock_vault, lock_grant : destination-vault lock for block writes
+idle : no write or send queued or in flight, no read in progress
+overflow : sticky, a posted bundle was lost: FIFO full, or a write and a send
+    posted in one cycle (an error)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from . import pe as pe_mod
+from .isa import ADDR_BITS, STRIDE_BITS
+from .lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
+from ..mem.address_map import AddressMap
+from ..mem.crossbar import master_request_layout, master_response_layout
+from ..params import ParameterError, check_int
+
+__all__ = ["OperandPort", "compiler_placement", "from_config", "port_config"]
+
+WORD_BITS = 32
+BLOCK_WORDS = 4     # 16 B blocks of 32-bit words
+
+
+def _lowest(m: Module, vec: Signal, name: str) -> tuple[Signal, Signal]:
+    """One-hot lowest set bit of *vec* and its index."""
+    n = len(vec)
+    onehot = Signal(n, name=f"{name}_oh")
+    idx = Signal(range(max(2, n)), name=f"{name}_idx")
+    m.d.comb += onehot.eq(vec & -vec)
+    for i in reversed(range(n)):
+        with m.If(vec[i]):
+            m.d.comb += idx.eq(i)
+    return onehot, idx
+
+
+def _select(onehot: Signal, values: list) -> Cat:
+    """The value whose one-hot bit is set (zero when none)."""
+    out = 0
+    for i, v in enumerate(values):
+        out = out | Mux(onehot[i], v, 0)
+    return out
+
+
+class OperandPort(wiring.Component):
+    """Adapter between a vault compute's lane bundles and its HMC PE port (module doc)."""
+
+    def __init__(self, *, lanes: int, vault_bits: int, addr_bits: int,
+                 word_address: Callable, tag_bits: int = 8, write_depth: int = 32):
+        check_int("lanes", lanes, 1, 64)
+        check_int("vault_bits", vault_bits, 0, 8)
+        if not isinstance(tag_bits, int) or not (2 * lanes) <= (1 << tag_bits) <= (1 << 16):
+            raise ParameterError(f"tag_bits must give at least 2*lanes = {2 * lanes} tags and "
+                                 f"at most 16 bits, not {tag_bits!r}")
+        check_int("write_depth", write_depth, 2, 1024)
+        self.lanes, self.vault_bits, self.addr_bits = lanes, vault_bits, addr_bits
+        self.word_address, self.tag_bits = word_address, tag_bits
+        self.write_depth = write_depth
+        n = lanes
+        vb = max(1, vault_bits)
+        # The lane bundles are the vault compute's own (its word addresses and strides).
+        lane_kw = {"lanes": lanes, "addr_bits": ADDR_BITS, "stride_bits": STRIDE_BITS}
+        rq = master_request_layout(addr_bits, tag_bits, BLOCK_WORDS * WORD_BITS)
+        rs = master_response_layout(tag_bits, BLOCK_WORDS * WORD_BITS)
+        super().__init__({
+            "rd": In(LaneReadSignature(**lane_kw)),
+            "wr": In(LaneWriteSignature(**lane_kw)),
+            "send": In(LaneSendSignature(**lane_kw)),
+            "vault_id": In(vb), "flush": In(1),
+            "mem": Out(stream.Signature(rq)), "mem_resp": In(stream.Signature(rs)),
+            "lock_req": Out(1), "lock_vault": Out(vb), "lock_grant": In(1),
+            "idle": Out(1), "overflow": Out(1),
+        })
+        self.entry = data.StructLayout({"vault": vb, "mask": n, "addr": WORD_BITS,
+                                        "stride": signed(STRIDE_BITS),
+                                        "data": WORD_BITS * n})
+
+    def elaborate(self, platform):
+        m = Module()
+        n, s = self.lanes, 2 * self.lanes
+        vb = max(1, self.vault_bits)
+        vmask = (1 << self.vault_bits) - 1
+
+        # ---- posted writes and sends ---------------------------------------
+        # One FIFO for both, so that writes and sends stay in posting order (a send to
+        # the own vault and a later write of the same word must land in that order).
+        m.submodules.wq = wq = SyncFIFO(width=self.entry.size, depth=self.write_depth)
+        push = data.View(self.entry, Signal(self.entry.size, name="push"))
+        with m.If(self.send.valid):
+            m.d.comb += [push.vault.eq(self.send.peer & vmask), push.mask.eq(self.send.mask),
+                         push.addr.eq(self.send.addr), push.stride.eq(self.send.stride),
+                         push.data.eq(self.send.data)]
+        with m.Else():
+            m.d.comb += [push.vault.eq(self.vault_id), push.mask.eq(self.wr.mask),
+                         push.addr.eq(self.wr.addr), push.stride.eq(self.wr.stride),
+                         push.data.eq(self.wr.data)]
+        posted = Signal()
+        m.d.comb += [posted.eq(self.wr.en | self.send.valid),
+                     wq.w_en.eq(posted), wq.w_data.eq(push.as_value())]
+        # The controller never posts a write and a send in one cycle (they come from
+        # different instructions, separated by the pipeline drain); if it did, one
+        # would be lost, which is flagged like a full FIFO.
+        with m.If((posted & ~wq.w_rdy) | (self.wr.en & self.send.valid)):
+            m.d.sync += self.overflow.eq(1)
+
+        # ---- per-slot registers ----------------------------------------------
+        word = [Signal(WORD_BITS, name=f"w{i}") for i in range(s)]    # word address
+        wdat = [Signal(WORD_BITS, name=f"d{i}") for i in range(s)]    # read data / write lane
+        used = Signal(s)                                               # slot in the bundle
+        pend = Signal(s)                                               # block not requested yet
+        outst = Signal(range(s + 1))                                   # requests in flight
+        dest = Signal(vb)                                              # write destination vault
+        # Write path: one merged block per lane slot (the group's first slot).
+        blk = [Signal(BLOCK_WORDS * WORD_BITS, name=f"blk{i}") for i in range(n)]
+        cov = [Signal(BLOCK_WORDS, name=f"cov{i}") for i in range(n)]
+        rdq = Signal(n)     # partial blocks to read
+        wrq = Signal(n)     # merged blocks to write
+        # Read cache: the block each slot last fetched (valid until a write or a flush).
+        cblk = [Signal(WORD_BITS - 2, name=f"cblk{i}") for i in range(s)]
+        cdat = [Signal(BLOCK_WORDS * WORD_BITS, name=f"cdat{i}") for i in range(s)]
+        cval = Signal(s)
+
+        def block_of(w):
+            return w[2:]
+
+        req, resp = self.mem, self.mem_resp
+        m.d.comb += [resp.ready.eq(1), req.payload.tag.eq(0)]
+        fire = Signal()
+        m.d.comb += fire.eq(req.valid & req.ready)
+        got = Signal()
+        m.d.comb += got.eq(resp.valid)
+        m.d.comb += self.rd.a_data.eq(Cat(*wdat[:n])), self.rd.b_data.eq(Cat(*wdat[n:]))
+
+        # Outstanding requests: +1 per accepted request, -1 per response.
+        m.d.sync += outst.eq(outst + fire - got)
+
+        head = data.View(self.entry, Signal(self.entry.size, name="head"))
+
+        def capture_write(src):
+            m.d.sync += cval.eq(0)       # the cached blocks may be about to change
+            m.d.comb += head.eq(src.r_data)
+            m.d.comb += src.r_en.eq(1)
+            m.d.sync += [dest.eq(head.vault), used.eq(head.mask), pend.eq(head.mask),
+                         rdq.eq(0), wrq.eq(0)]
+            for i in range(n):
+                m.d.sync += [word[i].eq((head.addr + head.stride * i)[:WORD_BITS]),
+                             wdat[i].eq(head.data[WORD_BITS * i:WORD_BITS * (i + 1)])]
+
+        with m.FSM(name="op"):
+            with m.State("IDLE"):
+                m.d.comb += self.idle.eq(~wq.r_rdy & ~posted)
+                with m.If(wq.r_rdy):
+                    capture_write(wq)
+                    m.next = "WLOCK"
+                # A write posted in this very cycle is older than the read: serve it first.
+                with m.Elif(self.rd.valid & ~posted):
+                    mask2 = Cat(self.rd.mask, self.rd.mask)
+                    m.d.sync += [used.eq(mask2), pend.eq(mask2)]
+                    for i in range(n):
+                        m.d.sync += [
+                            word[i].eq((self.rd.a_addr + self.rd.a_stride * i)[:WORD_BITS]),
+                            word[n + i].eq((self.rd.b_addr + self.rd.b_stride * i)
+                                           [:WORD_BITS])]
+                    m.next = "LOOKUP"
+
+            # ---- read bundle: slots whose block is cached take it from there -----
+            with m.State("LOOKUP"):
+                hit = Signal(s)
+                for i in range(s):
+                    half = range(n) if i < n else range(n, s)   # a slots vs a entries
+                    for j in half:
+                        with m.If(cval[j] & (cblk[j] == block_of(word[i]))):
+                            m.d.comb += hit[i].eq(1)
+                            m.d.sync += wdat[i].eq(cdat[j].word_select(word[i][:2], WORD_BITS))
+                m.d.sync += pend.eq(pend & ~hit)
+                m.next = "READ"
+
+            # ---- read bundle: one request per distinct block ---------------
+            with m.State("READ"):
+                pick, idx = _lowest(m, pend, "rd")
+                w_t = Signal(WORD_BITS)
+                m.d.comb += w_t.eq(_select(pick, word))
+                m.d.comb += [
+                    req.valid.eq(pend != 0), req.payload.we.eq(0),
+                    req.payload.addr.eq(self.word_address(self.vault_id, w_t)),
+                    req.payload.tag.eq(idx),
+                ]
+                with m.If(fire):
+                    same = Cat(*(block_of(word[i]) == block_of(w_t) for i in range(s)))
+                    m.d.sync += pend.eq(pend & ~same)
+                r_w = Signal(WORD_BITS)
+                m.d.comb += r_w.eq(Array(word)[resp.payload.tag[:ceil_log2(s)]])
+                with m.If(got):
+                    for i in range(s):
+                        with m.If(used[i] & (block_of(word[i]) == block_of(r_w))):
+                            m.d.sync += wdat[i].eq(
+                                resp.payload.data.word_select(word[i][:2], WORD_BITS))
+                    for j in range(s):
+                        with m.If(resp.payload.tag == j):
+                            m.d.sync += [cdat[j].eq(resp.payload.data), cblk[j].eq(block_of(r_w)),
+                                         cval[j].eq(1)]
+                with m.If((pend == 0) & (outst == 0) & ~got):
+                    m.next = "RDONE"
+            with m.State("RDONE"):
+                m.d.comb += self.rd.ready.eq(1)
+                m.next = "IDLE"
+
+            # ---- write / send bundle ------------------------------------------
+            with m.State("WLOCK"):
+                m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(dest)]
+                with m.If(self.lock_grant):
+                    m.next = "WMERGE"
+            with m.State("WMERGE"):
+                # One distinct block per cycle: merge its lanes (later lanes win).
+                m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(dest)]
+                pick, _ = _lowest(m, pend[:n], "wm")
+                w_t = Signal(WORD_BITS)
+                m.d.comb += w_t.eq(_select(pick, word[:n]))
+                group = Cat(*(used[i] & (block_of(word[i]) == block_of(w_t)) for i in range(n)))
+                merged = Signal(BLOCK_WORDS * WORD_BITS)
+                mcov = Signal(BLOCK_WORDS)
+                for i in range(n):
+                    for k in range(BLOCK_WORDS):
+                        with m.If(group[i] & (word[i][:2] == k)):
+                            m.d.comb += [merged.word_select(k, WORD_BITS).eq(wdat[i]),
+                                         mcov[k].eq(1)]
+                with m.If(pend[:n] != 0):
+                    m.d.sync += pend.eq(pend & ~group)
+                    for j in range(n):
+                        with m.If(pick[j]):
+                            m.d.sync += [blk[j].eq(merged), cov[j].eq(mcov)]
+                    full = mcov.all()
+                    m.d.sync += [rdq.eq(rdq | Mux(full, 0, pick)),
+                                 wrq.eq(wrq | Mux(full, pick, 0))]
+                with m.Else():
+                    m.next = "WISSUE"
+            with m.State("WISSUE"):
+                m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(dest)]
+                todo = Signal(n)
+                m.d.comb += todo.eq(rdq | wrq)
+                pick, idx = _lowest(m, todo, "wi")
+                w_t = Signal(WORD_BITS)
+                is_wr = Signal()
+                m.d.comb += [w_t.eq(_select(pick, word[:n])), is_wr.eq((wrq & pick) != 0)]
+                m.d.comb += [
+                    req.valid.eq(todo != 0), req.payload.we.eq(is_wr),
+                    req.payload.addr.eq(self.word_address(dest, w_t)),
+                    req.payload.tag.eq(idx), req.payload.data.eq(_select(pick, blk)),
+                ]
+                # Read-modify-write: the read response fills the words no lane covers.
+                filled = Signal(n)
+                rtag = resp.payload.tag
+                with m.If(got & ~resp.payload.we):
+                    for j in range(n):
+                        with m.If(rtag == j):
+                            m.d.comb += filled[j].eq(1)
+                            for k in range(BLOCK_WORDS):
+                                with m.If(~cov[j][k]):
+                                    m.d.sync += blk[j].word_select(k, WORD_BITS).eq(
+                                        resp.payload.data.word_select(k, WORD_BITS))
+                taken = Signal(n)
+                m.d.comb += taken.eq(Mux(fire, pick, 0))
+                m.d.sync += [rdq.eq(rdq & ~taken), wrq.eq((wrq & ~taken) | filled)]
+                with m.If((todo == 0) & (outst == 0) & ~got):
+                    m.next = "IDLE"
+        # At a barrier other vaults' sends have landed in this vault: forget every block.
+        with m.If(self.flush):
+            m.d.sync += cval.eq(0)
+        return m
+
+
+def compiler_placement(hmc, mapping: str | None = None) -> tuple[AddressMap, Callable]:
+    """The address map of *hmc* (``hmc.mapping`` unless *mapping* is given) and its
+    vault-local word -> cube byte address function
+    (:meth:`~pimforge.rtl.mem.address_map.AddressMap.vault_block_address`, the
+    placement the CapsNet compiler uses, evaluated here on Amaranth values)."""
+    amap = AddressMap.from_config(hmc, mapping)
+    return amap, amap.vault_block_address
+
+
+def port_config(cfg) -> dict:
+    """Keyword arguments of the operand port of *cfg*'s vaults."""
+
+    if cfg.hmc.block_bytes != 16:
+        raise ValueError(f"the operand port moves 16 B blocks; hmc.block_bytes is "
+                         f"{cfg.hmc.block_bytes}")
+    amap, fn = compiler_placement(cfg.hmc)
+    return dict(lanes=cfg.capsnet.pes_per_vault, vault_bits=amap.vault_bits,
+                addr_bits=amap.addr_bits, word_address=fn,
+                write_depth=max(8, pe_mod.latency_from_config(cfg) + 8))
+
+
+def from_config(cfg) -> OperandPort:
+    """The operand port of one vault of *cfg* (``capsnet.pes_per_vault`` lanes)."""
+    return OperandPort(**port_config(cfg))

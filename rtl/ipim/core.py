@@ -1,0 +1,666 @@
+"""The control core of one iPIM vault, on the base die (Sec. IV-B, Fig. 2b).
+
+Pipeline
+--------
+``pc`` addresses the instruction memory (a synchronous read port), so the
+word of ``pc`` is in the issue stage one cycle later. The issue stage decodes
+it (layout :data:`~pimforge.rtl.ipim.isa.INSTRUCTION`), checks it against the
+issued-instruction queue and, when it may go, *issues* it: the next ``pc`` is
+presented to the memory in the same cycle, so independent instructions issue
+back to back (IPC 1).
+
+Issued-instruction queue
+------------------------
+``inst_queue`` slots; a slot holds the decoded hazard resources of one issued
+instruction and its outstanding bits: one per PE of ``simb_mask`` (PEs beyond
+``pes`` are ignored) plus one for a vault-level unit. A PE's ``done`` with the
+slot's number as ``done_tag`` clears its bit at the end of that cycle; the
+slot retires, lock-step, once no bit is left: from the next cycle on it is
+free and its resources no longer block anything (no bypass, so an instruction
+that depends on it issues one cycle after the last ``done`` at the earliest).
+Slots are taken lowest free first and retire in any order; the slot number
+is the instruction's ``tag``. Instructions that finish in their issue cycle
+(jumps, ``nop``, ``sync``, ``halt``, a PE instruction whose mask selects no PE
+of this vault, a CtrlRF write with ``t_alu = 1``) take no slot.
+
+Dependency check
+----------------
+Exactly :func:`~pimforge.rtl.ipim.isa.accesses` and
+:func:`~pimforge.rtl.ipim.isa.conflicts`: each instruction is decoded into at
+most three register reads, one register write, one memory read and one memory
+write (:data:`HAZARD`); registers (DataRF, AddrRF, CtrlRF) match per entry,
+bank/PGSM/VSM per address when direct and as the whole store when indirect.
+The instruction in the issue stage waits (a bubble) while any occupied slot
+has a true (its reads against the slot's writes), anti (its writes against
+the slot's reads) or output (writes against writes) dependency with it. An
+AddrRF read whose indirect address operand is 256 or more names no AddrRF
+entry that any instruction can write, so it is dropped from the check.
+The check ignores ``simb_mask``: two instructions on disjoint PEs that touch the
+same register or address still wait for each other, as ``conflicts`` says.
+
+Units
+-----
+* PE instructions (:data:`~pimforge.rtl.ipim.isa.PE_OPS`): broadcast in one
+  cycle on ``pe[p]`` to every PE of the mask, only in a cycle where all of them
+  have ``ready`` high (protocol of :class:`~pimforge.rtl.ipim.bus.IssueSignature`).
+  A PE finishes an instruction (``done``) once its effect is in place: a write
+  into the PGSM or the VSM has been accepted by that scratchpad.
+* ``seti_vsm``: one write of the VSM port ``vsm`` (``imm`` on every lane,
+  ``vec_mask`` as ``wmask``); the slot retires when the VSM took it.
+* ``req``: one request on the stream ``nic_req`` (fields of :func:`req_layout`,
+  with the slot as ``tag``); the slot retires when ``landed`` reports that tag,
+  i.e. when the reply's line has been written into the VSM.
+* ``calc_crf``/``seti_crf``: the integer ALU of the core, ``t_alu`` cycles: the
+  CtrlRF entry is written at the end of the ``t_alu``-th cycle counting the
+  issue cycle, so a dependent instruction issues ``t_alu`` cycles after it
+  (``t_alu - 1`` bubbles). With ``t_alu = 1`` the instruction takes no slot;
+  otherwise its slot retires with the write.
+* ``jump``/``cjump``: resolved in the issue stage, once their CtrlRF operands
+  have no pending write in the queue (a RAW stall otherwise); the target is
+  read from the CtrlRF and presented to the instruction memory in the same
+  cycle, so a jump costs no bubble: the **branch penalty is 0 cycles** after
+  its operands are ready (the target word is in the issue stage in the next
+  cycle, as the fall-through would be). Jumps take no slot.
+* ``sync``: once the queue is empty (every earlier instruction retired, every
+  earlier ``req`` landed), ``sync.arrive`` rises with ``sync.phase``; the sync
+  commits in the cycle ``sync.proceed`` is high. ``proceed`` is a one-cycle
+  pulse given to every vault at once; an ``arrive`` in the following cycle
+  belongs to the next sync.
+* ``halt``: once the queue is empty the core stops (``halted``). ``nop`` and
+  the undefined opcodes (22 to 31) issue in one cycle and do nothing.
+
+Host interface
+--------------
+After reset the core is halted. The driver writes the program through
+``imem_we``/``imem_addr``/``imem_data`` while halted and pulses ``start``: the
+core clears its counters and runs from instruction 0. The CtrlRF keeps its
+values across programs (0 after reset); its index is taken modulo
+``crf_entries``.
+
+Counters (``perf``, :class:`ControlCore.PerfSignature`)
+-------------------------------------------------------
+Cleared by ``start``; they count the cycles in which the core runs (from the
+cycle after ``start`` to the cycle its ``halt`` issues, both included):
+
+``cycles``
+    Running cycles. ``cycles = issued + stall_dep + stall_full + stall_unit +
+    stall_sync`` holds exactly: the issue stage holds an instruction in every
+    running cycle (``start`` fetches instruction 0).
+``issued``
+    Instructions that left the issue stage (every opcode, jumps, nops, the
+    committed sync and the halt included); IPC = ``issued / cycles``.
+``issued_<class>``
+    The same per class of :data:`OPCODE_CLASSES`.
+``stall_sync``
+    A ``sync`` or ``halt`` waits for the queue to drain or (sync) for ``proceed``.
+``stall_dep``
+    Otherwise: a dependency on an occupied slot.
+``stall_full``
+    Otherwise: the instruction needs a slot and none is free.
+``stall_unit``
+    Otherwise: its unit is not ready: a masked PE has ``ready`` low (its
+    in-DRAM controller queue or a PE-side port is full: the memory stall of
+    Fig. 13), or the VSM or network port still holds the previous
+    ``seti_vsm``/``req``.
+``busy_<unit>``
+    Sum over the running cycles of the number of PEs whose ``pe_busy[p].<unit>``
+    is high (PE-cycles; utilization = ``busy_u / (cycles * pes)``), for the
+    units of :data:`BUSY_UNITS`.
+
+Parameters
+----------
+pes : int
+    PEs of the vault (``pgs * pes_per_pg``), at most 64.
+inst_queue : int
+    Slots of the issued-instruction queue (``ipim.inst_queue``).
+imem_depth : int
+    Instruction memory words (``ipim.imem_instructions``).
+crf_entries : int
+    CtrlRF entries.
+vsm_lines : int
+    VSM lines (sets the width of the ``vsm`` port's address).
+t_alu : int
+    Latency of the core's integer ALU (``calc_crf``/``seti_crf``).
+t_vsm : int
+    Read latency published by the ``vsm`` port's signature (the core only writes).
+counter_bits : int
+    Width of each counter.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from ..params import check_int, check_pow2
+from .bus import (
+    BUSY_LAYOUT,
+    BUSY_UNITS,
+    VECTOR_BITS,
+    IssueSignature,
+    SPMPortSignature,
+    SyncSignature,
+)
+from .isa import (
+    DRAM_BITS,
+    INSTRUCTION,
+    ISA_VERSION,
+    LANES,
+    MASK_BITS,
+    PE_OPS,
+    REG_BITS,
+    SPM_BITS,
+    WORD_BITS,
+    AluOp,
+    Cond,
+    Opcode,
+    Store,
+    format_of,
+)
+
+__all__ = ["ControlCore", "from_config", "req_layout", "reply_layout", "landed_signature",
+           "HAZARD",
+           "OPCODE_CLASSES", "BUSY_UNITS", "BUSY_LAYOUT", "COUNTER_NAMES"]
+
+#: Issued-instruction classes counted by ``perf.issued_<class>``.
+OPCODE_CLASSES: dict[str, tuple[Opcode, ...]] = {
+    "comp": (Opcode.COMP,),
+    "calc_arf": (Opcode.CALC_ARF,),
+    "bank": (Opcode.LD_RF, Opcode.ST_RF, Opcode.LD_PGSM, Opcode.ST_PGSM),
+    "pgsm": (Opcode.RD_PGSM, Opcode.WR_PGSM),
+    "vsm": (Opcode.RD_VSM, Opcode.WR_VSM),
+    "mov": (Opcode.MOV_DRF, Opcode.MOV_ARF, Opcode.RESET),
+    "seti_vsm": (Opcode.SETI_VSM,),
+    "req": (Opcode.REQ,),
+    "ctrl": (Opcode.JUMP, Opcode.CJUMP, Opcode.CALC_CRF, Opcode.SETI_CRF),
+    "sync": (Opcode.SYNC,),
+    "other": (Opcode.NOP, Opcode.HALT),
+}
+assert sorted(op.value for ops in OPCODE_CLASSES.values() for op in ops) == \
+    sorted(op.value for op in Opcode)
+
+#: PE units whose busy cycles the core sums (one bit each in ``pe_busy[p]``).
+
+STALLS = ("stall_dep", "stall_full", "stall_unit", "stall_sync")
+#: Every member of ``perf``, in order.
+COUNTER_NAMES = (("cycles", "issued", *STALLS)
+                 + tuple(f"issued_{c}" for c in OPCODE_CLASSES)
+                 + tuple(f"busy_{u}" for u in BUSY_UNITS))
+
+_REG = data.StructLayout({"en": 1, "store": 3, "idx": REG_BITS})
+_MEM = data.StructLayout({"en": 1, "store": 3, "whole": 1, "addr": DRAM_BITS})
+#: Decoded hazard resources of one instruction (see the module docstring).
+HAZARD = data.StructLayout({"rd0": _REG, "rd1": _REG, "rd2": _REG, "wr": _REG,
+                            "mrd": _MEM, "mwr": _MEM})
+
+# PE_OPS in opcode order: iterating the frozenset would order the generated
+# Verilog by string hashes, which change from run to run (and defeat the build cache).
+_PE_OPS = tuple(sorted(PE_OPS, key=lambda o: o.value))
+# Vault-level opcodes that hold a slot until their unit finishes.
+_UNIT_SLOT_OPS = (Opcode.SETI_VSM, Opcode.REQ, Opcode.CALC_CRF, Opcode.SETI_CRF)
+
+
+def req_layout(tag_bits: int) -> data.StructLayout:
+    """Payload of a ``req`` leaving on ``nic_req``: the remote bank line to read and
+    where its reply goes (``vsm``, ``tag`` echoed by the reply)."""
+    return data.StructLayout({"chip": 4, "vault": 6, "pg": 4, "pe": 4, "dram": DRAM_BITS,
+                              "vsm": SPM_BITS, "tag": tag_bits})
+
+
+def reply_layout(tag_bits: int) -> data.StructLayout:
+    """Payload of a ``req`` reply arriving at the VSM: the line and the request's
+    ``vsm``/``tag``."""
+    return data.StructLayout({"vsm": SPM_BITS, "tag": tag_bits, "data": VECTOR_BITS})
+
+
+def landed_signature(tag_bits: int) -> wiring.Signature:
+    """The VSM's report that the reply of ``req`` *tag* is written (VSM side):
+    ``valid`` one cycle per reply, ``tag``. No back-pressure."""
+    return wiring.Signature({"valid": Out(1), "tag": Out(tag_bits)})
+
+
+def _int_alu(m: Module, op, a, b, name: str):
+    """The 32-bit integer ALU of CALC_ARF/CALC_CRF (semantics in isa.py)."""
+    res = Signal(32, name=f"{name}_res")
+    bs = b.as_signed()
+    nb = Signal(signed(34), name=f"{name}_nb")
+    m.d.comb += nb.eq(-bs)
+    k = Signal(range(33), name=f"{name}_k")        # CROP width, b clamped to 0..32
+    m.d.comb += k.eq(Mux(bs < 0, 0, Mux(bs > 32, 32, b[:6])))
+    lo_mask = Signal(33, name=f"{name}_lo")
+    m.d.comb += lo_mask.eq((Const(1, 33) << k) - 1)
+    kc = Signal(range(33), name=f"{name}_kc")
+    m.d.comb += kc.eq(32 - k)
+    hi_keep = Signal(33, name=f"{name}_hi")
+    m.d.comb += hi_keep.eq((Const(1, 33) << kc) - 1)
+    with m.Switch(op):
+        with m.Case(AluOp.ADD):
+            m.d.comb += res.eq(a + b)
+        with m.Case(AluOp.SUB):
+            m.d.comb += res.eq(a - b)
+        with m.Case(AluOp.MUL):
+            m.d.comb += res.eq(a * b)
+        with m.Case(AluOp.SHIFT):
+            with m.If(bs >= 0):
+                m.d.comb += res.eq(Mux(bs >= 32, 0, a << b[:5]))
+            with m.Else():
+                m.d.comb += res.eq(Mux(nb >= 32, Mux(a[31], 0xFFFF_FFFF, 0),
+                                       a.as_signed() >> nb[:5]))
+        with m.Case(AluOp.AND):
+            m.d.comb += res.eq(a & b)
+        with m.Case(AluOp.OR):
+            m.d.comb += res.eq(a | b)
+        with m.Case(AluOp.XOR):
+            m.d.comb += res.eq(a ^ b)
+        with m.Case(AluOp.CROP_LSB):
+            m.d.comb += res.eq(a & lo_mask[:32])
+        with m.Case(AluOp.CROP_MSB):
+            m.d.comb += res.eq(a & ~hi_keep[:32])
+    return res
+
+
+def _decode_hazards(m: Module, ins) -> data.View:
+    """The :data:`HAZARD` view of the instruction view *ins* (isa.accesses in gates)."""
+    hz = Signal(HAZARD)
+    args = ins.args
+    D, A, C = Store.DRF.value, Store.ARF.value, Store.CRF.value
+
+    def reg(slot, store, idx, en=1):
+        m.d.comb += [slot.en.eq(en), slot.store.eq(store), slot.idx.eq(idx)]
+
+    def mem(slot, store, addr, ind):
+        m.d.comb += [slot.en.eq(1), slot.store.eq(store.value), slot.whole.eq(ind),
+                     slot.addr.eq(Mux(ind, 0, addr))]
+
+    def ind_reg(slot, addr, ind):
+        # The AddrRF entry named by an indirect address; none beyond REG_BITS.
+        reg(slot, A, addr[:REG_BITS], ind & (addr[REG_BITS:] == 0))
+
+    with m.Switch(ins.opcode):
+        with m.Case(Opcode.COMP):
+            f = args.comp
+            reg(hz.rd0, D, f.src1)
+            reg(hz.rd1, D, f.src2)
+            reg(hz.rd2, D, f.dst, f.op == AluOp.MAC)
+            reg(hz.wr, D, f.dst)
+        with m.Case(Opcode.CALC_ARF):
+            f = args.calc
+            reg(hz.rd0, A, f.src1)
+            reg(hz.rd1, A, f.src2)
+            reg(hz.wr, A, f.dst)
+        with m.Case(Opcode.LD_RF, Opcode.ST_RF):
+            f = args.rf_bank
+            ind_reg(hz.rd0, f.dram, f.dram_ind)
+            with m.If(ins.opcode == Opcode.LD_RF):
+                mem(hz.mrd, Store.BANK, f.dram, f.dram_ind)
+                reg(hz.wr, D, f.drf)
+            with m.Else():
+                mem(hz.mwr, Store.BANK, f.dram, f.dram_ind)
+                reg(hz.rd1, D, f.drf)
+        with m.Case(Opcode.LD_PGSM, Opcode.ST_PGSM):
+            f = args.pgsm_bank
+            ind_reg(hz.rd0, f.dram, f.dram_ind)
+            ind_reg(hz.rd1, f.pgsm, f.pgsm_ind)
+            with m.If(ins.opcode == Opcode.LD_PGSM):
+                mem(hz.mrd, Store.BANK, f.dram, f.dram_ind)
+                mem(hz.mwr, Store.PGSM, f.pgsm, f.pgsm_ind)
+            with m.Else():
+                mem(hz.mrd, Store.PGSM, f.pgsm, f.pgsm_ind)
+                mem(hz.mwr, Store.BANK, f.dram, f.dram_ind)
+        for rd, wr, fmt, store in ((Opcode.RD_PGSM, Opcode.WR_PGSM, "rf_pgsm", Store.PGSM),
+                                   (Opcode.RD_VSM, Opcode.WR_VSM, "rf_vsm", Store.VSM)):
+            with m.Case(rd, wr):
+                f = args[fmt]
+                addr, ind = (f.pgsm, f.pgsm_ind) if store is Store.PGSM else (f.vsm, f.vsm_ind)
+                ind_reg(hz.rd0, addr, ind)
+                with m.If(ins.opcode == rd):
+                    mem(hz.mrd, store, addr, ind)
+                    reg(hz.wr, D, f.drf)
+                with m.Else():
+                    mem(hz.mwr, store, addr, ind)
+                    reg(hz.rd1, D, f.drf)
+        with m.Case(Opcode.MOV_DRF):
+            reg(hz.rd0, A, args.mov.arf)
+            reg(hz.wr, D, args.mov.drf)
+        with m.Case(Opcode.MOV_ARF):
+            reg(hz.rd0, D, args.mov.drf)
+            reg(hz.wr, A, args.mov.arf)
+        with m.Case(Opcode.RESET):
+            reg(hz.wr, D, args.reset.drf)
+        with m.Case(Opcode.SETI_VSM):
+            mem(hz.mwr, Store.VSM, args.seti_vsm.vsm, 0)
+        with m.Case(Opcode.REQ):
+            mem(hz.mwr, Store.VSM, args.req.vsm, 0)
+        with m.Case(Opcode.JUMP, Opcode.CJUMP):
+            reg(hz.rd0, C, args.jump.target)
+            reg(hz.rd1, C, args.jump.src, ins.opcode == Opcode.CJUMP)
+        with m.Case(Opcode.CALC_CRF):
+            reg(hz.rd0, C, args.calc_crf.src1)
+            reg(hz.rd1, C, args.calc_crf.src2)
+            reg(hz.wr, C, args.calc_crf.dst)
+        with m.Case(Opcode.SETI_CRF):
+            reg(hz.wr, C, args.seti_crf.dst)
+    return hz
+
+
+def _reg_match(x, y):
+    return x.en & y.en & (x.store == y.store) & (x.idx == y.idx)
+
+
+def _mem_match(x, y):
+    return (x.en & y.en & (x.store == y.store)
+            & (x.whole | y.whole | (x.addr == y.addr)))
+
+
+def _conflict(new, old):
+    """RAW, WAR or WAW between the issuing instruction *new* and an older one."""
+    raw = _reg_match(new.rd0, old.wr) | _reg_match(new.rd1, old.wr) \
+        | _reg_match(new.rd2, old.wr) | _mem_match(new.mrd, old.mwr)
+    war = _reg_match(new.wr, old.rd0) | _reg_match(new.wr, old.rd1) \
+        | _reg_match(new.wr, old.rd2) | _mem_match(new.mwr, old.mrd)
+    waw = _reg_match(new.wr, old.wr) | _mem_match(new.mwr, old.mwr)
+    return raw | war | waw
+
+
+class ControlCore(wiring.Component):
+    """Control core of one vault (see the module docstring).
+
+    Parameters
+    ----------
+    pes, inst_queue, imem_depth, crf_entries, vsm_lines, t_alu, t_vsm, counter_bits
+        See the module docstring.
+
+    Attributes
+    ----------
+    imem_we, imem_addr, imem_data : In
+        Instruction memory backdoor write (one 128-bit word per cycle, while halted).
+    start : In(1)
+        Pulse while halted: clear the counters and run from instruction 0.
+    halted : Out(1)
+        High after reset and once a ``halt`` has issued.
+    pe : Out(IssueSignature(tag_bits)).array(pes)
+        SIMB issue to each PE.
+    pe_busy : In(BUSY_LAYOUT).array(pes)
+        Per-PE unit activity, summed into ``perf.busy_<unit>``.
+    vsm : Out(SPMPortSignature(addr_bits, t_vsm))
+        ``seti_vsm`` writes into the VSM.
+    nic_req : Out(stream.Signature(req_layout(tag_bits)))
+        ``req`` to the network interface.
+    landed : In(landed_signature(tag_bits))
+        A ``req`` reply of this tag has been written into the VSM.
+    sync : Out(SyncSignature())
+        The inter-vault barrier.
+    issue_valid, issue_pc : Out
+        Trace: an instruction issued this cycle, and its address.
+    perf : Out(ControlCore.PerfSignature(counter_bits))
+        Performance counters.
+    crf : Memory
+        The CtrlRF of the last elaboration (a simulator reads ``crf.data[i]``).
+    """
+
+    class PerfSignature(wiring.Signature):
+        """The performance counters of the control core (all outputs).
+
+        Members
+        -------
+        One ``Out(counter_bits)`` per name of :data:`COUNTER_NAMES` (meanings in
+        the module docstring).
+        """
+
+        def __init__(self, counter_bits: int):
+            check_int("counter_bits", counter_bits, 16, 64)
+            self._counter_bits = counter_bits
+            super().__init__({n: Out(counter_bits) for n in COUNTER_NAMES})
+
+        @property
+        def counter_bits(self) -> int:
+            return self._counter_bits
+
+        def __eq__(self, other):
+            return type(other) is type(self) and other.counter_bits == self.counter_bits
+
+        def __hash__(self):
+            return hash((type(self), self.counter_bits))
+
+        def __repr__(self):
+            return f"ControlCore.PerfSignature({self.counter_bits})"
+
+    def __init__(self, *, pes: int, inst_queue: int, imem_depth: int, crf_entries: int = 32,
+                 vsm_lines: int = 256, t_alu: int = 1, t_vsm: int = 1, counter_bits: int = 48):
+        check_int("pes", pes, 1, MASK_BITS)
+        check_int("inst_queue", inst_queue, 1, 256)
+        check_pow2("imem_depth", imem_depth, 16, 1 << 16)
+        check_pow2("crf_entries", crf_entries, 4, 1 << REG_BITS)
+        check_pow2("vsm_lines", vsm_lines, 2, 1 << SPM_BITS)
+        check_int("t_alu", t_alu, 1, 64)
+        check_int("t_vsm", t_vsm, 1, 64)
+        self.pes, self.inst_queue, self.imem_depth = pes, inst_queue, imem_depth
+        self.crf_entries, self.vsm_lines, self.t_alu = crf_entries, vsm_lines, t_alu
+        self.tag_bits = max(1, ceil_log2(inst_queue))
+        self.vsm_bits = max(1, ceil_log2(vsm_lines))
+        self.pc_bits = ceil_log2(imem_depth)
+        self.isa_version = ISA_VERSION
+        self.latencies = {"alu": t_alu}
+        super().__init__({
+            "imem_we": In(1), "imem_addr": In(self.pc_bits), "imem_data": In(WORD_BITS),
+            "start": In(1), "halted": Out(1),
+            "pe": Out(IssueSignature(tag_bits=self.tag_bits)).array(pes),
+            "pe_busy": In(BUSY_LAYOUT).array(pes),
+            "vsm": Out(SPMPortSignature(addr_bits=self.vsm_bits, latency=t_vsm)),
+            "nic_req": Out(stream.Signature(req_layout(self.tag_bits))),
+            "landed": In(landed_signature(self.tag_bits)),
+            "sync": Out(SyncSignature()),
+            "issue_valid": Out(1), "issue_pc": Out(self.pc_bits),
+            "perf": Out(self.PerfSignature(counter_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        P, Q = self.pes, self.inst_queue
+        U = P                           # the vault-unit bit of a slot's outstanding bits
+
+        # ---- instruction memory and fetch ------------------------------------
+        m.submodules.imem = imem = Memory(shape=WORD_BITS, depth=self.imem_depth, init=[])
+        wp = imem.write_port()
+        rp = imem.read_port(transparent_for=())
+        m.d.comb += [wp.en.eq(self.imem_we), wp.addr.eq(self.imem_addr),
+                     wp.data.eq(self.imem_data)]
+        # While running, the word of pc is always in the issue stage: start
+        # presents address 0, and every cycle presents the next pc.
+        running = Signal()
+        ivalid = running
+        pc = Signal(self.pc_bits)
+        next_pc = Signal(self.pc_bits)
+        m.d.comb += [rp.addr.eq(next_pc), self.halted.eq(~running)]
+        ins = data.View(INSTRUCTION, rp.data)
+        op = ins.opcode
+
+        # ---- CtrlRF (read in the issue stage, written by the ALU) ----------------
+        m.submodules.crf = crf = Memory(shape=32, depth=self.crf_entries, init=[])
+        self.crf = crf      # for a simulator's backdoor read, ``crf.data[i]``
+        crf_w = crf.write_port()
+        crf_a = crf.read_port(domain="comb")
+        crf_b = crf.read_port(domain="comb")
+        is_jump = (op == Opcode.JUMP) | (op == Opcode.CJUMP)
+        cb = ceil_log2(self.crf_entries)
+        m.d.comb += [
+            crf_a.addr.eq(Mux(is_jump, ins.args.jump.target, ins.args.calc_crf.src1)[:cb]),
+            crf_b.addr.eq(Mux(is_jump, ins.args.jump.src, ins.args.calc_crf.src2)[:cb]),
+        ]
+
+        # ---- issued-instruction queue ---------------------------------------------
+        pending = [Signal(P + 1, name=f"slot{s}_pending") for s in range(Q)]
+        hazard = [Signal(HAZARD, name=f"slot{s}_hazard") for s in range(Q)]
+        busy = Cat(*(p.any() for p in pending))
+        free = Signal(Q)
+        m.d.comb += free.eq(~busy)
+        slot = Signal(range(Q))         # lowest free slot
+        for s in reversed(range(Q)):
+            with m.If(free[s]):
+                m.d.comb += slot.eq(s)
+        drained = ~busy.any()
+
+        hz = _decode_hazards(m, ins)
+        dep = Signal()
+        m.d.comb += dep.eq(Cat(*(busy[s] & _conflict(hz, hazard[s]) for s in range(Q))).any())
+
+        mask = Signal(P)
+        is_pe_op = Signal()
+        with m.Switch(op):
+            for o in _PE_OPS:
+                with m.Case(o):
+                    m.d.comb += [is_pe_op.eq(1), mask.eq(ins.args[format_of(o)].simb_mask[:P])]
+        # A one-cycle ALU writes the CtrlRF at the end of the issue cycle: no slot.
+        slot_ops = [o for o in _UNIT_SLOT_OPS
+                    if self.t_alu > 1 or o not in (Opcode.CALC_CRF, Opcode.SETI_CRF)]
+        is_unit_op = Signal()
+        m.d.comb += is_unit_op.eq(Cat(*(op == o for o in slot_ops)).any())
+        needs_slot = (is_pe_op & mask.any()) | is_unit_op
+        full = needs_slot & ~free.any()
+        pes_ready = Cat(*(~mask[p] | self.pe[p].ready for p in range(P))).all()
+
+        # One-entry output registers of seti_vsm and req; the ALU pipeline.
+        seti_v, seti_tag = Signal(), Signal(self.tag_bits)
+        req_v, req_tag = Signal(), Signal(self.tag_bits)
+        unit_ready = Signal()
+        with m.Switch(op):
+            with m.Case(*_PE_OPS):
+                m.d.comb += unit_ready.eq(pes_ready)
+            with m.Case(Opcode.SETI_VSM):
+                m.d.comb += unit_ready.eq(~seti_v | self.vsm.ready)
+            with m.Case(Opcode.REQ):
+                m.d.comb += unit_ready.eq(~req_v | self.nic_req.ready)
+            with m.Case(Opcode.SYNC):
+                m.d.comb += unit_ready.eq(drained & self.sync.proceed)
+            with m.Case(Opcode.HALT):
+                m.d.comb += unit_ready.eq(drained)
+            with m.Default():
+                m.d.comb += unit_ready.eq(1)
+        fire = Signal()
+        m.d.comb += fire.eq(ivalid & ~dep & ~full & unit_ready)
+        m.d.comb += [self.issue_valid.eq(fire), self.issue_pc.eq(pc)]
+        m.d.comb += [self.sync.arrive.eq(ivalid & (op == Opcode.SYNC) & drained),
+                     self.sync.phase.eq(ins.args.sync.phase)]
+
+        # Next pc: jumps resolve here, so the target's word is fetched at once.
+        taken = Signal()
+        c_src = crf_b.data
+        with m.Switch(ins.args.jump.cond):
+            with m.Case(Cond.Z):
+                m.d.comb += taken.eq(c_src == 0)
+            with m.Case(Cond.NZ):
+                m.d.comb += taken.eq(c_src != 0)
+            with m.Case(Cond.LTZ):
+                m.d.comb += taken.eq(c_src[31])
+            with m.Case(Cond.GEZ):
+                m.d.comb += taken.eq(~c_src[31])
+        m.d.comb += next_pc.eq(pc)
+        with m.If(~running):
+            m.d.comb += next_pc.eq(0)
+        with m.Elif(fire):
+            with m.If((op == Opcode.JUMP) | ((op == Opcode.CJUMP) & taken)):
+                m.d.comb += next_pc.eq(crf_a.data)
+            with m.Elif(op != Opcode.HALT):
+                m.d.comb += next_pc.eq(pc + 1)
+        m.d.sync += pc.eq(next_pc)
+        with m.If(~running & self.start):
+            m.d.sync += running.eq(1)
+        with m.If(fire & (op == Opcode.HALT)):
+            m.d.sync += running.eq(0)
+
+        # ---- SIMB broadcast ------------------------------------------------------
+        for p in range(P):
+            port = self.pe[p]
+            m.d.comb += [port.valid.eq(fire & is_pe_op & mask[p]), port.instr.eq(rp.data),
+                         port.tag.eq(slot)]
+
+        # ---- vault units ---------------------------------------------------------
+        # seti_vsm: imm on every lane, vec_mask as the lane write mask.
+        sv = ins.args.seti_vsm
+        with m.If(self.vsm.valid & self.vsm.ready):
+            m.d.sync += seti_v.eq(0)
+        with m.If(fire & (op == Opcode.SETI_VSM)):
+            m.d.sync += [seti_v.eq(1), seti_tag.eq(slot), self.vsm.addr.eq(sv.vsm),
+                         self.vsm.wdata.eq(Cat(*([sv.imm] * LANES))),
+                         self.vsm.wmask.eq(sv.vec_mask)]
+        m.d.comb += [self.vsm.valid.eq(seti_v), self.vsm.we.eq(1)]
+        seti_done = self.vsm.valid & self.vsm.ready
+
+        rq = ins.args.req
+        with m.If(self.nic_req.valid & self.nic_req.ready):
+            m.d.sync += req_v.eq(0)
+        with m.If(fire & (op == Opcode.REQ)):
+            m.d.sync += [req_v.eq(1), req_tag.eq(slot)]
+            m.d.sync += [self.nic_req.payload[n].eq(rq[n])
+                         for n in ("chip", "vault", "pg", "pe", "dram", "vsm")]
+            m.d.sync += self.nic_req.payload.tag.eq(slot)
+        m.d.comb += self.nic_req.valid.eq(req_v)
+
+        # CtrlRF ALU: the result is computed at issue and written at the end of the
+        # t_alu-th cycle (the issue cycle is the first), through t_alu - 1 registers.
+        cc = ins.args.calc_crf
+        alu = _int_alu(m, cc.op, crf_a.data, crf_b.data, "crf_alu")
+        is_seti_crf = op == Opcode.SETI_CRF
+        a_v = [fire & ((op == Opcode.CALC_CRF) | is_seti_crf)]
+        a_d = [Mux(is_seti_crf, ins.args.seti_crf.dst, cc.dst)[:cb]]
+        a_r = [Mux(is_seti_crf, ins.args.seti_crf.imm, alu)]
+        a_t = [slot]
+        for i in range(1, self.t_alu):
+            v, d = Signal(name=f"alu_v{i}"), Signal(cb, name=f"alu_dst{i}")
+            r, t = Signal(32, name=f"alu_res{i}"), Signal(self.tag_bits, name=f"alu_tag{i}")
+            m.d.sync += [v.eq(a_v[-1]), d.eq(a_d[-1]), r.eq(a_r[-1]), t.eq(a_t[-1])]
+            a_v.append(v)
+            a_d.append(d)
+            a_r.append(r)
+            a_t.append(t)
+        m.d.comb += [crf_w.en.eq(a_v[-1]), crf_w.addr.eq(a_d[-1]), crf_w.data.eq(a_r[-1])]
+        alu_done = a_v[-1] if self.t_alu > 1 else 0
+
+        # ---- slot bookkeeping ----------------------------------------------------
+        for s in range(Q):
+            clr = Signal(P + 1, name=f"slot{s}_clr")
+            m.d.comb += clr[U].eq((seti_done & (seti_tag == s))
+                                  | (alu_done & (a_t[-1] == s))
+                                  | (self.landed.valid & (self.landed.tag == s)))
+            for p in range(P):
+                m.d.comb += clr[p].eq(self.pe[p].done & (self.pe[p].done_tag == s))
+            with m.If(fire & needs_slot & (slot == s)):
+                m.d.sync += [pending[s].eq(Mux(is_pe_op, mask, 1 << U)), hazard[s].eq(hz)]
+            with m.Else():
+                m.d.sync += pending[s].eq(pending[s] & ~clr)
+
+        # ---- counters ------------------------------------------------------------
+        ctr = self.perf
+        incs = {n: Const(0) for n in COUNTER_NAMES}
+        incs["cycles"] = running
+        incs["issued"] = fire
+        waiting = ivalid & ~fire
+        sync_like = (op == Opcode.SYNC) | (op == Opcode.HALT)
+        incs["stall_sync"] = waiting & sync_like
+        incs["stall_dep"] = waiting & ~sync_like & dep
+        incs["stall_full"] = waiting & ~sync_like & ~dep & full
+        incs["stall_unit"] = waiting & ~sync_like & ~dep & ~full
+        for c, ops in OPCODE_CLASSES.items():
+            incs[f"issued_{c}"] = fire & Cat(*(op == o for o in ops)).any()
+        for u in BUSY_UNITS:
+            bits = Cat(*(self.pe_busy[p][u] for p in range(P)))
+            cnt = Signal(range(P + 1), name=f"busy_{u}_now")
+            m.d.comb += cnt.eq(sum(bits[p] for p in range(P)))
+            incs[f"busy_{u}"] = Mux(running, cnt, 0)
+        for n in COUNTER_NAMES:
+            with m.If(~running & self.start):
+                m.d.sync += getattr(ctr, n).eq(0)
+            with m.Else():
+                m.d.sync += getattr(ctr, n).eq(getattr(ctr, n) + incs[n])
+        return m
+
+
+def from_config(cfg) -> ControlCore:
+    """The control core of one vault of ``cfg.ipim``."""
+    c = cfg.ipim
+    return ControlCore(pes=c.pes, inst_queue=c.inst_queue, imem_depth=c.imem_instructions,
+                       crf_entries=c.crf_entries, vsm_lines=c.vsm_lines, t_alu=c.t_alu,
+                       t_vsm=c.t_vsm)

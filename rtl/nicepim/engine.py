@@ -1,0 +1,209 @@
+"""The NicePIM NN engine: PE array with its input, weight and output buffers."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory, ReadPort, WritePort
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from ..params import check, check_int
+from .params import DATA_BITS, PSUM_BITS, TASK_LAYOUT
+from .pe_array import PEArray
+
+__all__ = ["NNEngine", "from_config", "tile_cycles"]
+
+
+def tile_cycles(*, pe_rows: int, pe_cols: int, cb: int, kh: int, kw: int, oh: int,
+                ow: int) -> int:
+    """Cycles of one convolution tile on the engine (see :class:`NNEngine`)."""
+    return cb * kh * kw * (oh * ow + 2 * pe_rows + pe_cols + 1)
+
+
+class NNEngine(wiring.Component):
+    """A weight-stationary systolic PE array fed from its input, weight and output
+    buffers, computing one convolution (or matrix-multiplication) tile per start.
+
+    A tile (the ``COMPUTE`` task of :class:`~pimforge.rtl.nicepim.params.Op`) is a
+    dense convolution of ``cb * pe_rows`` input channels (``cb`` channel blocks)
+    of an ``nh x nw`` input window into ``pe_cols`` output channels over
+    ``oh x ow`` output pixels, with a ``kh x kw`` kernel, ``stride`` and
+    ``pad``. The input buffer holds line ``(b * nh + i) * nw + j`` = the block
+    ``b`` channels of pixel ``(i, j)``; the weight buffer line
+    ``((b * kh + u) * kw + v) * pe_rows + r`` = the ``pe_cols`` weights of input
+    channel ``b * pe_rows + r`` at kernel position ``(u, v)``; output pixel
+    ``(o, q)`` accumulates into output-buffer line ``o * ow + q`` (32-bit lanes).
+    A matrix-multiplication tile ``[M x K] @ [K x N]`` is the tile with
+    ``nh = oh = 1``, ``nw = ow = M``, ``kh = kw = stride = 1``, ``pad = 0``,
+    ``K = cb * pe_rows`` and ``N <= pe_cols``. Grouped convolutions are one tile
+    per group (a group is a dense convolution of its channels).
+
+    The tile runs one *pass* per channel block and kernel position ``(b, u, v)``:
+    load the pass's ``pe_rows`` weight rows into the array (``pe_rows + 1``
+    cycles, the buffer read being synchronous), stream the ``N = oh * ow`` input
+    pixels ``(o * stride + u - pad, q * stride + v - pad)`` one per cycle (0 outside
+    the window: the padding), then drain the array until the last sum has been
+    added into the output buffer (``pe_rows + pe_cols`` cycles: the array's
+    latency ``pe_rows + pe_cols - 1`` plus the read-add-write of the output
+    buffer). The first pass writes the output buffer, the others add to it
+    (``acc``: the first pass adds too). Cycles of a tile, from the cycle after
+    ``start`` until ``busy`` falls::
+
+        T = cb * kh * kw * (oh * ow + 2 * pe_rows + pe_cols + 1)
+
+    (:func:`tile_cycles`); the array is streaming in ``cb * kh * kw * oh * ow`` of them.
+
+    Parameters
+    ----------
+    pe_rows, pe_cols : int
+        PE array.
+    ibuf_lines, wbuf_lines, obuf_lines : int
+        Buffer depths in lines of ``pe_rows`` inputs, ``pe_cols`` weights and
+        ``pe_cols`` partial sums.
+
+    Attributes
+    ----------
+    task : In(TASK_LAYOUT)
+        The tile's fields (``cb, nh, nw, kh, kw, stride, pad, oh, ow, acc``), held
+        while ``busy``.
+    start : In(1)
+        Start the tile (while not ``busy``).
+    busy, streaming : Out(1)
+        A tile is running; input pixels are entering the array this cycle.
+    ibuf_w, wbuf_w : Out(WritePort.Signature)
+        Write ports of the input and weight buffers (16-bit lanes), for the DMA
+        (the memory's own port signature: its members are inputs).
+    obuf_r : Out(ReadPort.Signature)
+        A read port of the output buffer, for the DMA.
+    """
+
+    def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
+                 obuf_lines: int):
+        check_int("pe_rows", pe_rows, 1, 256)
+        check_int("pe_cols", pe_cols, 1, 256)
+        for n, v in (("ibuf_lines", ibuf_lines), ("wbuf_lines", wbuf_lines),
+                     ("obuf_lines", obuf_lines)):
+            check_int(n, v, 2, 1 << 20)
+        check(wbuf_lines >= pe_rows, "wbuf_lines", wbuf_lines,
+              f"at least pe_rows = {pe_rows} (the weights of one pass)")
+        self.pe_rows, self.pe_cols = pe_rows, pe_cols
+        self.ibuf_lines, self.wbuf_lines, self.obuf_lines = ibuf_lines, wbuf_lines, obuf_lines
+        D, P = DATA_BITS, PSUM_BITS
+        self.latencies = {"pe_array": pe_rows + pe_cols - 1}
+        super().__init__({
+            "task": In(TASK_LAYOUT), "start": In(1), "busy": Out(1), "streaming": Out(1),
+            "ibuf_w": Out(WritePort.Signature(addr_width=ceil_log2(ibuf_lines),
+                                             shape=pe_rows * D, granularity=D)),
+            "wbuf_w": Out(WritePort.Signature(addr_width=ceil_log2(wbuf_lines),
+                                             shape=pe_cols * D, granularity=D)),
+            "obuf_r": Out(ReadPort.Signature(addr_width=ceil_log2(obuf_lines),
+                                            shape=pe_cols * P)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        R, C = self.pe_rows, self.pe_cols
+        D, P = DATA_BITS, PSUM_BITS
+        t = self.task
+
+        ibuf = m.submodules.ibuf = Memory(shape=R * D, depth=self.ibuf_lines, init=[])
+        wbuf = m.submodules.wbuf = Memory(shape=C * D, depth=self.wbuf_lines, init=[])
+        obuf = m.submodules.obuf = Memory(shape=C * P, depth=self.obuf_lines, init=[])
+        wiring.connect(m, wiring.flipped(self.ibuf_w), ibuf.write_port(granularity=D))
+        wiring.connect(m, wiring.flipped(self.wbuf_w), wbuf.write_port(granularity=D))
+        wiring.connect(m, wiring.flipped(self.obuf_r), obuf.read_port())
+        ir, wr = ibuf.read_port(), wbuf.read_port()
+        ow_ = obuf.write_port()
+        orp = obuf.read_port(transparent_for=(ow_,))
+
+        pea = m.submodules.pe_array = PEArray(rows=R, cols=C)
+        L = pea.latency
+
+        # ---- pass counters ---------------------------------------------------------
+        b = Signal(16)
+        u = Signal(8)
+        v = Signal(8)
+        k = Signal(range(R + 1))
+        o = Signal(16)
+        q = Signal(16)
+        pix = Signal(16)
+        wbase = Signal(24)
+        ibase = Signal(32)
+        ih0 = Signal(signed(20))        # o * stride + u - pad
+        iw = Signal(signed(20))         # q * stride + v - pad
+        drain = Signal(range(L + 2))
+        first = Signal()
+        last_pass = (b + 1 == t.cb) & (u + 1 == t.kh) & (v + 1 == t.kw)
+        window = t.nh * t.nw
+
+        # ---- stream: input pixel -> array -> output buffer --------------------------
+        inside = (ih0 >= 0) & (ih0 < t.nh) & (iw >= 0) & (iw < t.nw)
+        m.d.comb += ir.addr.eq(ibase + ih0.as_unsigned() * t.nw + iw.as_unsigned())
+        streaming = Signal()
+        m.d.comb += self.streaming.eq(streaming)
+        # Metadata of the pixel read in cycle s: stage 0 holds it at s + 1 (array input).
+        meta = [Signal(1 + 1 + 16 + 1, name=f"meta_{i}") for i in range(L + 1)]
+        m.d.sync += meta[0].eq(Cat(streaming, ~inside, pix, first))
+        for i in range(1, L + 1):
+            m.d.sync += meta[i].eq(meta[i - 1])
+        zero = meta[0][1]
+        m.d.comb += [pea.x_valid.eq(meta[0][0]), pea.x.eq(Mux(zero, 0, ir.data))]
+        m.d.comb += orp.addr.eq(meta[L - 1][2:18])
+        out_pix, out_first = meta[L][2:18], meta[L][18]
+        sums = Cat(*[(pea.y[c * P:(c + 1) * P] +
+                      Mux(out_first, 0, orp.data[c * P:(c + 1) * P]))[:P] for c in range(C)])
+        m.d.comb += [ow_.en.eq(pea.y_valid), ow_.addr.eq(out_pix), ow_.data.eq(sums)]
+
+        # ---- weights: row k - 1 gets the line read in the cycle before ----------------
+        m.d.comb += [wr.addr.eq(wbase + k), pea.w_row.eq(k - 1), pea.w_data.eq(wr.data)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [b.eq(0), u.eq(0), v.eq(0), k.eq(0), wbase.eq(0),
+                                 ibase.eq(0), first.eq(~t.acc)]
+                    m.next = "WLOAD"
+            with m.State("WLOAD"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += k.eq(k + 1)
+                with m.If(k != 0):
+                    m.d.comb += pea.w_we.eq(1)
+                with m.If(k == R):
+                    m.d.sync += [o.eq(0), q.eq(0), pix.eq(0), k.eq(0),
+                                 ih0.eq(u - t.pad), iw.eq(v - t.pad)]
+                    m.next = "STREAM"
+            with m.State("STREAM"):
+                m.d.comb += [self.busy.eq(1), streaming.eq(1)]
+                m.d.sync += [pix.eq(pix + 1), q.eq(q + 1), iw.eq(iw + t.stride)]
+                with m.If(q + 1 == t.ow):
+                    m.d.sync += [q.eq(0), o.eq(o + 1), iw.eq(v - t.pad),
+                                 ih0.eq(ih0 + t.stride)]
+                    with m.If(o + 1 == t.oh):
+                        m.d.sync += drain.eq(0)
+                        m.next = "DRAIN"
+            with m.State("DRAIN"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += drain.eq(drain + 1)
+                with m.If(drain == L):
+                    m.d.sync += [first.eq(0), wbase.eq(wbase + R)]
+                    with m.If(last_pass):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "WLOAD"
+                        m.d.sync += v.eq(v + 1)
+                        with m.If(v + 1 == t.kw):
+                            m.d.sync += [v.eq(0), u.eq(u + 1)]
+                            with m.If(u + 1 == t.kh):
+                                m.d.sync += [u.eq(0), b.eq(b + 1),
+                                             ibase.eq(ibase + window)]
+        return m
+
+
+def from_config(cfg) -> NNEngine:
+    """The NN engine of one PIM-node of ``cfg.nicepim``."""
+    n = cfg.nicepim
+    check(n.dataflow == "ws", "nicepim.dataflow", n.dataflow,
+          "'ws' (the engine is built weight-stationary; 'os' is a mapper option only)")
+    return NNEngine(pe_rows=n.pe_rows, pe_cols=n.pe_cols, ibuf_lines=n.ibuf_lines,
+                    wbuf_lines=n.wbuf_lines, obuf_lines=n.obuf_lines)

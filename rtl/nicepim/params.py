@@ -1,0 +1,104 @@
+"""Constants of the NicePIM PIM-node: data widths, data layouts and the task format.
+
+A node runs a task list (:class:`Op`); every task is one word of
+:data:`TASK_LAYOUT`, whose fields each kind of task reads as listed in
+:class:`Op`. The golden model, the drivers and the RTL import them from here.
+
+Tensors in a node's DRAM are addressed in elements (16-bit for loads, 32-bit for
+stores of partial sums) from an element ``base``; a tensor has the logical
+dimensions ``(n, c, h, w)`` (``dn, dc, dh, dw``) and one of the
+:class:`Layout` orders. A weight tensor ``[Cout, Cin, KH, KW]`` is read as
+``n = Cout, c = Cin, h = KH, w = KW``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from amaranth.lib import data
+
+__all__ = ["C_BLOCK", "DATA_BITS", "PSUM_BITS", "SIGNED_FIELDS", "TASK_LAYOUT", "TASK_WORDS",
+           "Layout", "Op", "element_address"]
+
+#: Inputs, weights and outputs (NicePIM Sec. VIII-B).
+DATA_BITS = 16
+#: Partial sums.
+PSUM_BITS = 32
+#: Channels in a block of the NCHW[C8] layout.
+C_BLOCK = 8
+
+
+class Layout(enum.IntEnum):
+    """Element order of a tensor in DRAM."""
+
+    NCHW = 0
+    NHWC = 1
+    NCHWC8 = 2     # NCHW[C8]: channel blocks of 8, the 8 channels of a pixel adjacent
+
+
+class Op(enum.IntEnum):
+    """Task kinds of the node controller.
+
+    * ``END``: the task list is finished.
+    * ``LOAD_I``: DRAM -> input buffer. Line ``(b * nh + i) * nw + j`` of the
+      buffer gets the ``pe_rows`` channels ``c0 + b * pe_rows + lane`` of pixel
+      ``(h0 + i, w0 + j)`` of image ``n0``, for ``b < cb``, ``i < nh``, ``j < nw``;
+      elements outside the tensor are 0 (padding, channel fill).
+    * ``LOAD_W``: DRAM -> weight buffer. Line ``((b * nh + i) * nw + j) * pe_rows + r``
+      gets the weights of output channels ``n0 + lane`` (``lane < pe_cols``) for input
+      channel ``c0 + b * pe_rows + r`` at kernel position ``(h0 + i, w0 + j)``.
+    * ``COMPUTE``: a convolution tile (:class:`~pimforge.rtl.nicepim.engine.NNEngine`):
+      ``cb`` channel blocks of an ``nh x nw`` input window in the input buffer,
+      kernel ``kh x kw``, ``stride``, ``pad``, ``oh x ow`` outputs into output-buffer
+      lines ``o * ow + q``; ``acc``: add to what the output buffer holds.
+    * ``STORE``: output buffer -> DRAM, 32-bit elements: line ``i * nw + j`` lane
+      ``l`` (``l < pe_cols``) goes to channel ``c0 + l`` of pixel ``(h0 + i, w0 + j)``
+      of image ``n0``; elements outside the tensor are not written.
+    * ``SEND``: ``count`` DRAM words from word ``base`` to node ``node``'s DRAM
+      words from ``dest``, one message per word over the NoC.
+    * ``WAIT``: until the node has received ``dest`` words in all (since start).
+    """
+
+    END = 0
+    LOAD_I = 1
+    LOAD_W = 2
+    COMPUTE = 3
+    STORE = 4
+    SEND = 5
+    WAIT = 6
+
+
+#: One task.
+TASK_LAYOUT = data.StructLayout({
+    "op": 4,
+    "acc": 1,
+    "layout": 2,
+    "base": 32,
+    "dn": 16, "dc": 16, "dh": 16, "dw": 16,
+    "n0": 16, "c0": 16, "h0": 16, "w0": 16,
+    "cb": 16, "nh": 16, "nw": 16,
+    "kh": 8, "kw": 8, "stride": 4, "pad": 4,
+    "oh": 16, "ow": 16,
+    "dest": 32,
+    "node": 8,
+    "count": 16,
+})
+#: 32-bit words of a task (what the drivers write).
+TASK_WORDS = -(-TASK_LAYOUT.size // 32)
+
+#: Fields holding signed values (two's complement in their width).
+SIGNED_FIELDS = ("n0", "c0", "h0", "w0")
+
+
+def element_address(layout: int, dims: tuple[int, int, int, int], n: int, c: int, h: int,
+                    w: int) -> int:
+    """Element offset of ``(n, c, h, w)`` in a tensor of *dims* ``(dn, dc, dh, dw)``."""
+    dn, dc, dh, dw = dims
+    if layout == Layout.NCHW:
+        return ((n * dc + c) * dh + h) * dw + w
+    if layout == Layout.NHWC:
+        return ((n * dh + h) * dw + w) * dc + c
+    if layout == Layout.NCHWC8:
+        blocks = -(-dc // C_BLOCK)
+        return (((n * blocks + c // C_BLOCK) * dh + h) * dw + w) * C_BLOCK + c % C_BLOCK
+    raise ValueError(f"layout must be one of {[x.name for x in Layout]}, not {layout!r}")
