@@ -207,6 +207,20 @@ template <class T> inline uint64_t lget64(const T& x, int l, int words) {
     return words > 1 ? (uint64_t)lget(x, l) | ((uint64_t)lget(x, l + 1) << 32) : lget(x, l);
 }
 
+// Bit fields of a packed word array (bit b is bit b % 32 of word b / 32), up to 64 bits:
+// the request and response payloads the membench and NoC drivers pack by hand.
+inline void setbits(uint32_t* w, int off, int width, uint64_t v) {
+    for (int i = 0; i < width; i++) {
+        int b = off + i;
+        if ((v >> i) & 1) w[b / 32] |= (1u << (b % 32)); else w[b / 32] &= ~(1u << (b % 32));
+    }
+}
+inline uint64_t getbits(const uint32_t* w, int off, int width) {
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++) { int b = off + i; v |= (uint64_t)((w[b / 32] >> (b % 32)) & 1) << i; }
+    return v;
+}
+
 // Reset: rst high through `edges` rising clock edges, the clock left low.
 template <class T> inline void reset(T* t, int edges) {
     t->rst = 1;

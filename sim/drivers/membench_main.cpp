@@ -25,18 +25,9 @@
 
 using pf::lget;
 using pf::lset;
+using pf::getbits;
+using pf::setbits;
 
-static void setbits(uint32_t* w, int off, int width, uint64_t v) {
-    for (int i = 0; i < width; i++) {
-        int b = off + i;
-        if ((v >> i) & 1) w[b / 32] |= (1u << (b % 32)); else w[b / 32] &= ~(1u << (b % 32));
-    }
-}
-static uint64_t getbits(const uint32_t* w, int off, int width) {
-    uint64_t v = 0;
-    for (int i = 0; i < width; i++) { int b = off + i; v |= (uint64_t)((w[b / 32] >> (b % 32)) & 1) << i; }
-    return v;
-}
 static uint32_t fdata(int vault, uint64_t a, int word) {  // backdoor contents
     uint64_t x = ((uint64_t)vault << 40) ^ (a * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)word << 56);
     x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29;

@@ -38,18 +38,9 @@
 
 using pf::lget;
 using pf::lset;
+using pf::getbits;
+using pf::setbits;
 
-static uint64_t getbits(const uint32_t* w, int off, int width) {
-    uint64_t v = 0;
-    for (int i = 0; i < width; i++) { int b = off + i; v |= (uint64_t)((w[b / 32] >> (b % 32)) & 1) << i; }
-    return v;
-}
-static void setbits(uint32_t* w, int off, int width, uint64_t v) {
-    for (int i = 0; i < width; i++) {
-        int b = off + i;
-        if ((v >> i) & 1) w[b / 32] |= (1u << (b % 32)); else w[b / 32] &= ~(1u << (b % 32));
-    }
-}
 static uint32_t mix(uint64_t x) {
     x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;
     return (uint32_t)x;
