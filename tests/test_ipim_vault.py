@@ -13,13 +13,14 @@ import random
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.sim import Simulator
 
 from pimforge.rtl.ipim.bus import BUSY_LAYOUT, IssueSignature, SPMPortSignature
 from pimforge.rtl.ipim.core import ControlCore
-from pimforge.rtl.ipim.isa import Instr, Opcode, decode, encode
+from pimforge.rtl.ipim.isa import Instr, Opcode, decode
 from pimforge.rtl.ipim.vault import SIMBVault
 from pimforge.rtl.ipim.vsm import VSM
+from pimforge.verif.tb.amaranth_sim import simulate
+from pimforge.verif.tb.ipim.programs import load_and_start
 
 log = logging.getLogger(__name__)
 F = 0xF
@@ -70,20 +71,10 @@ def test_vault_moves_lines_through_core_vsm_and_network():
             Instr(Opcode.WR_VSM, vsm=5, drf=6, simb_mask=0b0001),
             Instr(Opcode.HALT)]
     drf = [{3: (p + 1) * 0x0101_0101 * ALL4 & ((1 << 128) - 1)} for p in range(P)]
-    sim = Simulator(vault)
-    sim.add_clock(1e-6)
     seen = {}
 
     async def tb(ctx):
-        for a, ins in enumerate(prog):
-            ctx.set(vault.imem_we, 1)
-            ctx.set(vault.imem_addr, a)
-            ctx.set(vault.imem_data, encode(ins))
-            await ctx.tick()
-        ctx.set(vault.imem_we, 0)
-        ctx.set(vault.start, 1)
-        await ctx.tick()
-        ctx.set(vault.start, 0)
+        await load_and_start(ctx, vault, prog)
         queues = [[] for _ in range(P)]
         cur = [None] * P
         reply = None
@@ -164,8 +155,7 @@ def test_vault_moves_lines_through_core_vsm_and_network():
             lines[a] = ctx.get(vault.vsm_ext.rdata)
         seen["lines"] = lines
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(vault, tb)
     assert seen["req"] == {"chip": 1, "vault": 2, "pg": 0, "pe": 1, "dram": 0x1234, "vsm": 4}
     assert seen["issued"] == len(prog)
     assert seen["lines"] == {1: 0x11 * ALL4, 2: drf[1][3], 4: remote, 5: remote}

@@ -13,16 +13,21 @@ import math
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
+from pimforge.rtl.ipim.isa import Instr, Opcode
+from pimforge.rtl.ipim.vault import from_config
 from pimforge.rtl.mem.port import Cmd
 from pimforge.rtl.mem.timing import resolve_timing
-from pimforge.rtl.ipim.isa import Instr, Opcode, encode
-from pimforge.rtl.ipim.vault import from_config
 from pimforge.verif.models.ipim.iss import SIMBMachine
+from pimforge.verif.tb.amaranth_sim import simulate
 from pimforge.verif.tb.ipim.pe import fill_bank, lanes_of, vec_of
-from pimforge.verif.tb.ipim.programs import drain_vault, random_vault_program
+from pimforge.verif.tb.ipim.programs import (
+    SMALL_VAULT,
+    drain_vault,
+    load_and_start,
+    random_vault_program,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +35,7 @@ BANK_GROUPS = 4       # ActWindow's default, which the vault uses
 NEVER = -(10**9)
 
 # tests/test_ipim_vault_iss.py's small vault (2 PGs x 2 PEs, iPIM's Table III timing) ...
-SMALL = {"ipim.drf_bytes": 16 * 8, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_bytes": 16 * 8,
-         "ipim.vsm_bytes": 16 * 16, "ipim.bank_bytes": 16 * 1024, "ipim.row_bytes": 16 * 16,
-         "ipim.inst_queue": 8, "ipim.dram_queue": 4, "ipim.imem_instructions": 256}
+SMALL = SMALL_VAULT   # shared with the other vault tests
 # ... and one of 2 PGs x 4 PEs whose banks cycle rows fast enough (tRC 14) for tFAW
 # (40) to bind, tRRDL (9) above tRRDS (4), scratchpads for the 8 PEs' pointers.
 FAST = SMALL | {"ipim.pes_per_pg": 4, "ipim.pgsm_bytes": 16 * 16, "ipim.vsm_bytes": 16 * 32,
@@ -95,15 +98,7 @@ def run_vault(cfg, prog, banks, limit, *, act_windows=True):
     out = {}
 
     async def tb(ctx):
-        for a, ins in enumerate(prog):
-            ctx.set(vault.imem_we, 1)
-            ctx.set(vault.imem_addr, a)
-            ctx.set(vault.imem_data, encode(ins))
-            await ctx.tick()
-        ctx.set(vault.imem_we, 0)
-        ctx.set(vault.start, 1)
-        await ctx.tick()
-        ctx.set(vault.start, 0)
+        await load_and_start(ctx, vault, prog)
         pending = [None] * c.pes
         mask = c.bank_vectors - 1
         for cyc in range(limit):
@@ -126,10 +121,7 @@ def run_vault(cfg, prog, banks, limit, *, act_windows=True):
             raise AssertionError(f"the vault did not halt in {limit} cycles")
         out["cycles"] = cyc
 
-    sim = Simulator(vault)
-    sim.add_clock(1e-9)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(vault, tb, period=1e-9)
     return banks, acts, out["cycles"]
 
 

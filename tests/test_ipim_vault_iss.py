@@ -12,40 +12,33 @@ import logging
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
-from pimforge.rtl.ipim.isa import AluOp, DType, Instr, Opcode, encode
+from pimforge.rtl.ipim.isa import AluOp, DType, Instr, Opcode
 from pimforge.rtl.ipim.vault import from_config
 from pimforge.verif.models.ipim.iss import SIMBMachine
+from pimforge.verif.tb.amaranth_sim import simulate
 from pimforge.verif.tb.ipim.pe import fill_bank, lanes_of, vec_of
-from pimforge.verif.tb.ipim.programs import drain_vault, random_vault_program
+from pimforge.verif.tb.ipim.programs import (
+    SMALL_VAULT,
+    drain_vault,
+    load_and_start,
+    random_vault_program,
+)
 
 log = logging.getLogger(__name__)
 
-SMALL = {"ipim.drf_bytes": 16 * 8, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_bytes": 16 * 8,
-         "ipim.vsm_bytes": 16 * 16, "ipim.bank_bytes": 16 * 1024, "ipim.row_bytes": 16 * 16,
-         "ipim.inst_queue": 8, "ipim.dram_queue": 4, "ipim.imem_instructions": 256}
+SMALL = SMALL_VAULT   # shared with the other vault tests
 
 
 def _run_rtl(cfg, prog, banks, limit):
     vault = from_config(cfg)
     c = cfg.ipim
-    sim = Simulator(vault)
-    sim.add_clock(1e-9)
     banks = [dict(b) for b in banks]
     out = {}
 
     async def tb(ctx):
-        for a, ins in enumerate(prog):
-            ctx.set(vault.imem_we, 1)
-            ctx.set(vault.imem_addr, a)
-            ctx.set(vault.imem_data, encode(ins))
-            await ctx.tick()
-        ctx.set(vault.imem_we, 0)
-        ctx.set(vault.start, 1)
-        await ctx.tick()
-        ctx.set(vault.start, 0)
+        await load_and_start(ctx, vault, prog)
         pending = [None] * c.pes
         mask = c.bank_vectors - 1
         for _ in range(limit):
@@ -67,8 +60,7 @@ def _run_rtl(cfg, prog, banks, limit):
         out["cycles"] = ctx.get(vault.perf.cycles)
         out["issued"] = ctx.get(vault.perf.issued)
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(vault, tb, period=1e-9)
     return banks, out
 
 

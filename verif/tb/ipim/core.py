@@ -11,8 +11,8 @@ issues and stalls by cause; the core's counters must equal those counts.
 
 :func:`reference_run` is a tiny control-flow interpreter (CtrlRF, jumps, with the
 instruction-set simulator's integer ALU) that follows a program's pcs without the
-PEs' state; the simulator tests in ``tests/test_ipim_core.py`` share it and the
-random program generators of this module.
+PEs' state; the simulator harness (:mod:`.core_harness`, run by
+``tests/test_ipim_core.py``) shares it and the random program generators of this module.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pimforge.rtl.ipim.isa import (
     decode,
     encode,
 )
+
 from ...models.ipim.iss import int_alu as iss_int_alu
 from ..common import bench, rng, start
 

@@ -10,11 +10,35 @@ from __future__ import annotations
 
 import random
 
-from pimforge.rtl.ipim.isa import AluOp, DType, Instr, Mode, Opcode
+from pimforge.rtl.ipim.isa import AluOp, DType, Instr, Mode, Opcode, encode
+
 from ...models.ipim.iss import SIMBMachine
 
 __all__ = ["random_vault_program", "drain_vault", "req_all_to_all", "sync_then_req",
            "iss_banks", "bank_diff"]
+
+
+#: A vault small enough for Amaranth's simulator (2 PGs x 4 PEs on the ``ipim_small``
+#: preset): scratchpads and banks shrunk, an 8-slot issued-instruction queue, a 4-slot
+#: DRAM queue and a 256-instruction program memory.
+SMALL_VAULT = {"ipim.drf_bytes": 16 * 8, "ipim.arf_bytes": 16 * 4, "ipim.pgsm_bytes": 16 * 8,
+               "ipim.vsm_bytes": 16 * 16, "ipim.bank_bytes": 16 * 1024,
+               "ipim.row_bytes": 16 * 16, "ipim.inst_queue": 8, "ipim.dram_queue": 4,
+               "ipim.imem_instructions": 256}
+
+
+async def load_and_start(ctx, vault, program: list[Instr]) -> None:
+    """Write *program* into *vault*'s instruction memory, one word per cycle through its
+    ``imem_*`` port, then pulse ``start`` (an Amaranth testbench's *ctx*)."""
+    for a, ins in enumerate(program):
+        ctx.set(vault.imem_we, 1)
+        ctx.set(vault.imem_addr, a)
+        ctx.set(vault.imem_data, encode(ins))
+        await ctx.tick()
+    ctx.set(vault.imem_we, 0)
+    ctx.set(vault.start, 1)
+    await ctx.tick()
+    ctx.set(vault.start, 0)
 
 
 def random_vault_program(r: random.Random, c, n: int, span: int) -> list[Instr]:
