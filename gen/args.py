@@ -13,11 +13,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from .config import load_config, parse_overrides
 from .output import OutputError, check_output_dir, check_output_file
 
-__all__ = ["AppendUnique", "count_in_ram", "fraction", "int_range", "max_count_in_ram",
-           "nonempty", "number_range", "out_dir", "out_file", "physical_memory", "power_of_two",
-           "seed"]
+__all__ = ["AppendUnique", "Parser", "add_config_option", "add_config_positional", "add_set",
+           "count_in_ram", "fraction", "int_range", "max_count_in_ram", "nonempty",
+           "number_range", "out_dir", "out_file", "physical_memory", "power_of_two",
+           "resolve_config", "seed"]
 
 SEED_MAX = 2**32 - 1
 
@@ -139,3 +141,41 @@ class AppendUnique(argparse.Action):
                     parser.error(f"argument {option_string}: {p!r} is given twice")
                 items.append(p)
         setattr(namespace, self.dest, items)
+
+
+# -- the parser and the config options every command shares ------------------------
+
+class Parser(argparse.ArgumentParser):
+    """Usage mistakes are one line too: ``pimforge CMD: error: WHAT (see --help)``."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_set(p: argparse.ArgumentParser) -> None:
+    """``--set SECTION.FIELD=VALUE``, repeatable: changes to the config."""
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="SECTION.FIELD=VALUE",
+                   help="change one config value (repeatable), e.g. --set hmc.vaults=8")
+
+
+def add_config_option(p: argparse.ArgumentParser, default: str = "default") -> None:
+    """``--config C`` (a preset or TOML path; *default* when omitted) and ``--set``."""
+    p.add_argument("--config", default=None,
+                   help=f"config preset or TOML path (default: {default})")
+    p.set_defaults(_default_config=default)
+    add_set(p)
+
+
+def add_config_positional(p: argparse.ArgumentParser, default: str = "default") -> None:
+    """A positional ``CONFIG`` (a preset or TOML path; *default* when omitted) and ``--set``."""
+    p.add_argument("config", nargs="?", default=None,
+                   help=f"config preset or TOML path (default: {default})")
+    p.set_defaults(_default_config=default)
+    add_set(p)
+
+
+def resolve_config(args) -> None:
+    """Replace ``args.config`` (a name or path) by the resolved config with ``--set``."""
+    spec = args.config if args.config is not None else args._default_config
+    args.config = load_config(spec, parse_overrides(args.overrides))

@@ -24,40 +24,27 @@ from pimforge.rtl.params import ParameterError
 from pimforge.sim.verilator import lint, verilator_root
 from pimforge.verif.regression import select
 from pimforge.verif.runner import run_testbench
-from .args import int_range, nonempty, number_range, out_dir, out_file
-from .config import load_config, parse_overrides, preset_names, to_dict
+
+from .args import (
+    Parser,
+    add_config_option,
+    add_config_positional,
+    add_set,
+    int_range,
+    nonempty,
+    number_range,
+    out_dir,
+    out_file,
+    resolve_config,
+)
+from .config import bench_config, load_config, parse_overrides, preset_names, to_dict
 from .elaborate import elaborate
 from .errors import PimforgeError
 from .output import check_output_dir, write_json
-from .registry import blocks, commands, explorers, get_block, resolve, workloads
+from .registry import blocks, commands, explorers, get_block, resolve
+from .run_cli import add_run, cmd_run
 
 __all__ = ["build_parser", "main"]
-
-
-def _add_set(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", dest="overrides", action="append", default=[],
-                   metavar="SECTION.FIELD=VALUE",
-                   help="change one config value (repeatable), e.g. --set hmc.vaults=8")
-
-
-def add_config_option(p: argparse.ArgumentParser, default: str = "default") -> None:
-    p.add_argument("--config", default=None,
-                   help=f"config preset or TOML path (default: {default})")
-    p.set_defaults(_default_config=default)
-    _add_set(p)
-
-
-def add_config_positional(p: argparse.ArgumentParser, default: str = "default") -> None:
-    p.add_argument("config", nargs="?", default=None,
-                   help=f"config preset or TOML path (default: {default})")
-    p.set_defaults(_default_config=default)
-    _add_set(p)
-
-
-def resolve_config(args) -> None:
-    """Replace ``args.config`` (a name or path) by the resolved config with ``--set``."""
-    spec = args.config if args.config is not None else args._default_config
-    args.config = load_config(spec, parse_overrides(args.overrides))
 
 
 # -- verilog -------------------------------------------------------------------------
@@ -124,7 +111,7 @@ def cmd_regress(args) -> int:
     rows, t0 = [], time.monotonic()
     for i, b in enumerate(benches, 1):
         print(f"[{i}/{len(benches)}] {b.name} ...", flush=True)
-        r = run_testbench(b.name, b.block, b.module, config=b.make_config(), sim=args.sim,
+        r = run_testbench(b.name, b.block, b.module, config=bench_config(b), sim=args.sim,
                           waves=args.waves, seed=args.seed)
         rows.append(r)
         status = "PASS" if r.ok else "FAIL"
@@ -144,7 +131,7 @@ def cmd_regress(args) -> int:
 
 def add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", help="preset name or TOML path (omit to list presets)")
-    _add_set(p)
+    add_set(p)
 
 
 def cmd_config(args) -> int:
@@ -158,55 +145,6 @@ def cmd_config(args) -> int:
     print(json.dumps(to_dict(load_config(args.config, parse_overrides(args.overrides))),
                      indent=2))
     return 0
-
-
-# -- run WORKLOAD --------------------------------------------------------------------
-
-def add_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--list", action="store_true", help="list the registered workloads")
-    sub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
-    for name, w in workloads().items():
-        add_workload_arguments(sub.add_parser(name, help=w.doc, description=w.doc), name)
-
-
-def add_workload_arguments(p: argparse.ArgumentParser, name: str) -> None:
-    """The options of ``pimforge run NAME``: ``--config``, ``--set``, ``--json`` and the
-    workload's own."""
-    add_config_option(p, workloads()[name].default_config)
-    p.add_argument("--json", type=out_file, help="write the results JSON here")
-    resolve(workloads()[name].cli).add_arguments(p)
-
-
-def workload_parser(name: str, parser_class: type[argparse.ArgumentParser] | None = None
-                    ) -> argparse.ArgumentParser:
-    """A parser of the arguments after ``pimforge run NAME`` (``pimforge sweep`` parses
-    each point with it)."""
-    p = (parser_class or Parser)(prog=f"pimforge run {name}")
-    add_workload_arguments(p, name)
-    return p
-
-
-def run_workload(name: str, args: argparse.Namespace):
-    """Resolve the config of parsed *args* and run workload *name*: the result object
-    (``to_json()``, ``summary()``, ``ok``) that ``pimforge run`` prints and writes."""
-    resolve_config(args)
-    return resolve(workloads()[name].cli).run(args, args.config)
-
-
-def cmd_run(args) -> int:
-    if args.list:
-        for name, w in sorted(workloads().items()):
-            print(f"{name:12s} {w.doc}")
-        return 0
-    if not args.workload:
-        raise PimforgeError("name a workload: pimforge run WORKLOAD ... "
-                            f"({', '.join(sorted(workloads()))}; `pimforge run --list`)")
-    out = args.json
-    result = run_workload(args.workload, args)
-    print(result.summary())
-    if out is not None:
-        write_json(out, result.to_json())
-    return 0 if result.ok else 1
 
 
 # -- dse KIND ------------------------------------------------------------------------
@@ -244,6 +182,7 @@ def add_synth(p: argparse.ArgumentParser) -> None:
 
 def cmd_synth(args) -> int:
     from pimforge.sim.descnet.sram import area_mm2
+
     from .area import AreaModel
     from .synth import synth_block
 
@@ -341,13 +280,6 @@ def _registered(name: str):
         return mod.run(args)
 
     return cmd.help, add, run
-
-
-class Parser(argparse.ArgumentParser):
-    """Usage mistakes are one line too: ``pimforge CMD: error: WHAT (see --help)``."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

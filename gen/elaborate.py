@@ -18,6 +18,7 @@ from amaranth.back import verilog
 
 from pimforge.rtl.describe import block_info, ports
 from pimforge.rtl.hierarchy import leaf_scope
+
 from .config import Config, to_dict
 from .output import check_output_dir, check_output_file, write_json, write_text
 from .registry import get_block

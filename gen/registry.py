@@ -108,12 +108,6 @@ class Bench:
     def __post_init__(self):
         object.__setattr__(self, "overrides", MappingProxyType(dict(self.overrides)))
 
-    def make_config(self):
-        """The bench's config: its preset with its overrides."""
-        from .config import load_config  # the config tree is assembled from this registry
-
-        return load_config(self.config, self.overrides)
-
 
 @dataclass(frozen=True)
 class Workload:

@@ -22,8 +22,14 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from amaranth.hdl import (ClockSignal, Elaboratable, Instance, Module, ResetSignal,
-                          UnusedElaboratable)
+from amaranth.hdl import (
+    ClockSignal,
+    Elaboratable,
+    Instance,
+    Module,
+    ResetSignal,
+    UnusedElaboratable,
+)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 

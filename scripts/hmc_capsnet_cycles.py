@@ -14,6 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from pimforge.gen.config import bench_config
 from pimforge.verif.regression import Bench
 from pimforge.verif.runner import run_testbench
 
@@ -33,7 +34,7 @@ for pes in a.pes:
                              "hmc.capacity_per_vault": banks * 16 * 256})
         with tempfile.TemporaryDirectory() as td:
             out = Path(td) / "r.json"
-            res = run_testbench(b.name, b.block, b.module, config=b.make_config(),
+            res = run_testbench(b.name, b.block, b.module, config=bench_config(b),
                                 seed=a.seed, extra_env={"PIMFORGE_TOP_JSON": str(out)})
             if not res.ok:
                 raise SystemExit(f"bench failed: {res.results_xml}")

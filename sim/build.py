@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pimforge.gen.errors import SimulationError
+
 from . import verilator as vl
 
 __all__ = ["build_verilated", "cached_build"]

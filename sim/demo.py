@@ -30,6 +30,7 @@ from pimforge.gen.args import int_range, out_file
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
 from pimforge.verif.models.capsnet.routing import route_f64
+
 from . import verilator as vl
 from .capsnet import digits_net as dn
 from .capsnet.networks import CapsNetSpec

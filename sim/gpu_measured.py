@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from pimforge.gen.errors import PimforgeError
+
 from .capsnet.gpu_eager import eager
 from .capsnet.gpu_roofline import GPU, roofline
 from .capsnet.networks import network as capsnet

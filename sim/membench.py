@@ -34,6 +34,7 @@ from pimforge.gen.errors import CapacityError, PimforgeError, SimulationError
 from pimforge.gen.output import write_json
 from pimforge.rtl.mem.address_map import AddressMap
 from pimforge.rtl.mem.timing import resolve_timing
+
 from . import verilator as vl
 from .build import build_verilated
 from .drivers import params_header, sources
@@ -77,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=out_file, required=True, help="write the results here")
 
 
-def _arr_addr(hmc, d) -> int:
+def array_address(hmc, d) -> int:
     return (d.bank << (hmc.row_bits + hmc.col_bits)) | (d.row << hmc.col_bits) | d.col
 
 
@@ -115,7 +116,7 @@ def make_requests(cfg, amap, pattern: str, n: int, *, write_fraction: float = 0.
 
     def add(master, addr):
         d = amap.decode(addr)
-        out.append((master, int(r.random() < write_fraction), addr, d.vault, _arr_addr(h, d)))
+        out.append((master, int(r.random() < write_fraction), addr, d.vault, array_address(h, d)))
 
     def host_addr(lin):
         lin %= cap

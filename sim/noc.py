@@ -35,6 +35,7 @@ from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
 from pimforge.rtl.noc.mesh import Mesh
 from pimforge.rtl.noc.mesh import from_config as mesh_from_config
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
+
 from . import verilator as vl
 from .build import build_verilated
 from .drivers import params_header, sources

@@ -26,6 +26,7 @@ import numpy as np
 
 from pimforge.gen.elaborate import Elaborated
 from pimforge.gen.errors import SimulationError
+
 from .build import build_verilated
 from .drivers import params_header, sources
 from .drivers.io import read_fields, write_fields

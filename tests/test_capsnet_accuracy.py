@@ -89,9 +89,9 @@ def test_pe_ops_seeds_use_the_pe_constants():
 
 
 @pytest.mark.parametrize("la", [1, 2, 3, 5])
-def test_lane_sum_is_the_pe_mac_order(la):
+def test_lane_sum_is_the_pe_mac_order(la, preset):
     """Against the golden PE's stream model, element for element, incl. short groups."""
-    cfg = load_config("default")
+    cfg = preset("default")
     cfg = cfg.replace(fp=dataclasses.replace(cfg.fp, add_latency=la))
     model = PEModel(cfg)
     rng = np.random.default_rng(11 + la)

@@ -238,14 +238,14 @@ def test_program_stats_equal_the_executed_ones(cfg, pe, dim):
         ex.stats, comp.vaults, ex.phases, lat, cfg)["cycles"]
 
 
-def test_dimension_choice_rules(cfg):
+def test_dimension_choice_rules(cfg, preset):
     """``compiled`` picks the fewest compiled cycles, ``score`` the paper's Eq. 6-12
     score; they differ where the master-based M of the score misjudges the
     reduce-scatter (Caps-CF1 at 1/16 on hmc_gen3: the score says H, the programs L)."""
     from pimforge.gen.errors import PimforgeError
     from pimforge.sim.capsnet.workload import choose_dimension
 
-    gen3 = load_config("hmc_gen3")
+    gen3 = preset("hmc_gen3")
     net = network("Caps-CF1").scaled(16)
     dist, cyc, dim = choose_dimension(net, gen3)
     assert set(cyc) == {"B", "L", "H"} and dim == min(cyc, key=cyc.get) == "L"

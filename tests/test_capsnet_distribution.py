@@ -57,8 +57,8 @@ def test_eq7_is_close_to_eq6_for_table1():
         assert abs(e6 - e7) / e6 < 0.01
 
 
-def test_coefficients_and_score_units():
-    cfg = load_config("hmc_gen3")
+def test_coefficients_and_score_units(preset):
+    cfg = preset("hmc_gen3")
     alpha, beta = coefficients(cfg)
     assert alpha == pytest.approx(1 / (16 * 312.5e6))        # s per op
     assert beta == pytest.approx(1 / 16e9)                  # s per byte
@@ -70,8 +70,8 @@ def test_coefficients_and_score_units():
     assert d.best == max("BLH", key=lambda k: d.scores[k].score)
 
 
-def test_choice_moves_with_frequency_and_bandwidth():
-    cfg = load_config("hmc_gen3")
+def test_choice_moves_with_frequency_and_bandwidth(preset):
+    cfg = preset("hmc_gen3")
     # compute-bound corner (huge bandwidth): smallest E wins; movement-bound: smallest M wins
     fast_net = cfg.replace(capsnet=dataclasses.replace(cfg.capsnet, intervault_bw_gbs=10_000.0))
     slow_net = cfg.replace(capsnet=dataclasses.replace(cfg.capsnet, intervault_bw_gbs=0.001))
@@ -82,18 +82,18 @@ def test_choice_moves_with_frequency_and_bandwidth():
         assert d.best == min("BLH", key=lambda k: d.scores[k].M)
 
 
-def test_paper_fig18_caps_sv3():
+def test_paper_fig18_caps_sv3(preset):
     """Sec. 6.4: for Caps-SV3 the L-dimension is best at 312.5 MHz, the H-dimension at 937.5 MHz.
 
     This is the only per-network choice the paper states in words; the rest of
     Fig. 18 is a heat map without numbers.
     """
-    cfg = load_config("hmc_gen3")
+    cfg = preset("hmc_gen3")
     assert choose_distribution("Caps-SV3", cfg, 312.5).best == "L"
     assert choose_distribution("Caps-SV3", cfg, 937.5).best == "H"
 
 
-def test_fig18_study_table(capsys):
+def test_fig18_study_table(capsys, preset):
     text = print_distribution_table(None, load_config("hmc_gen3"), FIG18_FREQS_MHZ)
     out = capsys.readouterr().out
     assert text in out
@@ -101,7 +101,7 @@ def test_fig18_study_table(capsys):
     for n in NETWORKS:
         assert n.name in out
     # scores grow with frequency for every network and dimension
-    cfg = load_config("hmc_gen3")
+    cfg = preset("hmc_gen3")
     for n in NETWORKS:
         lo, hi = choose_distribution(n, cfg, 312.5), choose_distribution(n, cfg, 937.5)
         assert all(hi.scores[d].score > lo.scores[d].score for d in "BLH")
@@ -149,13 +149,13 @@ def test_config_fields_validated():
         assert (c.pe_ops_per_cycle, c.intervault_bw_gbs, c.packet_overhead_bytes) == (1, 16.0, 16)
 
 
-def test_frequency_study_data_and_cli(tmp_path, capsys):
+def test_frequency_study_data_and_cli(tmp_path, capsys, preset):
     import json
 
     from pimforge.gen.cli import main
     from pimforge.sim.capsnet.distribution import frequency_study
 
-    cfg = load_config("hmc_gen3")
+    cfg = preset("hmc_gen3")
     st = frequency_study(cfg)
     assert [n["network"] for n in st["networks"]] == [n.name for n in NETWORKS]
     for n in st["networks"]:

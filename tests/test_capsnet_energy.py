@@ -69,8 +69,8 @@ def test_breakdown_by_hand():
     assert "total" in energy_table(e)
 
 
-def test_recovery_and_newton_steps_change_the_cost():
-    cfg = load_config("default")
+def test_recovery_and_newton_steps_change_the_cost(preset):
+    cfg = preset("default")
     off = cfg.replace(pe=dataclasses.replace(cfg.pe, exp_recovery=False, newton_steps=3))
     e_on = pim_energy({"exp": 1, "isqrt": 1}, 0, cfg, ROUND)
     e_off = pim_energy({"exp": 1, "isqrt": 1}, 0, off, ROUND)
@@ -79,8 +79,8 @@ def test_recovery_and_newton_steps_change_the_cost():
     assert e_off["static"] == 0 and e_off["power_w"] == 0
 
 
-def test_bad_counts_are_user_errors():
-    cfg = load_config("default")
+def test_bad_counts_are_user_errors(preset):
+    cfg = preset("default")
     with pytest.raises(PimforgeError, match="unknown energy count.*macs"):
         pim_energy({"macs": 1}, 1.0, cfg)
     with pytest.raises(PimforgeError, match="'act' must be a number >= 0"):
@@ -113,9 +113,9 @@ class _Counter:
 
 @pytest.mark.parametrize("steps", [0, 1, 2, 3])
 @pytest.mark.parametrize("recovery", [False, True])
-def test_flow_unit_ops_match_the_golden_pe(monkeypatch, steps, recovery):
+def test_flow_unit_ops_match_the_golden_pe(monkeypatch, steps, recovery, preset):
     """The op table equals the multiplies/adds/shifts the bit-exact PE model performs."""
-    base = load_config("default")
+    base = preset("default")
     cfg = base.replace(pe=dataclasses.replace(base.pe, newton_steps=steps,
                                               exp_recovery=recovery))
     table = flow_unit_ops(cfg)
@@ -143,13 +143,13 @@ def test_gpu_energy_model():
         gpu_energy(1.0, activity=1.5)
 
 
-def test_routing_estimate_counts_by_hand():
+def test_routing_estimate_counts_by_hand(preset):
     from pimforge.sim.capsnet.distribution import choose_distribution
     from pimforge.sim.capsnet.energy import routing_counts_estimate, routing_energy_estimate
     from pimforge.sim.capsnet.networks import CapsNetSpec
 
     tiny = CapsNetSpec("tiny", "none", batch=5, n_l=4, n_h=3, iterations=2, c_l=2, c_h=3)
-    cfg = load_config("hmc_gen3")
+    cfg = preset("hmc_gen3")
     counts, t, dim = routing_counts_estimate(tiny, cfg)
     # u_hat = 5*4*3*3 = 180 words; reads W 72 + u 40 + 2 x 2 x 180 + 2 x (2*12 + 45) words
     assert counts["rd_bytes"] == 4 * (72 + 40 + 720 + 138)

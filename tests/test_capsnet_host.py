@@ -195,7 +195,7 @@ def replay_exe():
 def test_gap_column_paces_a_master(replay_exe):
     from pimforge.rtl.mem.address_map import AddressMap
     from pimforge.sim.capsnet.contention import replay_config
-    from pimforge.sim.membench import _arr_addr, replay
+    from pimforge.sim.membench import array_address, replay
 
     cfg = replay_config(load_config())
     amap = AddressMap.from_config(cfg.hmc)
@@ -203,7 +203,7 @@ def test_gap_column_paces_a_master(replay_exe):
     for i in range(40):
         a = amap.with_subpage(i * 16, 1)
         d = amap.decode(a)
-        reqs.append((0, 0, a, d.vault, _arr_addr(cfg.hmc, d), 25))
+        reqs.append((0, 0, a, d.vault, array_address(cfg.hmc, d), 25))
     paced = replay(cfg, reqs, exe=replay_exe)
     free = replay(cfg, [r[:5] for r in reqs], exe=replay_exe)    # the old 5-column format
     assert paced["errors"] == free["errors"] == 0 and paced["done"] == free["done"] == 40

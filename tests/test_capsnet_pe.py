@@ -8,13 +8,13 @@ import sys
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.rtl.capsnet import params as pc
 from pimforge.rtl.capsnet.pe import Flow, from_config
 from pimforge.verif.models.capsnet.approx_error import characterize
 from pimforge.verif.models.capsnet.pe import PEModel, Record, f32_add
+from pimforge.verif.tb.amaranth_sim import simulate
 
 
 def _cfg(la=3, lm=3, steps=1, recovery=True):
@@ -154,10 +154,7 @@ def test_rtl_matches_model_in_amaranth_sim(la, lm, steps, recovery):
             if ctx.get(dut.out_valid):
                 got.append((i, ctx.get(dut.out_tag), ctx.get(dut.result)))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert sum(1 for _, _, t in want if recs[[r.tag for r in recs].index(t)].op is Flow.MAC) > 5
     assert [(t, b) for _, b, t in want] == [(t, b) for _, t, b in got]
     for cyc, t, _ in got:

@@ -31,10 +31,10 @@ def sample():
     return load_trained().primary_capsules(xte[10:13]), load_trained().W
 
 
-def test_rtl_routing_is_bit_exact_and_the_check_can_fail(runner, sample):
+def test_rtl_routing_is_bit_exact_and_the_check_can_fail(runner, sample, preset):
     u, W = sample
     got = route_on_pe(u, W, ITERATIONS, runner)
-    cfg = load_config("default")
+    cfg = preset("default")
     ref = route_pim(u, W, ITERATIONS, PEOps.from_config(cfg))
     for k in KEYS:
         np.testing.assert_array_equal(_bits(got[k]), _bits(getattr(ref, k)), err_msg=k)

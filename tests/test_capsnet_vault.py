@@ -16,7 +16,6 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.rtl.capsnet import pe as pe_mod
@@ -26,6 +25,7 @@ from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.capsnet.vault import VaultCompute
 from pimforge.verif.models.capsnet.isa import ONE_BITS, execute, issue_cycles
 from pimforge.verif.models.capsnet.pe import PEModel
+from pimforge.verif.tb.amaranth_sim import simulate
 
 SEED = 4242
 
@@ -161,10 +161,7 @@ def test_vault_compute_matches_executor(pes, stall, hold_words, prefetch):
         assert ctx.get(dut.halted), "program did not halt"
         counted["held"] = held
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     for k in range(2):
         diff = np.nonzero(got[k] != want[k])[0]
         assert diff.size == 0, f"memory {k} differs at words {diff[:10]}"

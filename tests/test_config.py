@@ -14,8 +14,8 @@ def test_presets_load():
         assert cfg.name == n
 
 
-def test_hmc_gen3_values():
-    cfg = load_config("hmc_gen3")
+def test_hmc_gen3_values(preset):
+    cfg = preset("hmc_gen3")
     assert cfg.hmc.vaults == 32
     assert cfg.hmc.banks_per_vault == 16
     assert cfg.capsnet.pes_per_vault == 16
@@ -50,8 +50,8 @@ def test_toml_file(tmp_path):
         load_config(p)
 
 
-def test_configs_are_frozen_and_replaceable():
-    cfg = load_config("default")
+def test_configs_are_frozen_and_replaceable(preset):
+    cfg = preset("default")
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.freq_mhz = 1.0
     v = dataclasses.replace(cfg, hmc=dataclasses.replace(cfg.hmc, vaults=8))
@@ -62,10 +62,10 @@ def test_dataclass_defaults_are_the_default_preset():
     assert load_config("default") == Config()
 
 
-def test_presets_extend_the_default(tmp_path):
+def test_presets_extend_the_default(tmp_path, preset):
     from pimforge.gen.config import to_dict
 
-    gen3 = load_config("hmc_gen3")
+    gen3 = preset("hmc_gen3")
     assert gen3.hmc.vaults == 32 and gen3.hmc.timing == Config().hmc.timing
     mine = tmp_path / "mine.toml"
     mine.write_text('extends = "hmc_gen3"\nname = "mine"\n[hmc]\nvaults = 8\n')

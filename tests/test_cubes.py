@@ -14,7 +14,7 @@ import pytest
 from amaranth.hdl import Module, Signal, UnusedElaboratable
 from amaranth.sim import Simulator
 
-from pimforge.gen.config import load_config
+from pimforge.gen.config import bench_config, load_config
 from pimforge.rtl.capsnet.operand_port import OperandPort, compiler_placement, port_config
 from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.networks import network
@@ -27,7 +27,7 @@ SEED = 2718
                                             ("hmc_gen3", "capsnet")])
 def test_hardware_placement_is_the_compilers(preset, mapping):
     """word_address evaluated by the RTL (Amaranth simulator) = Compiled.cube_address."""
-    cfg = Bench("p", "p", "p", config=preset, overrides={"hmc.mapping": mapping}).make_config()
+    cfg = bench_config(Bench("p", "p", "p", config=preset, overrides={"hmc.mapping": mapping}))
     comp = compile_routing(network("Caps-MN1").scaled(100), "L", cfg)
     amap, fn = compiler_placement(cfg.hmc)
     assert amap == comp.amap
@@ -64,8 +64,8 @@ def test_operand_port_parameters_are_checked():
         OperandPort(lanes=4, write_depth=1, **kw)
 
 
-def test_port_config_follows_the_config():
-    cfg = load_config("hmc_gen3")
+def test_port_config_follows_the_config(preset):
+    cfg = preset("hmc_gen3")
     kw = port_config(cfg)
     assert kw["lanes"] == cfg.capsnet.pes_per_vault
     assert kw["vault_bits"] == 5 and kw["write_depth"] >= 8

@@ -5,18 +5,15 @@ import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
-from amaranth.sim import Simulator
 
 from pimforge.rtl.descnet.organization import DESCNetSPM
 from pimforge.rtl.descnet.pmu import SPMPowerManager
 from pimforge.rtl.descnet.scratchpad import SectoredSPM, poison
+from pimforge.verif.tb.amaranth_sim import simulate
 
 
 def run(dut, tb):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb, period=1e-8)
 
 
 @pytest.mark.parametrize("wake, slp", [(1, 1), (3, 2), (7, 4)])

@@ -14,7 +14,7 @@ import time
 
 import pytest
 from amaranth.hdl import ClockDomain, Module
-from amaranth.sim import DomainReset, Simulator
+from amaranth.sim import DomainReset
 
 from pimforge.gen.config import load_config
 from pimforge.gen.elaborate import elaborate
@@ -25,6 +25,7 @@ from pimforge.rtl.descnet.scratchpad import (
     valid_tag_layout,
 )
 from pimforge.verif.models.descnet import Req, SPMModel
+from pimforge.verif.tb.amaranth_sim import simulate
 
 
 def test_verilog_does_not_grow_with_capacity():
@@ -63,10 +64,7 @@ def test_valid_tag_layout(depth, want):
 
 
 def _sim(top, dut, tb):
-    sim = Simulator(top)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(top, tb, period=1e-8)
 
 
 def _idle(ctx, dut):

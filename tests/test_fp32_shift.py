@@ -6,10 +6,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.rtl.fp.shift import FP32Shift, ShiftOp
 from pimforge.verif.models import fp32_shift as model
+from pimforge.verif.tb.amaranth_sim import simulate
 
 MAGICS = dict(isqrt_magic=0x5F3759DF, recip_magic=0x7EF311C3)
 CORNERS = [0x00000000, 0x80000000, 0x00000001, 0x80000003, 0x007FFFFF, 0x00400000, 0x00800000,
@@ -130,10 +130,7 @@ def test_rtl_matches_model_in_amaranth_sim(latency):
             if ctx.get(dut.out_valid):
                 got.append((i, ctx.get(dut.result)))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert len(got) == len(cases)
     for (_i, res), (op, a, k) in zip(got, cases):
         assert res == int(model.shift(op, np.uint32(a), k, **MAGICS)), (op, hex(a), k)

@@ -26,6 +26,7 @@ from pimforge.verif.models.fp32 import (
     ref_add,
     ref_mul,
 )
+from pimforge.verif.tb.amaranth_sim import simulate
 
 # Components built only to check their constructor are never elaborated.
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -67,10 +68,7 @@ def _simulate(dut, a_list, b_list, rng):
             cycle += 1
             assert cycle < 4 * len(a_list) + 50, "results stopped coming"
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench, period=1e-8)
     return [(iss, cyc, res) for iss, (cyc, res) in zip(issued, seen, strict=True)]
 
 
@@ -107,8 +105,8 @@ def test_latency_is_validated(cls, bad):
         cls(latency=bad)
 
 
-def test_from_config_uses_fp_section():
-    cfg = load_config("default")
+def test_from_config_uses_fp_section(preset):
+    cfg = preset("default")
     cfg = dataclasses.replace(cfg, fp=dataclasses.replace(cfg.fp, add_latency=5, mul_latency=2))
     assert fp_add.from_config(cfg).latencies == {"result": 5}
     assert fp_mul.from_config(cfg).latency == 2
@@ -169,10 +167,10 @@ def test_golden_canonical_nan_and_scalars():
 
 @pytest.mark.parametrize("latency", [1, 2, 3, 8])
 @pytest.mark.parametrize("block", ["fp32_add", "fp32_mul"])
-def test_verilog_lints_at_every_stage_placement(tmp_path, block, latency):
+def test_verilog_lints_at_every_stage_placement(tmp_path, block, latency, preset):
     from pimforge.sim.verilator import lint
 
-    cfg = load_config("default")
+    cfg = preset("default")
     cfg = dataclasses.replace(cfg, fp=dataclasses.replace(cfg.fp, add_latency=latency,
                                                           mul_latency=latency))
     el = elaborate(block, cfg)

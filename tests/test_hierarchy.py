@@ -7,12 +7,12 @@ from amaranth import Module
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.sim import Simulator
 
 from pimforge.rtl.fp.add import FP32Add
 from pimforge.rtl.hierarchy import Leaf, leaf_scope
 from pimforge.sim.verilator import lint
 from pimforge.verif.models.fp32 import fp32_add
+from pimforge.verif.tb.amaranth_sim import simulate
 
 
 class ThreeAdders(wiring.Component):
@@ -57,8 +57,6 @@ def test_leaf_outside_scope_simulates_like_the_block():
     dut = ThreeAdders(latency=1)
     vals = np.array([1.5, -2.25, 1e-40, 3.0], dtype=np.float32).view(np.uint32)
     want = fp32_add(fp32_add(vals[0:1], vals[1:2]), fp32_add(vals[2:3], vals[3:4]))[0]
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
 
     async def tb(ctx):
         for i in range(4):
@@ -66,8 +64,7 @@ def test_leaf_outside_scope_simulates_like_the_block():
         await ctx.tick().repeat(3)
         assert ctx.get(dut.y) == int(want)
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb, period=1e-8)
 
 
 def test_one_name_two_blocks_is_an_error():

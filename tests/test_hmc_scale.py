@@ -4,7 +4,6 @@ vault-controller module (and one bank-machine module) instantiated per use."""
 import re
 import time
 
-from pimforge.gen.config import load_config
 from pimforge.gen.elaborate import elaborate
 from pimforge.rtl.mem.vault_ctrl import vault_leaf_name
 
@@ -13,8 +12,8 @@ from pimforge.rtl.mem.vault_ctrl import vault_leaf_name
 ELABORATE_LIMIT_S = 120
 
 
-def test_hmc_gen3_elaborates_with_one_vault_controller_module():
-    cfg = load_config("hmc_gen3")
+def test_hmc_gen3_elaborates_with_one_vault_controller_module(preset):
+    cfg = preset("hmc_gen3")
     start = time.monotonic()
     e = elaborate("hmc_mem", cfg)
     took = time.monotonic() - start
@@ -29,8 +28,8 @@ def test_hmc_gen3_elaborates_with_one_vault_controller_module():
     assert e.manifest["modules"].count(vc) == 1
 
 
-def test_vault_leaf_names_encode_every_parameter():
-    cfg = load_config("default")
+def test_vault_leaf_names_encode_every_parameter(preset):
+    cfg = preset("default")
     from pimforge.rtl.mem.timing import resolve_timing
 
     t = resolve_timing(cfg.hmc.timing, cfg.hmc.tck_ns)

@@ -9,10 +9,10 @@ import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
-from amaranth.sim import Simulator
 
-from pimforge.rtl.params import ParameterError
 from pimforge.rtl.ipim.act_window import ActWindow
+from pimforge.rtl.params import ParameterError
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,7 @@ def run_window(params, want_of, cycles, seed):
                 grants.append((c, last))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb, period=1e-9)
     return grants, bad
 
 

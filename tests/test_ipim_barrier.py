@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
-from amaranth.sim import Simulator
 
-from pimforge.rtl.params import ParameterError
 from pimforge.rtl.ipim.barrier import SyncBarrier
+from pimforge.rtl.params import ParameterError
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 
@@ -20,8 +20,6 @@ def _run(latency, arrive_at, phases, halted=(), rounds=1, limit=400):
     cycles each vault saw proceed, per round, and the error output at the end."""
     n = len(latency)
     dut = SyncBarrier(latency=tuple(latency))
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
     seen = [[[] for _ in range(n)] for _ in range(rounds)]
     out = {}
 
@@ -51,8 +49,7 @@ def _run(latency, arrive_at, phases, halted=(), rounds=1, limit=400):
         out["error"] = ctx.get(dut.error)
         out["barriers"] = ctx.get(dut.barriers)
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     return seen, out
 
 

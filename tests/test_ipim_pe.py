@@ -12,12 +12,13 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
-from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.ipim import pe as pe_mod
 from pimforge.rtl.ipim import pgsm as pgsm_mod
 from pimforge.rtl.ipim.bus import VECTOR_BITS, RemoteBankSignature
 from pimforge.rtl.ipim.int_alu import IntALU
 from pimforge.rtl.ipim.isa import DRAM_BITS, AluOp, DType, Instr, Mode, Opcode
+from pimforge.rtl.mem.timing import resolve_timing
+from pimforge.verif.tb.amaranth_sim import simulate
 from pimforge.verif.tb.ipim.pe import (
     INT_CORNERS,
     PEEnv,
@@ -79,10 +80,7 @@ def run_phases(top, phases, max_cycles: int):
         for pe, _ in phases[-1]:
             perf.append({n: ctx.get(getattr(pe.perf, n)) for n in pe.PerfSignature.NAMES})
 
-    sim = Simulator(top)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(top, bench, period=1e-9)
     return perf
 
 

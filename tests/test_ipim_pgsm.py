@@ -5,11 +5,11 @@ import random
 
 import pytest
 from amaranth.hdl import Fragment
-from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.rtl.ipim import pgsm as pgsm_mod
 from pimforge.rtl.ipim.pgsm import PGSM
+from pimforge.verif.tb.amaranth_sim import simulate
 
 
 def run_traffic(dut: PGSM, seed: int, n: int, *, p_req: float, hot_bank: bool = False):
@@ -83,10 +83,7 @@ def run_traffic(dut: PGSM, seed: int, n: int, *, p_req: float, hot_bank: bool = 
                     state["errors"].append(f"cycle {cyc}: {k} grants on bank/side {side}")
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench, period=1e-9)
     return state
 
 

@@ -14,11 +14,11 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.gen.config.base import ConfigError
 from pimforge.rtl.ipim.tsv import TSVArbiter
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "20261127"))
@@ -62,10 +62,7 @@ def test_tsv_arbiter_one_vector_per_beats_round_robin(pes, beats):
                 grants.append(p)
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert not bad, bad[:5]
     assert len(grants) > 600 // (beats * 4)
 

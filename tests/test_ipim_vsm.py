@@ -4,11 +4,11 @@ import logging
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.gen.config import load_config
 from pimforge.rtl.ipim import vsm as vsm_mod
 from pimforge.rtl.ipim.vsm import VSM
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 M32 = 0xFFFF_FFFF
@@ -34,8 +34,6 @@ def test_vsm_random_clients_against_model(seed, pes, t_vsm, t_tsv):
     ports = [*dut.pe, dut.core, dut.ext]
     lat = [t_tsv + t_vsm] * pes + [t_vsm, t_vsm]
     N = pes + 3                              # clients of the arbiter, reply included
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
     stats = {"grants": 0, "reads": 0, "replies": 0, "max_wait": 0}
 
     async def tb(ctx):
@@ -101,8 +99,7 @@ def test_vsm_random_clients_against_model(seed, pes, t_vsm, t_tsv):
                 stats["grants"] += 1
             await ctx.tick()
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     log.info("%s", stats)
     assert stats["reads"] > 100 and stats["replies"] > 50 and stats["max_wait"] >= 2
 

@@ -23,6 +23,9 @@ PACKAGES = ("rtl", "gen", "sim", "verif")
 LAYERS = ("rtl", "gen", "verif.models", "sim", "verif", "cli")
 #: Third-party packages the hardware layer may use (numpy: the constant derivations).
 RTL_THIRD_PARTY = {"amaranth", "numpy"}
+#: The accelerators' own folders in rtl/; rtl/fp, rtl/mem and rtl/noc are shared and import
+#: none of them.
+ACCELERATORS = ("capsnet", "descnet", "ipim", "nicepim")
 
 
 def layer(module: str) -> str:
@@ -92,6 +95,9 @@ def test_imports_point_down(path, module, is_pkg):
         elif layer(module) == "rtl" and top not in sys.stdlib_module_names | RTL_THIRD_PARTY:
             bad.append(f"line {line}: {target} (rtl imports only the standard library, "
                        f"{', '.join(sorted(RTL_THIRD_PARTY))})")
+        if (module.split(".")[2:3] in (["fp"], ["mem"], ["noc"]) and layer(module) == "rtl"
+                and target.split(".")[2:3] in [[a] for a in ACCELERATORS]):
+            bad.append(f"line {line}: {target} (shared hardware imports no accelerator)")
     where = path.relative_to(ROOT)
     assert not bad, f"{where} imports upwards or what does not exist:\n" + "\n".join(bad)
 

@@ -5,10 +5,10 @@ import random
 
 import pytest
 from amaranth.lib import data
-from amaranth.sim import Simulator
 
 from pimforge.rtl.mem.cmd_queue import CommandQueue
 from pimforge.rtl.params import ParameterError
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 
@@ -20,8 +20,6 @@ def test_cmd_queue_matches_list_model(seed, depth):
     r = random.Random(seed)
     log.info("seed %d depth %d", seed, depth)
     dut = CommandQueue(layout=LAYOUT, depth=depth)
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
     seen = {"full": 0, "take_mid": 0, "take_and_push": 0}
 
     async def tb(ctx):
@@ -54,8 +52,7 @@ def test_cmd_queue_matches_list_model(seed, depth):
                 model.append(tag)
             await ctx.tick()
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert seen["full"] and seen["take_and_push"]
     assert depth <= 2 or seen["take_mid"]
 

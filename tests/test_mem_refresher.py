@@ -4,10 +4,10 @@ import logging
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.rtl.mem.refresher import MAX_OWED, Refresher
 from pimforge.rtl.params import ParameterError
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 
@@ -18,8 +18,6 @@ def test_refresher_counts_owed_refreshes(seed):
     log.info("seed %d", seed)
     trefi = r.randint(3, 12)
     dut = Refresher(tREFI=trefi)
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
     seen = {"due_and_issued": 0, "max_owed": 0}
 
     async def tb(ctx):
@@ -39,8 +37,7 @@ def test_refresher_counts_owed_refreshes(seed):
             assert owed <= MAX_OWED
             await ctx.tick()
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert seen["max_owed"] >= 2
 
 

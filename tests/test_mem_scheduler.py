@@ -4,11 +4,11 @@ import logging
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.rtl.mem.port import Cmd, VaultPortSignature
 from pimforge.rtl.mem.scheduler import Scheduler
 from pimforge.rtl.mem.timing import Timing
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,6 @@ def test_scheduler_issues_only_legal_commands(policy, page, seed):
     r = random.Random(seed)
     log.info("seed %d", seed)
     dut = _sched(policy, page)
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
     kinds = {k: 0 for k in Cmd}
 
     async def tb(ctx):
@@ -104,8 +102,7 @@ def test_scheduler_issues_only_legal_commands(policy, page, seed):
                         assert all(o["bank"] != bank for o in entries[:idx]), where
             await ctx.tick()
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     # Every command kind occurs, so none of the checks above is vacuous.
     assert all(kinds[k] for k in Cmd), kinds
 
@@ -113,8 +110,6 @@ def test_scheduler_issues_only_legal_commands(policy, page, seed):
 @pytest.mark.parametrize("policy, expect", [("frfcfs", Cmd.RD), ("fcfs", Cmd.PRE)])
 def test_frfcfs_serves_a_younger_row_hit_first(policy, expect):
     dut = _sched(policy)
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
 
     async def tb(ctx):
         # Bank 0 holds row 1 open; the oldest request wants row 2, a younger one row 1.
@@ -130,8 +125,7 @@ def test_frfcfs_serves_a_younger_row_hit_first(policy, expect):
         else:
             assert ctx.get(dut.cmd.row) == 1 and not ctx.get(dut.queue.take)
 
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
 
 
 def _random_state(r):
@@ -182,10 +176,7 @@ def _trace(policy, seed, gate, p_ok):
                         ctx.get(dut.cmd.col), ctx.get(dut.queue.take_index)))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     return out
 
 
@@ -236,10 +227,7 @@ def _col_trace(policy, seed, p_ok, act_gate):
                         ctx.get(dut.cmd.col), ctx.get(dut.queue.take_index)))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     return out
 
 

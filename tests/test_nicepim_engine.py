@@ -8,13 +8,13 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.rtl.nicepim.engine import NNEngine
 from pimforge.rtl.nicepim.params import Op
 from pimforge.rtl.nicepim.pe_array import PEArray
 from pimforge.rtl.params import ParameterError
 from pimforge.verif.models.nicepim import engine_buffers, engine_tile, tile_cycles
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
@@ -71,10 +71,7 @@ def run_tile(R, C, x, w, *, stride, pad, oh, ow, acc_from=None):
         out["y"] = np.array(res, dtype=np.int64)
         out["cycles"] = passes
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return out["y"], out["cycles"]
 
 

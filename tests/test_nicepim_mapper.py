@@ -93,11 +93,11 @@ def test_algorithm2_grid_fits_many_small_layers():
 
 @pytest.mark.parametrize("shape", [(64, 64, 14, 14, 3, 1, 1), (48, 96, 9, 9, 1, 1, 1),
                                    (32, 32, 10, 7, 3, 2, 1), (64, 64, 7, 7, 3, 1, 8)])
-def test_engine_cycles_follow_the_nodes_lowering(shape):
+def test_engine_cycles_follow_the_nodes_lowering(shape, preset):
     """The model's engine cycles are the tiles :func:`conv_tasks` lowers the same
     convolution to, each at the engine's tile formula."""
     c, k, h, w, r, stride, groups = shape
-    cfg = load_config("nicepim_4x4")
+    cfg = preset("nicepim_4x4")
     pad = r // 2
     plan = conv_tasks(cfg, x_dims=(c, h, w), w_dims=(k, c // groups, r, r), stride=stride,
                       pad=pad, groups=groups, x_layout=Layout.NCHW, x_base=0, w_base=0,
@@ -159,12 +159,12 @@ def test_partition_text_and_node_layout_follow_p_order(case):
             mapper.parse_partition(bad)
 
 
-def test_batch_split_runs_each_sample_part_once():
+def test_batch_split_runs_each_sample_part_once(preset):
     """A node runs its samples' parts one after the other: a layer on 4 samples costs a
     node 4 times the compute and DRAM cycles of one; split over the 4 samples (B2x2),
     each node computes one, and keeps a quarter of the weights (WR 1), sharing the rest
     with the other three; unsplit, the batch changes no sharing set."""
-    cfg = load_config("nicepim_16x16")
+    cfg = preset("nicepim_16x16")
     model = mapper.NodeModel(cfg)
     one = _layer("a", "conv", 32, 32, 12, 12, r=3, pad=1)
     four = _layer("a", "conv", 32, 32, 12, 12, r=3, pad=1, n=4)
@@ -182,8 +182,8 @@ def test_batch_split_runs_each_sample_part_once():
         nets.network("vgg16").batched(0)
 
 
-def test_mapper_at_batch_4_no_slower_than_four_single_runs():
-    cfg = load_config("nicepim_4x4")
+def test_mapper_at_batch_4_no_slower_than_four_single_runs(preset):
+    cfg = preset("nicepim_4x4")
     net = scale_network(nets.network("googlenet"), 4, layers=24)
     m1 = mapper.map_network(net, cfg)
     m4 = mapper.map_network(net.batched(4), cfg)
@@ -204,8 +204,8 @@ def test_pieces_put_inception_branches_side_by_side():
 
 
 @pytest.mark.parametrize("name", ["googlenet", "vgg16"])
-def test_mapper_no_worse_than_the_baseline(name):
-    cfg = load_config("nicepim_4x4")
+def test_mapper_no_worse_than_the_baseline(name, preset):
+    cfg = preset("nicepim_4x4")
     net = nets.network(name)
     base = mapper.baseline_map(net, cfg)
     m = mapper.map_network(net, cfg)
@@ -229,7 +229,7 @@ def test_what_does_not_fit_is_a_capacity_error():
     # columns split over the nodes, its kernel rows banded for the input buffer)
     lay = _layer("wide", "conv", 3, 4, 3, 300, r=3)
     with pytest.raises(CapacityError, match="layer wide fits no partition of a 1x1 region"):
-        mapper._layer_candidates(mapper.NodeModel(load_config("default")), lay,
+        mapper.layer_candidates(mapper.NodeModel(load_config("default")), lay,
                                  (0, 0, 1, 1), [1], {}, {})
     mapper.baseline_map(scale_network(nets.network("vgg16"), 1, layers=2),
                         load_config("default"))
@@ -308,11 +308,11 @@ def test_every_needed_element_has_one_owner(case):
 
 
 @pytest.mark.parametrize("case", range(4))
-def test_noc_transfer_loads_equal_a_walk_of_the_xy_routes(case):
+def test_noc_transfer_loads_equal_a_walk_of_the_xy_routes(case, preset):
     rng = random.Random(SEED * 7 + case)
     log.info("seed %d case %d", SEED, case)
     H, W = rng.randint(2, 5), rng.randint(2, 5)
-    cfg = load_config("nicepim_16x16")
+    cfg = preset("nicepim_16x16")
     model = mapper.NodeModel(cfg)
     rows = []
     for _ in range(rng.randint(1, 12)):
@@ -395,8 +395,8 @@ def _raises(model, lay, pt, lo):
     return False
 
 
-def test_mapper_no_worse_than_the_stronger_baseline():
-    cfg = load_config("nicepim_4x4")
+def test_mapper_no_worse_than_the_stronger_baseline(preset):
+    cfg = preset("nicepim_4x4")
     net = nets.network("darknet53")
     full = mapper.baseline_map(net, cfg, lm_goal="full")
     m = mapper.map_network(net, cfg)
@@ -422,8 +422,8 @@ def test_min_max_split_equals_enumeration(case):
     assert max(sum(loads[x:y]) for x, y in itertools.pairwise(b)) == pytest.approx(best)
 
 
-def test_ddam_pipeline_covers_the_network_on_disjoint_regions():
-    cfg = load_config("nicepim_4x4")
+def test_ddam_pipeline_covers_the_network_on_disjoint_regions(preset):
+    cfg = preset("nicepim_4x4")
     net = nets.network("vgg16")
     d = ddam.ddam_map(net, cfg, stages=[3])
     assert len(d.stages) >= 2
@@ -439,10 +439,10 @@ def test_ddam_pipeline_covers_the_network_on_disjoint_regions():
     assert d.throughput(16) > d.throughput(1)
 
 
-def test_what_if_node_models():
+def test_what_if_node_models(preset):
     """The what-ifs change only their term: the ideal engine is the MAC count over the PE
     array (quantized), the word-rate DMA is never slower than the node's DMA."""
-    cfg = load_config("nicepim_4x4")
+    cfg = preset("nicepim_4x4")
     rtl = mapper.node_model(cfg, "rtl")
     eng = mapper.node_model(cfg, "ideal-engine")
     dma = mapper.node_model(cfg, "ideal-dma")

@@ -7,12 +7,12 @@ import random
 import pytest
 from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import wiring
-from amaranth.sim import Simulator
 
 from pimforge.rtl.noc.flit import NoCLink
 from pimforge.rtl.noc.mesh import Mesh
 from pimforge.rtl.noc.ni import NetworkInterface
 from pimforge.rtl.params import ParameterError
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,7 @@ def test_ni_messages_arrive_whole_once_in_order(seed, vcs, depth, classes):
             cycle += 1
 
     sent = []
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     # every message once, whole, at its destination; in order per (source, dest, class)
     expect = {}
     for n, msg in sent:
@@ -153,10 +150,7 @@ def test_request_reply_does_not_deadlock_with_two_classes():
             await ctx.tick()
             cycle += 1
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     for n in range(N):
         assert len(replies[n]) == ASKS
         # each reply carries the answering node and the request's data

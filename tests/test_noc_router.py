@@ -10,11 +10,11 @@ import logging
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from pimforge.rtl.noc.flit import EAST, LOCAL, NORTH, PORTS, SOUTH, WEST, NoCLink
 from pimforge.rtl.noc.router import Router
 from pimforge.rtl.params import ParameterError
+from pimforge.verif.tb.amaranth_sim import simulate
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +125,7 @@ def run_router(seed, *, vcs, depth, load, drain_p, packets=60, rows=3, cols=3, p
             for v in range(vcs):
                 assert credits[(p, v)] <= depth
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert len(got) == total
     return seen
 

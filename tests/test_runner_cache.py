@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from pimforge.gen.config import bench_config
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import SimulationError
 from pimforge.sim import build as sb
@@ -153,17 +154,17 @@ def test_cocotb_build_interrupted_in_place_is_rebuilt(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PIMFORGE_CACHE", str(tmp_path))
     bench = select("fp32_add")[0]
-    el = elaborate(bench.block, bench.make_config())
+    el = elaborate(bench.block, bench_config(bench))
     bdir = runner._build_folder(el.verilog, el.top, "verilator", False)
     bdir.mkdir(parents=True)
     (bdir / f"{el.top}.v").write_text(el.verilog)
     (bdir / el.top).write_text("not an executable")       # cut off by Ctrl-C
     r = runner.run_testbench(bench.name, bench.block, bench.module,
-                             config=bench.make_config())
+                             config=bench_config(bench))
     assert r.tests > 0 and r.failed == 0, f"seed {r.seed}: {r.results_xml}"
     assert (bdir / sb._STAMP).read_text() == sb._digest(bdir / el.top)
     assert _leftovers(bdir.parent) == []
     built = (bdir / el.top).stat().st_mtime_ns
     again = runner.run_testbench(bench.name, bench.block, bench.module,
-                                 config=bench.make_config())
+                                 config=bench_config(bench))
     assert again.ok and (bdir / el.top).stat().st_mtime_ns == built   # reused, not rebuilt

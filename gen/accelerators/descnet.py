@@ -6,7 +6,7 @@ from ..registry import Accelerator, Bench, Block, Explorer, Section
 
 __all__ = ["ACCELERATOR"]
 
-_TB = "pimforge.verif.tb"
+_TB = "pimforge.verif.tb.descnet"
 
 ACCELERATOR = Accelerator(
     name="descnet",
@@ -22,22 +22,22 @@ ACCELERATOR = Accelerator(
               "ports"),
     ),
     benches=(
-        Bench("spm_pmu", "spm", f"{_TB}.test_spm"),
-        Bench("spm_3port", "spm", f"{_TB}.test_spm",
+        Bench("spm_pmu", "spm", f"{_TB}.spm"),
+        Bench("spm_3port", "spm", f"{_TB}.spm",
               overrides={"spm.ports": 3, "spm.banks": 2, "spm.sectors": 4,
                          "spm.wakeup_cycles": 5, "spm.sleep_cycles": 1, "spm.size_bytes": 256}),
         # 128-word macros: the valid-tag scrubber walks 8 tag rows while the 4-bit
         # epochs wrap many times under the fastest power cycling.
-        Bench("spm_deep", "spm", f"{_TB}.test_spm",
+        Bench("spm_deep", "spm", f"{_TB}.spm",
               overrides={"spm.ports": 2, "spm.size_bytes": 8192, "spm.wakeup_cycles": 1,
                          "spm.sleep_cycles": 1}),
-        Bench("descnet_spm_hy", "descnet_spm", f"{_TB}.test_descnet_spm"),
-        Bench("descnet_spm_hy_ps1", "descnet_spm", f"{_TB}.test_descnet_spm",
+        Bench("descnet_spm_hy", "descnet_spm", f"{_TB}.organization"),
+        Bench("descnet_spm_hy_ps1", "descnet_spm", f"{_TB}.organization",
               overrides={"spm.shared_ports": 1, "spm.wakeup_cycles": 1}),
-        Bench("descnet_spm_smp", "descnet_spm", f"{_TB}.test_descnet_spm",
+        Bench("descnet_spm_smp", "descnet_spm", f"{_TB}.organization",
               overrides={"spm.organization": "SMP", "spm.shared_bytes": 1024,
                          "spm.shared_sectors": 4}),
-        Bench("descnet_spm_sep", "descnet_spm", f"{_TB}.test_descnet_spm",
+        Bench("descnet_spm_sep", "descnet_spm", f"{_TB}.organization",
               overrides={"spm.organization": "SEP", "spm.data_sectors": 4}),
     ),
     explorers=(

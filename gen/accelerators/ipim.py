@@ -6,7 +6,7 @@ from ..registry import Accelerator, Bench, Block, Command, Section, Workload
 
 __all__ = ["ACCELERATOR"]
 
-_TB = "pimforge.verif.tb"
+_TB = "pimforge.verif.tb.ipim"
 
 # ---- simb-pe: the near-bank PE and the PGSM ------------------------------------------------
 # A small PE (16 DataRF/AddrRF entries, 16 KiB bank of 64 rows) with tREFI shortened so that
@@ -29,7 +29,7 @@ _PE_BLOCKS = (
 _PE_BENCHES = (
     # One build (about 3 minutes of Verilator): FCFS, close page and other latencies are
     # covered on the Amaranth simulator (tests/test_ipim_pe.py).
-    Bench("simb_pe", "simb_pe", f"{_TB}.simb_pe", overrides=_SMALL_PE),
+    Bench("simb_pe", "simb_pe", f"{_TB}.pe", overrides=_SMALL_PE),
 )
 
 ACCELERATOR = Accelerator(
@@ -58,9 +58,9 @@ ACCELERATOR = Accelerator(
         # simb-core: PE models with random latencies and back-pressure, a network model.
         # (Table III's 64-entry queue elaborates and lints, but its Verilator build
         # takes minutes; queues of 1 to 8 slots run in tests/test_ipim_core.py.)
-        Bench("simb_core", "simb_core", f"{_TB}.simb_core"),
+        Bench("simb_core", "simb_core", f"{_TB}.core"),
         # The cube: req across the mesh and sync across the vaults, against the ISS.
-        Bench("ipim_cube", "ipim_cube", f"{_TB}.ipim_cube", config="ipim_small",
+        Bench("ipim_cube", "ipim_cube", f"{_TB}.cube", config="ipim_small",
               overrides=_SMALL_CUBE),
     ),
     workloads=(

@@ -6,7 +6,7 @@ from ..registry import Accelerator, Bench, Block, Command, Explorer, Section, Wo
 
 __all__ = ["ACCELERATOR"]
 
-_TB = "pimforge.verif.tb"
+_TB = "pimforge.verif.tb.nicepim"
 
 ACCELERATOR = Accelerator(
     name="nicepim",
@@ -40,6 +40,6 @@ ACCELERATOR = Accelerator(
     benches=(
         # The engine of a nicepim_small node (4x4 PEs, 1 KiB buffers); the node and the
         # array run under the native driver (tests/test_nicepim_array.py).
-        Bench("nn_engine", "nn_engine", f"{_TB}.nicepim_engine", config="nicepim_small"),
+        Bench("nn_engine", "nn_engine", f"{_TB}.engine", config="nicepim_small"),
     ),
 )

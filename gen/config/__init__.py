@@ -26,7 +26,8 @@ from typing import Any
 from ..registry import blocks, resolve, sections
 from .base import ConfigError, check, check_float, from_dict, to_dict
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "preset_names", "to_dict"]
+__all__ = ["Config", "ConfigError", "bench_config", "load_config", "parse_overrides",
+           "preset_names", "to_dict"]
 
 
 def _post_init(self) -> None:
@@ -181,3 +182,9 @@ def load_config(spec: str | Path | None = None,
         raise ConfigError("the config name is empty; give a preset name or a .toml path")
     data = _merge(_resolve_data(spec), _nest(overrides or {}))
     return from_dict(Config, data)
+
+
+def bench_config(bench) -> Config:
+    """The config a registered :class:`~pimforge.gen.registry.Bench` runs on: its preset
+    with its overrides."""
+    return load_config(bench.config, bench.overrides)

@@ -14,6 +14,7 @@ from typing import Any
 
 from pimforge.rtl import params as _p
 from pimforge.rtl.params import ParameterError
+
 from ..errors import PimforgeError
 
 __all__ = ["ConfigError", "check", "check_int", "check_pow2", "check_choice", "check_float",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pimforge.rtl.ipim.isa import DRAM_BITS, LANES, MASK_BITS, REG_BITS, SPM_BITS
+
 from .base import check, check_choice, check_float, check_int, check_pow2
 from .hmc import PAGE_POLICIES, SCHEDULERS, DRAMTimingNs
 

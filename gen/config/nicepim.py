@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from pimforge.rtl.nicepim.params import DATA_BITS as _DATA_BITS
 from pimforge.rtl.nicepim.params import PSUM_BITS as _PSUM_BITS
+
 from .base import check, check_choice, check_float, check_int, check_pow2
 from .hmc import PAGE_POLICIES, SCHEDULERS, DRAMTimingNs
 

@@ -46,11 +46,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from . import vault as vault_mod
-from .isa import INSTR_BITS, ISA_VERSION
 from ..hierarchy import Leaf, leaf_name
 from ..mem.crossbar import rr_pick
 from ..mem.hmc_mem import HMCMemory
+from . import vault as vault_mod
+from .isa import INSTR_BITS, ISA_VERSION
 from .operand_port import OperandPort, port_config
 
 __all__ = ["HMCCapsNet", "from_config"]

@@ -90,12 +90,12 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from . import pe as pe_mod
-from .isa import ADDR_BITS, STRIDE_BITS
-from .lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
 from ..mem.address_map import AddressMap
 from ..mem.crossbar import master_request_layout, master_response_layout
 from ..params import ParameterError, check_int
+from . import pe as pe_mod
+from .isa import ADDR_BITS, STRIDE_BITS
+from .lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
 
 __all__ = ["OperandPort", "compiler_placement", "from_config", "port_config"]
 

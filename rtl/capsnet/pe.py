@@ -20,6 +20,7 @@ from ..params import check_int
 from .params import f32_bits, pe_constants
 
 __all__ = ["Flow", "CapsNetPE", "from_config", "TAG_WIDTH", "latency_from_config", "pe_key",
+           "shifter_from_config",
            "pe_latency"]
 
 #: Width of the user tag carried from input to output unchanged.
@@ -416,3 +417,11 @@ def from_config(cfg) -> CapsNetPE:
     return CapsNetPE(add_latency=c.add_latency, mul_latency=c.mul_latency,
                      shift_latency=c.shift_latency, newton_steps=c.newton_steps,
                      exp_recovery=c.exp_recovery, constants=c)
+
+
+def shifter_from_config(cfg) -> FP32Shift:
+    """The PE's shifter on its own (block ``fp32_shift``), with the magic constants of the
+    ISQRT_SEED and RECIP_SEED operations for *cfg* (``cfg.pe.newton_steps``)."""
+    c = pe_constants(cfg)
+    return FP32Shift(latency=c.shift_latency, isqrt_magic=c.isqrt_magic,
+                     recip_magic=c.recip_magic)

@@ -10,11 +10,10 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..capsnet.params import pe_constants
 from ..params import check, check_int
 from .ieee import lzc, shift_left, shift_right_sticky, zext
 
-__all__ = ["ShiftOp", "FP32Shift", "from_config", "K_WIDTH", "CANONICAL_NAN", "POS_INF"]
+__all__ = ["ShiftOp", "FP32Shift", "K_WIDTH", "CANONICAL_NAN", "POS_INF"]
 
 #: Width of the signed shift amount ``k`` (-512..511 covers every exponent move
 #: between the smallest subnormal and the largest finite binary32 value).
@@ -217,11 +216,3 @@ class FP32Shift(wiring.Component):
             data, valid = d, v
         m.d.comb += [self.result.eq(data), self.out_valid.eq(valid)]
         return m
-
-
-def from_config(cfg) -> FP32Shift:
-    """The shifter with the PE's magic constants for *cfg* (``cfg.pe.newton_steps``)."""
-
-    c = pe_constants(cfg)
-    return FP32Shift(latency=c.shift_latency, isqrt_magic=c.isqrt_magic,
-                     recip_magic=c.recip_magic)

@@ -7,11 +7,11 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-from .node import PIMNode, node_kwargs, node_leaf
-from .params import TASK_LAYOUT
 from ..noc.flit import PORT_NAMES
 from ..noc.mesh import Mesh
 from ..params import check
+from .node import PIMNode, node_kwargs, node_leaf
+from .params import TASK_LAYOUT
 
 __all__ = ["NicePIMArray", "from_config"]
 

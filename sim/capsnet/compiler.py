@@ -74,6 +74,7 @@ from pimforge.rtl.capsnet.isa import COUNT_BITS, Hold, Instr, Opcode
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.rtl.mem.address_map import NUMPY_OPS, AddressMap
 from pimforge.verif.models.capsnet.isa import ONE_BITS, lane_sum
+
 from .networks import CapsNetSpec
 
 __all__ = ["Compiled", "compile_routing", "split", "spread", "program_ops", "ProgramOrderOps",

@@ -52,7 +52,8 @@ import math
 from pimforge.gen.errors import PimforgeError
 from pimforge.rtl.mem.address_map import AddressMap
 from pimforge.rtl.mem.timing import resolve_timing
-from ..membench import _arr_addr, build_driver, replay
+
+from ..membench import array_address, build_driver, replay
 
 __all__ = ["POLICY_NAMES", "contention", "host_requests", "pe_requests", "replay_config"]
 
@@ -80,7 +81,7 @@ def _gaps(n: int, period: float, phase: float) -> list[int]:
 
 def _req(amap, h, master: int, we: int, addr: int, gap: int) -> tuple:
     d = amap.decode(addr)
-    return (master, we, addr, d.vault, _arr_addr(h, d), gap)
+    return (master, we, addr, d.vault, array_address(h, d), gap)
 
 
 def host_requests(rcfg, blocks_per_cycle: float, write_fraction: float, duration: int, *,

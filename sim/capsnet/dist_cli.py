@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from pimforge.gen.errors import PimforgeError
-
 from pimforge.gen.args import AppendUnique, number_range, out_file
+from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
+
 from .distribution import FIG18_FREQS_MHZ, frequency_study
 from .networks import network_names
 

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from pimforge.gen.errors import PimforgeError
+
 from . import digits_net as dn
 from .digits_net import load_trained
 from .gpu_roofline import P100

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import PimforgeError, UnknownNameError
 from pimforge.rtl.mem.timing import resolve_timing
+
 from .contention import contention
 from .energy import P100_POWER, gpu_energy, pim_energy, routing_energy_estimate
 from .gpu_roofline import GPU, P100, roofline

@@ -45,6 +45,7 @@ import numpy as np
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import SimulationError
 from pimforge.rtl.capsnet.isa import INSTR_BITS, encode
+
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields

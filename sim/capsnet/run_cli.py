@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from pimforge.gen.args import int_range, nonempty, number_range, out_dir, seed
 from pimforge.gen.errors import PimforgeError
+
 from .. import verilator as vl
 from .rtl_run import build_vault_driver
 from .workload import (

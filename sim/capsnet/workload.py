@@ -67,6 +67,7 @@ from pimforge.rtl.capsnet.pe import latency_from_config
 from pimforge.verif.models.capsnet.isa import execute
 from pimforge.verif.models.capsnet.pe import PEModel
 from pimforge.verif.models.capsnet.routing import route_f64, route_pim, squash_f64
+
 from ..result import OMIT_IF_NONE, WorkloadResult
 from .compiler import compile_routing, program_ops
 from .distribution import DIMENSIONS, choose_distribution
@@ -80,6 +81,7 @@ from .timing import compiled_cycles, program_cycles
 
 if TYPE_CHECKING:
     from pimforge.verif.models.capsnet.isa import ExecResult
+
     from .compiler import Compiled
     from .distribution import Distribution
     from .rtl_run import RTLRun

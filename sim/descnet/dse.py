@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pimforge.gen.errors import UnknownNameError
+
 from . import sram
 from .profiles import Profile
 
@@ -207,7 +208,7 @@ class Space:
         return len(self.energy)
 
 
-def _size_tuples(prof: Profile, org: str) -> np.ndarray:
+def size_tuples(prof: Profile, org: str) -> np.ndarray:
     shared, separate, _, _ = ORGANIZATIONS[org]
     D, W, A = prof.usage.T
     if shared and not separate:          # Eq. 1
@@ -233,7 +234,7 @@ def explore(prof: Profile, orgs=MAIN_ORGS, *, max_sectors: int | None = MAX_SECT
     for oi, org in enumerate(orgs):
         shared, _, pg, ps = ORGANIZATIONS[org]
         ports = (ps if shared else 1, 1, 1, 1)
-        for sizes in _size_tuples(prof, org):
+        for sizes in size_tuples(prof, org):
             sizes = tuple(int(v) for v in sizes)
             usage, access, feasible = split_usage(prof, sizes, ps if shared else 3)
             if not feasible:

@@ -26,8 +26,9 @@ from pimforge.gen.args import (
 )
 from pimforge.gen.errors import PimforgeError, UnknownNameError
 from pimforge.gen.output import FileSet, check_output_dir
+
 from . import energy
-from .dse import MAIN_ORGS, ORGANIZATIONS, _size_tuples, run_dse, sigma
+from .dse import MAIN_ORGS, ORGANIZATIONS, run_dse, sigma, size_tuples
 from .pg_replay import replay_selected
 from .profiles import NETS, profile
 from .sram import TABLE_III
@@ -61,7 +62,7 @@ def count_configs(prof, orgs, max_sectors: int | None) -> int:
     n = 0
     for org in orgs:
         pg = ORGANIZATIONS[org][2]
-        for sizes in _size_tuples(prof, org):
+        for sizes in size_tuples(prof, org):
             k = 1
             for s in sizes:
                 k *= len(sigma(int(s), max_sectors)) if (pg and s > 0) else 1

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from pimforge.gen.errors import SimulationError
 from pimforge.rtl.descnet.organization import DESCNetSPM
+
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table

@@ -35,6 +35,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, accesses
+
 from .lang import CompileError
 
 __all__ = ["Options", "OPT_LEVELS", "VInstr", "allocate", "dependency_graph", "reorder",

@@ -12,6 +12,7 @@ from pimforge.gen.args import out_file
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_text
 from pimforge.rtl.ipim.asm import disassemble
+
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
 from .image_cli import bench_params, param_arg, size_arg

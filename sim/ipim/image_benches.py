@@ -19,7 +19,13 @@ from collections.abc import Callable
 import numpy as np
 
 from pimforge.rtl.ipim.isa import LANES
-from pimforge.verif.models.ipim.image import interpolate_levels, laplacian_depth, remap_lut, stencil_weights
+from pimforge.verif.models.ipim.image import (
+    interpolate_levels,
+    laplacian_depth,
+    remap_lut,
+    stencil_weights,
+)
+
 from .lang import (
     FP32,
     INT32,

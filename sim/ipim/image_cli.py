@@ -23,6 +23,7 @@ from pimforge.gen.args import out_dir
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.verif.models.ipim.image import BENCHES, check_input, resolve_params
+
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES

@@ -29,6 +29,7 @@ import numpy as np
 from pimforge.rtl.ipim.isa import LANES
 from pimforge.verif.models.ipim.image import BENCHES, reference
 from pimforge.verif.models.ipim.iss import SIMBMachine
+
 from .backend import OPT_LEVELS, Options
 from .image_benches import build
 from .lang import CompileError

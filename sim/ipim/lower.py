@@ -40,25 +40,33 @@ intermediate funcs alike.
 
 from __future__ import annotations
 
-import dataclasses
-import struct
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import numpy as np
 
 from pimforge.rtl.ipim.isa import (
     LANES,
-    RESERVED_ARF,
     AluOp,
-    Cond,
     DType,
     Instr,
     Mode,
     Opcode,
 )
-from .backend import Options, VInstr, schedule_block
+
+from .backend import Options, VInstr
+from .emit import (
+    ArrayRef,
+    Builder,
+    ByParity,
+    Evaluator,
+    GridRead,
+    Kernel,
+    TableRead,
+    array_refs,
+    assemble,
+    fill,
+    loads_first,
+    needs_consts,
+    reads,
+)
 from .lang import (
     FP32,
     INT32,
@@ -81,120 +89,11 @@ from .lang import (
     Stack,
     Table,
     WCall,
-    children,
     nodes,
 )
+from .layout import ALL_LANES, SCRATCH_LINES, Array, Program, gather, place
 
 __all__ = ["Array", "Program", "compile_pipeline", "place", "gather"]
-
-_ALL = 0xF
-#: VSM lines at the top of the VSM that the AddrRF set-up rotates through.
-_SCRATCH_LINES = 4
-
-
-def _even(n: int) -> int:
-    return n + n % 2
-
-
-def f32_bits(v: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
-
-
-@dataclass(eq=False)
-class Array:
-    """One root func or input image, as every PE stores it.
-
-    A *tiled* array (the default) is a band of ``R = H / PEs`` rows in four strips of
-    ``S = W/4`` vectors. A *replicated* one (``rep``) is the whole ``W x H`` func in
-    every PE, one pixel per vector (the channels in the lanes, or the lanes alike), over
-    ``R x S`` rows and columns, rounded up to even where its kernel resamples (it makes
-    two per step); the rows and columns beyond ``H`` and ``W`` hold the edge, as the halo
-    does. ``kind`` says where the values come from: ``"input"`` (placed by the host;
-    ``channel`` of a multi-channel image), ``"func"`` (a root func; ``channel`` of a
-    tiled one), ``"gather"`` (a replicated copy of the tiled ``srcs``, one per lane),
-    ``"extract"`` (a tiled copy of channel ``channel`` of the replicated ``srcs[0]``) or
-    ``"const"`` (a :class:`~pimforge.sim.ipim.lang.Table`'s ``data``, four entries per
-    vector, placed by the host in every PE).
-    """
-
-    name: str
-    dtype: str
-    W: int
-    H: int
-    R: int
-    hxl: int = 0
-    hxr: int = 0
-    hyt: int = 0
-    hyb: int = 0
-    base: int = 0
-    func: Func | None = None
-    rep: bool = False
-    kind: str = "func"
-    srcs: list[Array] = field(default_factory=list)
-    channel: int | None = None
-    px: int = 0
-    #: the extracts of every channel of one replicated array, made together
-    group: list[Array] = field(default_factory=list, repr=False)
-    #: a grid's cells ``(xlo, nx, ylo, ny, zlo, nz)``: cell ``(x, y, z)`` is element
-    #: ``(y - ylo, (x - xlo) * nz + z - zlo)`` (x and z share a row)
-    box: tuple = ()
-    #: a constant table's entries (``kind == "const"``)
-    data: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def host(self) -> bool:
-        """Written by the host before the run (an input image or a constant table)."""
-        return self.kind in ("input", "const")
-
-    @property
-    def S(self) -> int:
-        return self.W + self.px if self.rep else self.W // LANES
-
-    @property
-    def pitch(self) -> int:
-        return self.S + self.hxl + self.hxr
-
-    @property
-    def size(self) -> int:
-        return self.pitch * (self.R + self.hyt + self.hyb)
-
-    def addr(self, r: int, k: int) -> int:
-        return self.base + (r + self.hyt) * self.pitch + k + self.hxl
-
-
-@dataclass
-class Program:
-    """A compiled pipeline: one program per vault (global vault index), its arrays and
-    statistics."""
-
-    programs: dict[int, list[Instr]]
-    inputs: dict[str, Array]
-    output: Array
-    arrays: list[Array]
-    out_shape: tuple[int, ...]
-    opts: Options
-    kernels: list[str] = field(default_factory=list)
-    #: ``reader(fetch) -> ndarray`` for an output that is not an image band (a histogram)
-    reader: Callable | None = None
-    #: every output of a multi-output pipeline (the channels of an image), in order
-    outputs: list[Array] = field(default_factory=list)
-
-    def read(self, fetch: Callable[[int, int, int, int], np.ndarray], ip) -> np.ndarray:
-        """The output, from ``fetch(global vault, pe, base, n) -> uint32[n, 4]``; the
-        outputs of a multi-output pipeline stacked as the last axis."""
-        if self.reader is not None:
-            return self.reader(fetch)
-        if len(self.outputs) > 1:
-            return np.stack([gather(a, fetch, ip) for a in self.outputs], axis=-1)
-        return gather(self.output, fetch, ip)
-
-    def breakdown(self) -> dict[str, int]:
-        """Static instruction count by opcode over every vault's program."""
-        out: dict[str, int] = {}
-        for prog in self.programs.values():
-            for ins in prog:
-                out[ins.opcode.name.lower()] = out.get(ins.opcode.name.lower(), 0) + 1
-        return dict(sorted(out.items()))
 
 
 # -- the pipeline graph ------------------------------------------------------------
@@ -217,84 +116,6 @@ def _compose(outer: tuple[int, int, int], inner: Affine) -> tuple[int, int, int]
     return a, b, d
 
 
-@dataclass(eq=False)
-class _Ref(Expr):
-    """A read of a root array at ``(x, y)`` forms relative to the consumer; *lane*: the
-    channel of a replicated array with channels in its lanes, broadcast to all four."""
-
-    arr: Array
-    ax: tuple[int, int, int]
-    ay: tuple[int, int, int]
-    lane: int | None = None
-
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.arr.dtype
-
-
-@dataclass(eq=False)
-class _Gather(Expr):
-    """A read of channel *lane* of the grid *arr* at the cell ``(ix, iy, iz)`` computed by
-    each pixel (INT32 values): four indirect loads, one per lane's address."""
-
-    arr: Array
-    ix: Expr
-    iy: Expr
-    iz: Expr
-    lane: int
-
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.arr.dtype
-
-    def kids(self) -> tuple:
-        return (self.ix, self.iy, self.iz)
-
-    def consts(self) -> tuple[int, int, int]:
-        """``(pitch, nz, offset)``: the cell's address is ``iy*pitch + ix*nz + iz + offset``."""
-        a = self.arr
-        xlo, _, ylo, _, zlo, nz = a.box
-        off = a.base + a.hyt * a.pitch + a.hxl - ylo * a.pitch - xlo * nz - zlo
-        return a.pitch, nz, off & 0xFFFF_FFFF
-
-
-@dataclass(eq=False)
-class _Lookup(Expr):
-    """Entry ``index + offset`` of the constant table *arr* (four entries per vector): per
-    lane, the vector ``(index >> 2) + offset/4`` loaded through an AddrRF entry, then
-    the entry ``index & 3`` of it picked by masks (Table I has no lane shuffle)."""
-
-    arr: Array
-    index: Expr
-    offset: int
-    dtype: str = FP32
-
-    def kids(self) -> tuple:
-        return (self.index,)
-
-    def consts(self) -> set[int]:
-        return {(-2) & 0xFFFF_FFFF, 1, 2, 3, _C_M31,
-                (self.arr.addr(0, 0) + self.offset // LANES) & 0xFFFF_FFFF}
-
-
-@dataclass(eq=False)
-class _Par(Expr):
-    """*even* at even, *odd* at odd columns (``axis`` 0) or rows (1) of the kernel's
-    output: a resampling kernel makes two per step, so the choice is made in the
-    compiler."""
-
-    axis: int
-    even: Expr
-    odd: Expr
-
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.even.dtype
-
-    def kids(self) -> tuple:
-        return (self.even, self.odd)
-
-
 def _fits(have: int, want: int, a: int) -> bool:
     """A producer of *have* pixels serves a read at ``a*x`` of *want*: equal, or for
     ``2*x`` one fewer (an odd pyramid level: the last read clamps)."""
@@ -306,7 +127,7 @@ _LANES = "lanes"        # the channel context of a replicated func with channels
 
 class _Graph:
     """The root arrays of a pipeline, in an order that computes producers first, with
-    their bodies resolved (inlined funcs expanded, reads made :class:`_Ref` s). A func
+    their bodies resolved (inlined funcs expanded, reads made :class:`ArrayRef` s). A func
     ``f[x, y, c]`` is one array per channel when tiled, and one array with the channels
     in its lanes when replicated."""
 
@@ -376,7 +197,7 @@ class _Graph:
             self._visiting.discard(key)
             self.bodies[id(a)] = body
             if rep:     # a resampling kernel makes two columns (rows) per step
-                refs = _refs(body)
+                refs = array_refs(body)
                 a.px = W % 2 * any(r.ax[2] == 2 for r in refs)
                 a.R = H + H % 2 * any(r.ay[2] == 2 for r in refs)
         self.order.append(a)
@@ -404,7 +225,7 @@ class _Graph:
     def _planes(self, f, W: int, H: int, ra) -> list[Array]:
         return [self._array(f, W, H, c, ra) for c in range(_channels(f))]
 
-    def _read(self, e: Call, ax, ay, W: int, H: int) -> _Ref:
+    def _read(self, e: Call, ax, ay, W: int, H: int) -> ArrayRef:
         """A read of a root func or an input, in the consumer's layout."""
         f = e.func
         Wp, Hp = -(-W * ax[0] // ax[2]), -(-H * ay[0] // ay[2])   # x//2: ceil(W/2)
@@ -418,20 +239,20 @@ class _Graph:
         if self._rep:
             if ch is None:                              # a func without channels
                 p = self._array(f, Wp, Hp, None, ra)
-                return _Ref(p if p.rep else self._gather_twin([p]), ax, ay)
+                return ArrayRef(p if p.rep else self._gather_twin([p]), ax, ay)
             if lanes:
                 p = self._array(f, Wp, Hp, _LANES, ra)
-                return _Ref(p, ax, ay, None if ch == _LANES else ch)
+                return ArrayRef(p, ax, ay, None if ch == _LANES else ch)
             t = self._gather_twin(self._planes(f, Wp, Hp, ra))
-            return _Ref(t, ax, ay, None if ch == _LANES else ch)
+            return ArrayRef(t, ax, ay, None if ch == _LANES else ch)
         if not prep:
-            return _Ref(self._array(f, Wp, Hp, ch, ra), ax, ay)
+            return ArrayRef(self._array(f, Wp, Hp, ch, ra), ax, ay)
         if (ax[0], ax[2], ay[0], ay[2]) != (1, 1, 1, 1):
             raise CompileError(f"a tiled func reads the replicated {f.name} resampled: "
                                "schedule a replicated stage of the tiled func's size "
                                "between them (the upsampling)")
         p = self._array(f, Wp, Hp, _LANES if lanes else None, ra)
-        return _Ref(self._extract_twin(p, ch), ax, ay)
+        return ArrayRef(self._extract_twin(p, ch), ax, ay)
 
     def _gather_twin(self, planes: list[Array]) -> Array:
         """The tiled *planes* (one, or a func's channels) replicated in every PE, the
@@ -474,7 +295,7 @@ class _Graph:
 
     def _resolve(self, e: Expr, cx, cy, W: int, H: int) -> Expr:
         """*e* as read by a consumer of ``W x H`` at ``(cx, cy)`` (``(a, b, d)`` forms),
-        with inlined funcs expanded and root ones made :class:`_Ref` s; each node once
+        with inlined funcs expanded and root ones made :class:`ArrayRef` s; each node once
         per context, so that a shared subexpression stays shared."""
         if isinstance(e, Const):
             return e
@@ -500,7 +321,7 @@ class _Graph:
         elif isinstance(e, Cast):
             r = Cast(e.dtype, self._resolve(e.a, cx, cy, W, H))
         elif isinstance(e, Lookup):
-            r = _Lookup(self._table(e.table), self._resolve(e.index, cx, cy, W, H), e.offset)
+            r = TableRead(self._table(e.table), self._resolve(e.index, cx, cy, W, H), e.offset)
         elif isinstance(e, Parity):
             if e.var not in self._xy:
                 raise CompileError(f"by_parity({e.var.name}, ...): not a variable of the func "
@@ -509,7 +330,7 @@ class _Graph:
             if (cx if axis == 0 else cy) != (1, 0, 1):
                 raise CompileError(f"by_parity({e.var.name}, ...) in a func inlined at another "
                                    "coordinate: schedule it compute_root()")
-            r = _Par(axis, self._resolve(e.even, cx, cy, W, H),
+            r = ByParity(axis, self._resolve(e.even, cx, cy, W, H),
                      self._resolve(e.odd, cx, cy, W, H))
         elif isinstance(e, Reinterpret):
             r = Reinterpret(e.dtype, self._resolve(e.a, cx, cy, W, H))
@@ -553,7 +374,7 @@ class _Graph:
 
     # -- grids --------------------------------------------------------------------
 
-    def _coord(self, e: Coord, cx, cy, W: int, H: int) -> _Ref:
+    def _coord(self, e: Coord, cx, cy, W: int, H: int) -> ArrayRef:
         """A pixel's column or row: a read of an INT32 array that holds it."""
         if self._rep or self._g3 is not None:
             raise CompileError("coord(x) is a value of a tiled func (a pixel's column or row)")
@@ -570,7 +391,7 @@ class _Graph:
                       channel=axis)
             self.arrays[key] = a
             self.order.append(a)
-        return _Ref(a, (1, 0, 1), (1, 0, 1))
+        return ArrayRef(a, (1, 0, 1), (1, 0, 1))
 
     def _box(self, f: Func) -> tuple:
         for v in (f.x, f.y, f.z):
@@ -654,8 +475,8 @@ class _Graph:
         self.scatters[id(a)] = (zi, values, wx, wy, twin, tbl)
 
     def _call3(self, e: Call3, cx, cy, W: int, H: int) -> Expr:
-        """A read of a grid: a stencil of a grid's body (a :class:`_Ref` at a constant
-        offset in the shared layout) or a data-dependent cell (:class:`_Gather`)."""
+        """A read of a grid: a stencil of a grid's body (a :class:`ArrayRef` at a constant
+        offset in the shared layout) or a data-dependent cell (:class:`GridRead`)."""
         p = self._grid(e.func)
         args = (e.ax, e.ay, e.az)
         if all(isinstance(v, Affine) for v in args):
@@ -673,7 +494,7 @@ class _Graph:
             lane = e.c if isinstance(e.c, int) else None
             if lane is not None and lane >= _channels(e.func):
                 raise CompileError(f"{p.name} has {_channels(e.func)} channels, not {lane}")
-            return _Ref(p, (1, col, 1), (1, row, 1), lane)
+            return ArrayRef(p, (1, col, 1), (1, row, 1), lane)
         if any(isinstance(v, Affine) for v in args):
             raise CompileError(f"{p.name}[ix, iy, iz, c]: give every cell index as an INT32 "
                                "value (coord(x) is a pixel's column) or none")
@@ -683,7 +504,7 @@ class _Graph:
             raise CompileError(f"{p.name}[ix, iy, iz, c]: read a constant channel "
                                f"0..{_channels(e.func) - 1}")
         ix, iy, iz = (self._resolve(v, cx, cy, W, H) for v in args)
-        return _Gather(p, ix, iy, iz, e.c)
+        return GridRead(p, ix, iy, iz, e.c)
 
 
 def _channels(f) -> int:
@@ -697,517 +518,15 @@ def _channels(f) -> int:
     return f.channels
 
 
-def _refs(e: Expr) -> list[_Ref]:
-    return [n for n in nodes(e) if isinstance(n, _Ref)]
-
-
-def _reads(e: Expr) -> list[Array]:
-    """The arrays *e* reads (stencil taps and gathers)."""
-    return [n.arr for n in nodes(e) if isinstance(n, _Ref | _Gather | _Lookup)]
-
-
-def _bits(c: Const) -> int:
-    if c.dtype == FP32:
-        return f32_bits(c.value)
-    return int(c.value) & 0xFFFF_FFFF
-
-
-#: Constants the lowering of select, casts and shifts uses.
-_C_M31 = (-31) & 0xFFFF_FFFF
-_C_MAGIC_I = 0x4B00_0000
-_C_MAGIC_F = f32_bits(8388608.0)
-
-
 # -- the program builder -----------------------------------------------------------
-
-class _Builder:
-    """Builds one vault's program."""
-
-    def __init__(self, ip, opts: Options, gvault: int, consts: list[int]):
-        self.ip = ip
-        self.opts = opts
-        self.gv = gvault
-        #: a kernel is unrolled with direct addresses when its code stays below this
-        self.unroll_budget = 0
-        #: loops with the shortest bodies (a long pipeline's last resort for the imem)
-        self.compact = False
-        #: register-use history of the max allocator within the current segment
-        self.lru: dict[int, int] = {}
-        self.prog: list[Instr] = []
-        self.kernels_done: list[str] = []
-        n = ip.drf_entries
-        # DataRF: [0] scratch for AddrRF set-up, [1..] constants, the rest for kernels.
-        self.scratch = 0
-        self.const_reg = {c: 1 + i for i, c in enumerate(consts)}
-        self.free = list(range(1 + len(consts), n))
-        if len(self.free) < 8:
-            raise CompileError(f"{len(consts)} constants leave {len(self.free)} of the "
-                               f"DataRF's {n} entries for kernels; raise ipim.drf_bytes")
-        self.vsm_scratch = ip.vsm_lines - 1      # and the _SCRATCH_LINES - 1 below it
-        self.all = (1 << ip.pes) - 1
-        for n, (c, r) in enumerate(self.const_reg.items()):
-            line = self.vsm_scratch - n % _SCRATCH_LINES
-            self.prog.append(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=_ALL, imm=c))
-            self.prog.append(Instr(Opcode.RD_VSM, vsm=line, drf=r, simb_mask=self.all))
-        self.prog.append(Instr(Opcode.SETI_CRF, dst=0, imm=1))
-
-    # -- AddrRF set-up -------------------------------------------------------------
-
-    def set_arf(self, values: dict[int, int]) -> None:
-        """Load AddrRF entries with constants: four at a time through a VSM line
-        (``seti_vsm`` per lane), a DataRF register and ``mov_arf``. The lines rotate and
-        the block goes through the backend like a loop body, so that the set-up
-        instructions overlap."""
-        items = sorted(values.items())
-        block: list[VInstr] = []
-        for n, i in enumerate(range(0, len(items), LANES)):
-            chunk = items[i:i + LANES]
-            line = self.vsm_scratch - n % _SCRATCH_LINES
-            for lane, (_, v) in enumerate(chunk):
-                block.append(VInstr(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=1 << lane,
-                                          imm=v)))
-            t = -1 - n          # a virtual register of its own (negative: no clash)
-            block.append(VInstr(Instr(Opcode.RD_VSM, vsm=line, simb_mask=self.all),
-                                {"drf": t}))
-            for lane, (reg, _) in enumerate(chunk):
-                block.append(VInstr(Instr(Opcode.MOV_ARF, arf=reg, lane=lane,
-                                          simb_mask=self.all), {"drf": t}))
-        if block:
-            self.prog.extend(schedule_block(block, self.free, self.ip, self.opts, self.lru))
-
-    # -- loops ---------------------------------------------------------------------
-
-    def kernel(self, rows: int, segs: int,
-               body: Callable[[_Kernel], list[VInstr]]) -> None:
-        """Emit ``rows x segs`` iterations of the block *body* builds."""
-        k = _Kernel(self)
-        block = body(k)
-        if not block:
-            return
-        if self.compact and self._unrollable(k, block):
-            # the shorter of the loop and the unrolled code (a tiny array's loop is
-            # mostly pointer set-up)
-            start, lru = len(self.prog), dict(self.lru)
-            self._loop(k, block, rows, segs)
-            if rows * segs * len(block) < len(self.prog) - start:
-                loop, loop_lru = self.prog[start:], self.lru
-                del self.prog[start:]
-                self.lru = lru
-                self._unrolled(k, block, rows, segs)
-                if len(self.prog) - start > len(loop):
-                    self.prog[start:] = loop
-                    self.lru = loop_lru
-            return
-        if self._direct(k, block, rows * segs):
-            self._unrolled(k, block, rows, segs)
-            return
-        self._loop(k, block, rows, segs)
-
-    def _unrolled(self, k: _Kernel, block: list[VInstr], rows: int, segs: int) -> None:
-        # Unrolled, with every pointer replaced by the address it holds in that
-        # iteration: the core tracks direct bank and scratchpad accesses per
-        # address, indirect ones as the whole memory, so only direct code lets the
-        # loads and stores of different addresses overlap.
-        for r in range(rows):
-            for sg in range(segs):
-                it = [_at(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
-                self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
-
-    def _loop(self, k: _Kernel, block: list[VInstr], rows: int, segs: int) -> None:
-        arf = {}
-        for reg, (init, _, _) in k.ptrs.items():
-            arf[reg] = init
-        for val, reg in k.steps.items():
-            arf[reg] = val
-        self.set_arf(arf)
-        if k.setup:             # per-PE adjustments of the pointers (a PE's share)
-            self.prog.extend(schedule_block(k.setup, self.free, self.ip, self.opts, self.lru))
-        incs = []
-        if segs > 1:
-            for reg, (_, seg, _) in k.ptrs.items():
-                if seg:
-                    incs.append(VInstr(Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=reg, src1=reg,
-                                             src2=k.steps[seg], simb_mask=self.all)))
-        row_incs = []
-        for reg, (_, seg, row) in k.ptrs.items():
-            adj = row - (segs * seg if segs > 1 else 0)
-            if rows > 1 and adj:
-                row_incs.append(VInstr(Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=reg, src1=reg,
-                                             src2=k.steps[adj], simb_mask=self.all)))
-        inner = block + incs
-        if segs == 1:
-            inner = inner + row_incs
-        code = schedule_block(inner, self.free, self.ip, self.opts, self.lru)
-        P = self.prog
-        # c3/c4 hold pcs relative to the segment (relocated by _assemble)
-        if rows > 1:
-            P.append(Instr(Opcode.SETI_CRF, dst=2, imm=rows))
-            row_top = len(P) + 1
-            P.append(Instr(Opcode.SETI_CRF, dst=4, imm=row_top))
-        if segs > 1:
-            P.append(Instr(Opcode.SETI_CRF, dst=1, imm=segs))
-            seg_top = len(P) + 1
-            P.append(Instr(Opcode.SETI_CRF, dst=3, imm=seg_top))
-        P.extend(code)
-        if segs > 1:
-            P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=1, src1=1, src2=0))
-            P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=1, target=3))
-            if rows > 1 and row_incs:
-                P.extend(schedule_block(row_incs, self.free, self.ip, self.opts, self.lru))
-        if rows > 1:
-            P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=2, src1=2, src2=0))
-            P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=2, target=4))
-
-    def _direct(self, k: _Kernel, block: list[VInstr], iters: int) -> bool:
-        if self.unroll_budget < iters * len(block):
-            return False
-        return self._unrollable(k, block)
-
-    @staticmethod
-    def _unrollable(k: _Kernel, block: list[VInstr]) -> bool:
-        if k.setup:
-            return False
-        for vi in block:        # a pointer read as a value (not an address) needs the loop
-            i = vi.ins
-            if i.opcode in (Opcode.CALC_ARF, Opcode.MOV_DRF) and \
-                    {i.src1, i.src2, i.arf} & set(k.ptrs):
-                return False
-        return True
-
-    def sync(self, phase: int) -> None:
-        self.prog.append(Instr(Opcode.SYNC, phase=phase & 0xFFFF))
-
-
-def _at(vi: VInstr, ptrs: dict[int, tuple[int, int, int]], r: int, sg: int) -> VInstr:
-    """*vi* with its indirect addresses through pointers made direct, for iteration
-    ``(r, sg)``."""
-    upd = {}
-    for f in ("dram", "pgsm", "vsm"):
-        reg = getattr(vi.ins, f)
-        if getattr(vi.ins, f"{f}_ind") and reg in ptrs:
-            init, seg, row = ptrs[reg]
-            upd[f] = init + sg * seg + r * row
-            upd[f"{f}_ind"] = 0
-    return VInstr(dataclasses.replace(vi.ins, **upd), vi.vregs) if upd else vi
-
-
-class _Kernel:
-    """Pointers and step constants of one kernel, and virtual registers."""
-
-    def __init__(self, b: _Builder):
-        self.b = b
-        self.ptrs: dict[int, tuple[int, int, int]] = {}
-        self._ptr_of: dict[tuple[int, int, int], int] = {}
-        self.steps: dict[int, int] = {}
-        self._next_arf = RESERVED_ARF
-        self._v = 0
-        #: instructions run once after the pointers are set, before a loop
-        self.setup: list[VInstr] = []
-        #: AddrRF entries of gathers' computed addresses, reused in turn
-        self.garfs: list[int] = []
-        self._gnext = 0
-
-    def garf(self, pool: int = 8) -> int:
-        """An AddrRF entry for a computed address (the pool's entries reused in turn: the
-        core orders a reuse after the last read of the old address)."""
-        if len(self.garfs) < pool:
-            self.garfs.append(self._arf())
-        r = self.garfs[self._gnext % len(self.garfs)]
-        self._gnext += 1
-        return r
-
-    def _arf(self) -> int:
-        r = self._next_arf
-        if r >= self.b.ip.arf_entries:
-            raise CompileError(f"the kernel needs more than {self.b.ip.arf_entries} AddrRF "
-                               "entries (pointers and steps); raise ipim.arf_bytes or "
-                               "simplify the stage")
-        self._next_arf += 1
-        return r
-
-    def ptr(self, init: int, seg: int, row: int, *, fresh: bool = False) -> int:
-        key = (init, seg, row)
-        if key in self._ptr_of and not fresh:
-            return self._ptr_of[key]
-        reg = self._arf()
-        self.ptrs[reg] = key
-        self._ptr_of.setdefault(key, reg)
-        return reg
-
-    def finish_steps(self, segs: int, rows: int) -> None:
-        need = set()
-        for _, seg, row in self.ptrs.values():
-            if segs > 1 and seg:
-                need.add(seg)
-            adj = row - (segs * seg if segs > 1 else 0)
-            if rows > 1 and adj:
-                need.add(adj)
-        for v in sorted(need):
-            if v not in self.steps:
-                self.steps[v] = self._arf()
-
-    def v(self) -> int:
-        self._v += 1
-        return self._v
 
 
 # -- compute kernels -----------------------------------------------------------------
 
-class _Eval:
-    def __init__(self, k: _Kernel, arr: Array, U: int, RU: int):
-        self.k = k
-        self.arr = arr
-        self.U = U
-        self.RU = RU
-        self.block: list[VInstr] = []
-        self.memo: dict = {}
-        self.mask = k.b.all
-        self.refs: dict[int, int] = {}
 
-    def count_refs(self, e: Expr) -> None:
-        """How many parents read each node of *e* (a mac may only overwrite a value that
-        has one reader)."""
-        seen: set[int] = set()
-
-        def walk(n):
-            for c in children(n):
-                self.refs[id(c)] = self.refs.get(id(c), 0) + 1
-                if id(c) not in seen:
-                    seen.add(id(c))
-                    walk(c)
-
-        walk(e)
-
-    def emit(self, ins: Instr, **vregs) -> None:
-        self.block.append(VInstr(ins, vregs))
-
-    def const(self, bits: int) -> int:
-        return self.k.b.const_reg[bits]
-
-    def comp(self, op: AluOp, dt: str, a, b) -> int:
-        """a, b: ("v", n) virtual or ("p", n) physical (a constant)."""
-        d = self.k.v()
-        vregs = {"dst": d}
-        fields = {}
-        for name, x in (("src1", a), ("src2", b)):
-            if x[0] == "v":
-                vregs[name] = x[1]
-            else:
-                fields[name] = x[1]
-        self.emit(Instr(Opcode.COMP, op=op, dtype=DType.FP32 if dt == FP32 else DType.INT32,
-                        simb_mask=self.mask, **fields), **vregs)
-        return d
-
-    def val(self, e: Expr, rr: int, u: int):
-        key = (id(e), rr, u)
-        if key in self.memo:
-            return self.memo[key]
-        r = self._val(e, rr, u)
-        self.memo[key] = r
-        return r
-
-    def _val(self, e: Expr, rr: int, u: int):
-        if isinstance(e, Const):
-            return ("p", self.const(_bits(e)))
-        if isinstance(e, _Ref):
-            a = e.arr
-            (xa, xb, xd), (ya, yb, yd) = e.ax, e.ay
-            col = (xa * u + xb) // xd
-            row = (ya * rr + yb) // yd
-            seg = self.U * xa // xd
-            rstep = self.RU * ya // yd * a.pitch
-            init = a.addr(row, col)
-            key = ("ld", init, seg, rstep)
-            if key not in self.memo:
-                p = self.k.ptr(init, seg, rstep)
-                d = self.k.v()
-                self.emit(Instr(Opcode.LD_RF, dram=p, dram_ind=1, simb_mask=self.mask), drf=d)
-                self.memo[key] = ("v", d)
-            if e.lane is None:
-                return self.memo[key]
-            bkey = key + (e.lane,)
-            if bkey not in self.memo:       # one channel of the lanes, broadcast
-                t = self.k.v()
-                self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
-                                lane=e.lane, src2=self.const(0), vec_mask=_ALL,
-                                simb_mask=self.mask), dst=t, src1=self.memo[key][1])
-                self.memo[bkey] = ("v", t)
-            return self.memo[bkey]
-        if isinstance(e, _Gather):
-            return self._gather(e, rr, u)
-        if isinstance(e, _Lookup):
-            return self._lookup(e, rr, u)
-        if isinstance(e, _Par):
-            return self.val(e.odd if (u, rr)[e.axis] % 2 else e.even, rr, u)
-        if isinstance(e, Bin):
-            if (e.op == "+" and e.dtype == FP32 and isinstance(e.b, Bin) and e.b.op == "*"
-                    and isinstance(e.a, Bin | Select | Cast)
-                    and self.refs.get(id(e.a)) == 1 and self.refs.get(id(e.b)) == 1):
-                # a + p*q as one mac on a's register (a is read nowhere else): the
-                # product rounded, then the sum, exactly as the two instructions
-                acc = self.val(e.a, rr, u)
-                p, q = self.val(e.b.a, rr, u), self.val(e.b.b, rr, u)
-                vregs = {"dst": acc[1]}
-                fields = {}
-                for name, x in (("src1", p), ("src2", q)):
-                    if x[0] == "v":
-                        vregs[name] = x[1]
-                    else:
-                        fields[name] = x[1]
-                self.emit(Instr(Opcode.COMP, op=AluOp.MAC, dtype=DType.FP32,
-                                simb_mask=self.mask, **fields), **vregs)
-                return acc
-            a = self.val(e.a, rr, u)
-            b = self.val(e.b, rr, u)
-            dt = e.a.dtype
-            ops = {"+": AluOp.ADD, "-": AluOp.SUB, "*": AluOp.MUL, "&": AluOp.AND,
-                   "|": AluOp.OR, "^": AluOp.XOR, "<<": AluOp.SHIFT}
-            if e.op in ("&", "|", "^"):
-                dt = INT32
-            return ("v", self.comp(ops[e.op], dt, a, b))
-        if isinstance(e, Select):
-            c = e.cond
-            lt_a, lt_b = (c.a, c.b) if c.op == "<" else (c.b, c.a)
-            va, vb = self.val(lt_a, rr, u), self.val(lt_b, rr, u)
-            mkey = ("mask", c.a.dtype, va, vb)      # selects on one comparison share it
-            if mkey not in self.memo:
-                t = self.comp(AluOp.SUB, c.a.dtype, va, vb)
-                self.memo[mkey] = self.comp(AluOp.SHIFT, INT32, ("v", t),
-                                            ("p", self.const(_C_M31)))
-            m = self.memo[mkey]
-            ta, fb = self.val(e.a, rr, u), self.val(e.b, rr, u)
-            if c.op == "<=":
-                ta, fb = fb, ta          # a <= b is !(b < a)
-            x1 = self.comp(AluOp.XOR, INT32, ta, fb)
-            x2 = self.comp(AluOp.AND, INT32, ("v", x1), ("v", m))
-            return ("v", self.comp(AluOp.XOR, INT32, fb, ("v", x2)))
-        if isinstance(e, Reinterpret):
-            return self.val(e.a, rr, u)
-        if isinstance(e, Cast):
-            x = self.val(e.a, rr, u)
-            if e.dtype == FP32:          # int -> float, 0 <= x < 2**23
-                t = self.comp(AluOp.ADD, INT32, x, ("p", self.const(_C_MAGIC_I)))
-                return ("v", self.comp(AluOp.SUB, FP32, ("v", t),
-                                       ("p", self.const(_C_MAGIC_F))))
-            t = self.comp(AluOp.ADD, FP32, x, ("p", self.const(_C_MAGIC_F)))
-            ri = self.comp(AluOp.SUB, INT32, ("v", t), ("p", self.const(_C_MAGIC_I)))
-            f = self.comp(AluOp.SUB, FP32, ("v", t), ("p", self.const(_C_MAGIC_F)))
-            dlt = self.comp(AluOp.SUB, FP32, x, ("v", f))
-            m = self.comp(AluOp.SHIFT, INT32, ("v", dlt), ("p", self.const(_C_M31)))
-            return ("v", self.comp(AluOp.ADD, INT32, ("v", ri), ("v", m)))
-        raise CompileError(f"cannot lower {type(e).__name__}")
-
-    def _gather(self, e: _Gather, rr: int, u: int):
-        """Channel ``e.lane`` of the cells the four pixels of a vector name: each lane's cell
-        address into the AddrRF (``mov_arf``), a load through it, and that lane of the cell
-        moved into the pixel's lane (``comp`` in scalar-vector mode); the loads of a cell are
-        shared by the reads of its channels."""
-        key = ("gather", id(e.arr), id(e.ix), id(e.iy), id(e.iz), rr, u)
-        if key not in self.memo:
-            pitch, nz, off = e.consts()
-            iy = self.comp(AluOp.MUL, INT32, self.val(e.iy, rr, u), ("p", self.const(pitch)))
-            ix = self.val(e.ix, rr, u)
-            if nz != 1:
-                ix = ("v", self.comp(AluOp.MUL, INT32, ix, ("p", self.const(nz))))
-            t = self.comp(AluOp.ADD, INT32, ("v", iy), ix)
-            t = self.comp(AluOp.ADD, INT32, ("v", t), self.val(e.iz, rr, u))
-            t = self.comp(AluOp.ADD, INT32, ("v", t), ("p", self.const(off)))
-            loads = []
-            for j in range(LANES):
-                a = self.k.garf()
-                self.emit(Instr(Opcode.MOV_ARF, arf=a, lane=j, simb_mask=self.mask), drf=t)
-                d = self.k.v()
-                self.emit(Instr(Opcode.LD_RF, dram=a, dram_ind=1, simb_mask=self.mask), drf=d)
-                loads.append(d)
-            self.memo[key] = loads
-        out = self.k.v()
-        for j, d in enumerate(self.memo[key]):
-            self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV, lane=e.lane,
-                          src2=self.const(0), vec_mask=_ALL if j == 0 else 1 << j,
-                          simb_mask=self.mask), dst=out, src1=d)
-        return ("v", out)
-
-
-    def _lookup(self, e: _Lookup, rr: int, u: int):
-        """Entry ``index + offset`` of a table (:class:`_Lookup`): the index's vector number
-        and lane masks once per index, then four indirect loads, each lane of them
-        broadcast into the pixel's lane of four candidates, and the candidate of the
-        entry's lane kept by the masks."""
-        key = ("lookup", id(e.index), rr, u)
-        if key not in self.memo:
-            i = self.val(e.index, rr, u)
-            q = self.comp(AluOp.SHIFT, INT32, i, ("p", self.const((-2) & 0xFFFF_FFFF)))
-            s = self.comp(AluOp.AND, INT32, i, ("p", self.const(3)))
-            masks = []
-            for L in range(LANES):      # all ones where s == L: ((s ^ L) - 1) >> 31
-                t = s if L == 0 else self.comp(AluOp.XOR, INT32, ("v", s), ("p", self.const(L)))
-                t = self.comp(AluOp.SUB, INT32, ("v", t), ("p", self.const(1)))
-                masks.append(self.comp(AluOp.SHIFT, INT32, ("v", t), ("p", self.const(_C_M31))))
-            self.memo[key] = (q, masks)
-        q, masks = self.memo[key]
-        base = (e.arr.addr(0, 0) + e.offset // LANES) & 0xFFFF_FFFF
-        a = self.comp(AluOp.ADD, INT32, ("v", q), ("p", self.const(base)))
-        loads = []
-        for j in range(LANES):
-            r = self.k.garf()
-            self.emit(Instr(Opcode.MOV_ARF, arf=r, lane=j, simb_mask=self.mask), drf=a)
-            d = self.k.v()
-            self.emit(Instr(Opcode.LD_RF, dram=r, dram_ind=1, simb_mask=self.mask), drf=d)
-            loads.append(d)
-        out = None
-        for L in range(LANES):
-            cand = self.k.v()
-            for j, d in enumerate(loads):
-                self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
-                                lane=L, src2=self.const(0), vec_mask=_ALL if j == 0 else 1 << j,
-                                simb_mask=self.mask), dst=cand, src1=d)
-            m = self.comp(AluOp.AND, INT32, ("v", cand), ("v", masks[L]))
-            out = m if out is None else self.comp(AluOp.OR, INT32, ("v", out), ("v", m))
-        return ("v", out)
-
-
-def _needs_consts(e: Expr, out: set) -> None:
-    """Add to *out* the bit patterns of the constants *e* and its lowering use."""
-    for n in nodes(e):
-        if isinstance(n, Const):
-            out.add(_bits(n))
-        elif isinstance(n, Select):
-            out.add(_C_M31)
-        elif isinstance(n, Cast):
-            out.update((_C_MAGIC_I, _C_MAGIC_F, _C_M31))
-        elif isinstance(n, _Gather):
-            out.update(n.consts())
-        elif isinstance(n, _Lookup):
-            out.update(n.consts())
-
-
-def _loads_first(block: list[VInstr], k: _Kernel | None = None,
-                 by_address: bool = False) -> list[VInstr]:
-    """The block's bank loads first, then its computation, then its stores (Fig. 3c: the
-    input region of the outputs is loaded before they are computed). A block reads
-    only arrays it does not write, so the loads move freely; the bank then sees runs
-    of accesses to one array (row hits) instead of loads and stores alternating
-    between rows, and memory-order enforcement keeps it that way. *by_address*: the
-    loads in address order as well (a grid's stencil reads a tap per cell row or cell
-    column, each in another DRAM row)."""
-    gat = k.garfs if k is not None else set()
-
-    def first(vi: VInstr) -> bool:     # a gather's load waits for its computed address
-        return vi.ins.opcode is Opcode.LD_RF and not (vi.ins.dram_ind and vi.ins.dram in gat)
-
-    def addr(vi: VInstr) -> int:
-        i = vi.ins
-        return k.ptrs[i.dram][0] if i.dram_ind and k is not None else i.dram
-
-    loads = [vi for vi in block if first(vi)]
-    if by_address:
-        loads.sort(key=addr)
-    return loads + [vi for vi in block if not first(vi)]
-
-
-def _compute(b: _Builder, arr: Array, body: Expr) -> None:
-    refs = _refs(body)
-    par = [n.axis for n in nodes(body) if isinstance(n, _Par)]
+def _compute(b: Builder, arr: Array, body: Expr) -> None:
+    refs = array_refs(body)
+    par = [n.axis for n in nodes(body) if isinstance(n, ByParity)]
     need_even_x = any(r.ax[2] == 2 for r in refs) or 0 in par
     need_even_y = any(r.ay[2] == 2 for r in refs) or 1 in par
     RU = 2 if need_even_y else 1
@@ -1224,8 +543,8 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
         if arr.S % U or (need_even_x and U % 2):
             continue
         try:
-            def mk(k: _Kernel, U=U, hoist=hoist):
-                ev = _Eval(k, arr, U, RU)
+            def mk(k: Kernel, U=U, hoist=hoist):
+                ev = Evaluator(k, arr, U, RU)
                 ev.count_refs(body)
                 vals = []
                 for rr in range(RU):
@@ -1242,7 +561,7 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
                 k.finish_steps(arr.S // U, arr.R // RU)
                 if not hoist:
                     return ev.block
-                return _loads_first(ev.block, k, by_address=bool(arr.box))
+                return loads_first(ev.block, k, by_address=bool(arr.box))
             b.prog = list(start)
             if b.compact:
                 b.lru = dict(start_lru)
@@ -1263,14 +582,14 @@ def _compute(b: _Builder, arr: Array, body: Expr) -> None:
     raise last or CompileError(f"{arr.name}: no unroll factor divides {arr.S} vectors")
 
 
-def _x_halo(b: _Builder, arr: Array) -> None:
+def _x_halo(b: Builder, arr: Array) -> None:
     if not (arr.hxl or arr.hxr):
         return
     S, pitch = arr.S, arr.pitch
     zero = b.const_reg[0]
 
-    def mk(k: _Kernel):
-        ev = _Eval(k, arr, 1, 1)
+    def mk(k: Kernel):
+        ev = Evaluator(k, arr, 1, 1)
         loads: dict[int, int] = {}
 
         def ld(col):
@@ -1286,7 +605,7 @@ def _x_halo(b: _Builder, arr: Array) -> None:
             t = k.v()
             c0, l0 = lanes[0]
             ev.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV, lane=l0,
-                          src2=zero, vec_mask=_ALL, simb_mask=b.all), dst=t, src1=ld(c0))
+                          src2=zero, vec_mask=ALL_LANES, simb_mask=b.all), dst=t, src1=ld(c0))
             for i in range(1, LANES):
                 c, lane = lanes[i]
                 ev.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
@@ -1311,7 +630,7 @@ def _pe_mask(ip, pg: int, pe: int) -> int:
     return 1 << (pg * ip.pes_per_pg + pe)
 
 
-def _y_halo(b: _Builder, arr: Array, nvaults: int) -> None:
+def _y_halo(b: Builder, arr: Array, nvaults: int) -> None:
     if not (arr.hyt or arr.hyb):
         return
     ip = b.ip
@@ -1328,9 +647,9 @@ def _y_halo(b: _Builder, arr: Array, nvaults: int) -> None:
     vsm_cross = 0
     vsm_req = vsm_cross + (pgs - 1) * pitch
     vsm_end = vsm_req + len(jobs) * pitch
-    if vsm_end > ip.vsm_lines - _SCRATCH_LINES:
+    if vsm_end > ip.vsm_lines - SCRATCH_LINES:
         raise CompileError(f"{arr.name}'s halo exchange needs {vsm_end} VSM lines but the "
-                           f"VSM has {ip.vsm_lines - _SCRATCH_LINES} free; raise "
+                           f"VSM has {ip.vsm_lines - SCRATCH_LINES} free; raise "
                            "ipim.vsm_bytes or use a narrower image")
     # Remote rows: between two barriers, every vault fetches its neighbours' rows. The
     # phase ids name the buffer, so that stages folded into a loop stay identical.
@@ -1377,14 +696,14 @@ def _y_halo(b: _Builder, arr: Array, nvaults: int) -> None:
     b.kernels_done.append(f"{arr.name}: y halo {arr.hyt}+{arr.hyb} (PGSM, VSM, req)")
 
 
-def _halo_block(b: _Builder, arr: Array, j: int, dst: int, src: int, d: int, C: int,
+def _halo_block(b: Builder, arr: Array, j: int, dst: int, src: int, d: int, C: int,
                 nvaults: int, vsm_cross: int, vsm_req: int):
     """The body of one y-halo job (halo row *dst* from the neighbour's row *src*, the
     neighbour above for ``d < 0``), ``C`` vectors per iteration."""
     ip = b.ip
     ppg, pgs, pitch, gv = ip.pes_per_pg, ip.pgs, arr.pitch, b.gv
 
-    def mk(k: _Kernel):
+    def mk(k: Kernel):
         reads: list[VInstr] = []
         moves: list[VInstr] = []
         writes: list[VInstr] = []
@@ -1438,44 +757,8 @@ def _halo_block(b: _Builder, arr: Array, j: int, dst: int, src: int, d: int, C: 
 
 # -- replicated arrays -----------------------------------------------------------------
 
-def _copy_kernel(b: _Builder, rows: int, segs: int, pairs, step: tuple[int, int]) -> None:
-    """``rows x segs`` iterations of copying one vector: *pairs* is a list of ``(source
-    address, [destination addresses])`` at iteration (0, 0), every address advancing by
-    ``step = (per seg, per row)``."""
-    def mk(k: _Kernel):
-        loads, stores = [], []
-        for src, dsts in pairs:
-            t = k.v()
-            loads.append(VInstr(Instr(Opcode.LD_RF, dram=k.ptr(src, *step), dram_ind=1,
-                                      simb_mask=b.all), {"drf": t}))
-            for d in dsts:
-                stores.append(VInstr(Instr(Opcode.ST_RF, dram=k.ptr(d, *step, fresh=True),
-                                           dram_ind=1, simb_mask=b.all), {"drf": t}))
-        k.finish_steps(segs, rows)
-        return loads + stores
 
-    b.kernel(rows, segs, mk)
-
-
-def _fill(b: _Builder, arr: Array) -> None:
-    """The clamped edge of a replicated array: every column left of 0 and from ``W`` on
-    (its halo and its even padding) copies column 0 or ``W - 1``, row by row; then every
-    row above 0 and from ``H`` on copies row 0 or ``H - 1``, whole."""
-    left = [arr.addr(0, c) for c in range(-arr.hxl, 0)]
-    right = [arr.addr(0, c) for c in range(arr.W, arr.S + arr.hxr)]
-    pairs = [(arr.addr(0, 0), left), (arr.addr(0, arr.W - 1), right)]
-    if left or right:
-        _copy_kernel(b, arr.H, 1, [pr for pr in pairs if pr[1]], (0, arr.pitch))
-    top = [arr.addr(r, -arr.hxl) for r in range(-arr.hyt, 0)]
-    bot = [arr.addr(r, -arr.hxl) for r in range(arr.H, arr.R + arr.hyb)]
-    pairs = [(arr.addr(0, -arr.hxl), top), (arr.addr(arr.H - 1, -arr.hxl), bot)]
-    if top or bot:
-        _copy_kernel(b, 1, arr.pitch, [pr for pr in pairs if pr[1]], (1, 0))
-    b.kernels_done.append(f"{arr.name}: edge {arr.hxl}+{arr.S + arr.hxr - arr.W} columns, "
-                          f"{arr.hyt}+{arr.R + arr.hyb - arr.H} rows")
-
-
-def _gather(b: _Builder, arr: Array, nvaults: int) -> None:
+def _gather(b: Builder, arr: Array, nvaults: int) -> None:
     """Every PE's copy of the whole tiled ``arr.srcs`` (plane ``c`` into lane ``c``, or one
     plane into every lane), in chunks of bands that fit the VSM: between two barriers
     each vault fetches the chunk's bands of the other vaults line by line (``req``) into
@@ -1488,7 +771,7 @@ def _gather(b: _Builder, arr: Array, nvaults: int) -> None:
     src0 = planes[0]
     R, S, n = src0.R, src0.S, len(planes)
     npe = src0.H // R
-    free = ip.vsm_lines - _SCRATCH_LINES
+    free = ip.vsm_lines - SCRATCH_LINES
     if n * R * S > free:
         raise CompileError(f"replicating {arr.name} needs {n * R * S} VSM lines per band but "
                            f"the VSM has {free} free; raise ipim.vsm_bytes or replicate a "
@@ -1516,7 +799,7 @@ def _gather(b: _Builder, arr: Array, nvaults: int) -> None:
                                             dram=src.addr(r, k), vsm=line(c, g, r, k)))
         mine = [g for g in gs if g // P == b.gv]
 
-        def own(k: _Kernel, mine=mine, line=line):
+        def own(k: Kernel, mine=mine, line=line):
             blk = []
             for c, src in enumerate(planes):
                 sp = k.ptr(src.addr(0, 0), 1, src.pitch)
@@ -1534,7 +817,7 @@ def _gather(b: _Builder, arr: Array, nvaults: int) -> None:
             b.kernel(R, S, own)
         b.sync(2 * arr.base + 1)
 
-        def spread(k: _Kernel, g0=g0, line=line):
+        def spread(k: Kernel, g0=g0, line=line):
             ts = []
             blk = []
             for c in range(n):
@@ -1547,7 +830,7 @@ def _gather(b: _Builder, arr: Array, nvaults: int) -> None:
                 for c, t in enumerate(ts):
                     blk.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
                                             mode=Mode.SV, lane=j, src2=zero,
-                                            vec_mask=1 << c if c else _ALL, simb_mask=b.all),
+                                            vec_mask=1 << c if c else ALL_LANES, simb_mask=b.all),
                                       {"dst": u, "src1": t}))
                 blk.append(VInstr(Instr(Opcode.ST_RF, dram=k.ptr(arr.addr(g0 * R, j * S), 1,
                                                                  arr.pitch, fresh=True),
@@ -1558,10 +841,10 @@ def _gather(b: _Builder, arr: Array, nvaults: int) -> None:
         b.kernel(len(gs) * R, S, spread)
     b.kernels_done.append(f"{arr.name}: replicate {n}x {src0.H}x{src0.W} into every PE in "
                           f"{-(-npe // G)} chunks (req, VSM)")
-    _fill(b, arr)
+    fill(b, arr)
 
 
-def _extract(b: _Builder, arr: Array) -> None:
+def _extract(b: Builder, arr: Array) -> None:
     """Each PE's band (halo included, clamped at the edges) of every channel of the
     replicated ``arr.srcs[0]`` (the arrays of ``arr.group``, made at its first): lane
     ``j`` of vector ``k`` of row ``r`` of channel ``c``'s band is lane ``c`` of pixel
@@ -1577,7 +860,7 @@ def _extract(b: _Builder, arr: Array) -> None:
     for p in range(ip.pes):
         g = b.gv * ip.pes + p
 
-        def mk(k: _Kernel, g=g, p=p):
+        def mk(k: Kernel, g=g, p=p):
             blk = []
             for r in rows:
                 y = min(max(g * arr.R + r, 0), src.H - 1)
@@ -1597,7 +880,7 @@ def _extract(b: _Builder, arr: Array) -> None:
                             blk.append(VInstr(Instr(
                                 Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
                                 lane=t.channel or 0, src2=zero,
-                                vec_mask=_ALL if j == 0 else 1 << j, simb_mask=1 << p),
+                                vec_mask=ALL_LANES if j == 0 else 1 << j, simb_mask=1 << p),
                                 {"dst": u, "src1": v}))
                         blk.append(VInstr(Instr(Opcode.ST_RF, dram=t.addr(r, c),
                                                 simb_mask=1 << p), {"drf": u}))
@@ -1612,14 +895,14 @@ def _extract(b: _Builder, arr: Array) -> None:
 def _allocate_banks(g: _Graph) -> int:
     """Place the arrays in the banks, reusing the space of an array once every consumer
     of it has been computed (a chain of stages ping-pongs between two buffers, which
-    makes its stages identical programs that :func:`_assemble` folds into a loop).
+    makes its stages identical programs that :func:`assemble` folds into a loop).
     Returns the vectors used."""
     order = g.order
     last_use = {id(a): i for i, a in enumerate(order)}
     for i, a in enumerate(order):
         body = g.bodies.get(id(a))
         if body is not None:
-            for r in _reads(body):
+            for r in reads(body):
                 last_use[id(r)] = max(last_use[id(r)], i)
         for p in a.srcs:
             last_use[id(p)] = max(last_use[id(p)], i)
@@ -1645,40 +928,6 @@ def _allocate_banks(g: _Graph) -> int:
             top += a.size
         live.append((last_use[id(a)], a))
     return top
-
-
-def _reloc(seg: list[Instr], off: int) -> list[Instr]:
-    return [dataclasses.replace(i, imm=i.imm + off)
-            if i.opcode is Opcode.SETI_CRF and i.dst in (3, 4) else i for i in seg]
-
-
-def _assemble(prologue: list[Instr], segments: list[list[Instr]]) -> list[Instr]:
-    """The program: the prologue, then the segments (one per stage), where a run of
-    identical pairs of segments (the ping-pong stages of a chain) becomes a loop on
-    CtrlRF c5 (its target in c6)."""
-    key = [tuple(s) for s in segments]
-    out = list(prologue)
-    i = 0
-    n = len(segments)
-    while i < n:
-        reps = 1
-        while i + 2 * reps + 1 < n + 0 and key[i + 2 * reps] == key[i] and \
-                key[i + 2 * reps + 1] == key[i + 1]:
-            reps += 1
-        if reps >= 2:
-            out.append(Instr(Opcode.SETI_CRF, dst=5, imm=reps))
-            top = len(out) + 1
-            out.append(Instr(Opcode.SETI_CRF, dst=6, imm=top))
-            for seg in segments[i:i + 2]:
-                out.extend(_reloc(seg, len(out)))
-            out.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=5, src1=5, src2=0))
-            out.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=5, target=6))
-            i += 2 * reps
-        else:
-            out.extend(_reloc(segments[i], len(out)))
-            i += 1
-    out.append(Instr(Opcode.HALT))
-    return out
 
 
 # -- driver ----------------------------------------------------------------------------
@@ -1715,7 +964,7 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
         body = g.bodies.get(id(a))
         if body is None:
             continue
-        for r in _refs(body):
+        for r in array_refs(body):
             p = r.arr
             xa, xb, xd = r.ax
             ya, yb, yd = r.ay
@@ -1742,10 +991,10 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
     for a in g.order:
         body = g.bodies.get(id(a))
         if body is not None:
-            _needs_consts(body, consts)
+            needs_consts(body, consts)
     for zi, values, *_ in g.scatters.values():
         for e in (zi, *values):
-            _needs_consts(e, consts)
+            needs_consts(e, consts)
     consts_l = [0] + sorted(consts - {0})
     budgets = [ip.imem_instructions // d for d in (4, 16, 64)] if opts.unroll else []
     # then loops; then loops of one or two vectors per step (-1)
@@ -1759,7 +1008,7 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
     kernels: list[str] = []
     budget = budgets[0]
     for gv in range(nvaults):
-        b = _Builder(ip, opts, gv, consts_l)
+        b = Builder(ip, opts, gv, consts_l)
         b.unroll_budget = max(budget, 0)
         b.compact = budget < 0
         prologue = b.prog
@@ -1786,12 +1035,12 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
             b.lru = {}          # each stage starts alike, so that repeated stages fold
             _compute(b, a, body)
             if a.rep:
-                _fill(b, a)
+                fill(b, a)
             elif a not in g.outs:
                 _x_halo(b, a)
                 _y_halo(b, a, nvaults)
             segments.append(b.prog)
-        prog = _assemble(prologue, segments)
+        prog = assemble(prologue, segments)
         if len(prog) > ip.imem_instructions and len(budgets) > 1:
             return _generate(g, ip, opts, nvaults, consts_l, budgets[1:], out_shape)
         if len(prog) > ip.imem_instructions:
@@ -1807,49 +1056,4 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
 
 # -- data placement --------------------------------------------------------------------
 
-def _to_u32(img: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == FP32:
-        return np.ascontiguousarray(img, dtype=np.float32).view(np.uint32)
-    return np.asarray(img, dtype=np.int64).astype(np.uint32)
 
-
-def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
-    """Every PE's band of *img* (``(H, W)``, or channel ``arr.channel`` of ``(H, W, C)``)
-    with its halo (clamped at the image's edges), as ``(global vault, pe) ->
-    uint32[vectors, 4]`` starting at ``arr.base``; a constant table (``kind ==
-    "const"``) is its own ``data`` in every PE, whatever *img*."""
-    if arr.kind == "const":
-        u = np.zeros(arr.S * LANES, np.uint32)
-        u[:arr.data.size] = _to_u32(arr.data, FP32)
-        blk = u.reshape(-1, LANES)
-        return {divmod(g, ip.pes): blk for g in range(ip.cubes * ip.vaults * ip.pes)}
-    if arr.channel is not None and img.ndim == 3:
-        img = img[..., arr.channel]
-    if img.shape != (arr.H, arr.W):
-        raise CompileError(f"input {arr.name} must be {arr.H}x{arr.W} (rows x cols), not "
-                           f"{img.shape[0]}x{img.shape[1]}")
-    u = _to_u32(img, arr.dtype)
-    rows = np.arange(-arr.hyt, arr.R + arr.hyb)
-    cols = np.arange(-arr.hxl, arr.S + arr.hxr)
-    out = {}
-    npe = arr.H // arr.R
-    for g in range(npe):
-        ys = np.clip(g * arr.R + rows, 0, arr.H - 1)
-        xs = np.clip(np.arange(LANES)[None, :] * arr.S + cols[:, None], 0, arr.W - 1)
-        block = u[ys[:, None, None], xs[None, :, :]]      # [rows, cols, lanes]
-        out[divmod(g, ip.pes)] = block.reshape(-1, LANES)
-    return out
-
-
-def gather(arr: Array, fetch: Callable[[int, int, int, int], np.ndarray], ip) -> np.ndarray:
-    """The ``(H, W)`` image of *arr* from ``fetch(global vault, pe, base, n)``
-    (``uint32[n, 4]``)."""
-    npe = arr.H // arr.R
-    u = np.zeros((arr.H, arr.W), dtype=np.uint32)
-    for g in range(npe):
-        v, p = divmod(g, ip.pes)
-        blk = fetch(v, p, arr.base, arr.size).reshape(arr.R + arr.hyt + arr.hyb, arr.pitch,
-                                                      LANES)
-        inner = blk[arr.hyt:arr.hyt + arr.R, arr.hxl:arr.hxl + arr.S, :]   # [r, k, lane]
-        u[g * arr.R:(g + 1) * arr.R, :] = inner.transpose(0, 2, 1).reshape(arr.R, arr.W)
-    return u.view(np.float32) if arr.dtype == FP32 else u.view(np.int32)

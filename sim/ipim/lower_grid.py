@@ -30,14 +30,16 @@ from __future__ import annotations
 import math
 
 from pimforge.rtl.ipim.isa import LANES, AluOp, DType, Instr, Mode, Opcode
+
 from .backend import VInstr
+from .emit import Builder, Evaluator, Kernel, fill
 from .lang import CompileError, WCall, nodes
-from .lower import _ALL, _SCRATCH_LINES, Array, _Builder, _Eval, _Kernel
+from .layout import ALL_LANES, SCRATCH_LINES, Array
 
 __all__ = ["emit_grid_array"]
 
 
-def emit_grid_array(b: _Builder, a: Array, g) -> None:
+def emit_grid_array(b: Builder, a: Array, g) -> None:
     """Emit the kernels that make the array *a* (kind ``coord``, ``table`` or
     ``scatter``) of the pipeline graph *g*."""
     if a.kind == "coord":
@@ -46,28 +48,26 @@ def emit_grid_array(b: _Builder, a: Array, g) -> None:
         _table(b, a, g)
     else:
         _scatter(b, a, g)
-        from .lower import _fill
-
-        _fill(b, a)
+        fill(b, a)
 
 
-def _lines(b: _Builder):
+def _lines(b: Builder):
     n = 0
     while True:
-        yield b.vsm_scratch - n % _SCRATCH_LINES
+        yield b.vsm_scratch - n % SCRATCH_LINES
         n += 1
 
 
-def _const_vectors(b: _Builder, vecs: list[tuple[list[int], list[tuple[int, int]]]]) -> None:
+def _const_vectors(b: Builder, vecs: list[tuple[list[int], list[tuple[int, int]]]]) -> None:
     """Write each ``(lanes, [(address, simb_mask), ...])``: four values through a VSM line
     into a register, then stored."""
-    def mk(k: _Kernel):
+    def mk(k: Kernel):
         blk: list[VInstr] = []
         line = _lines(b)
         for lanes, dsts in vecs:
             ln = next(line)
             if len(set(lanes)) == 1:
-                blk.append(VInstr(Instr(Opcode.SETI_VSM, vsm=ln, vec_mask=_ALL,
+                blk.append(VInstr(Instr(Opcode.SETI_VSM, vsm=ln, vec_mask=ALL_LANES,
                                         imm=lanes[0] & 0xFFFF_FFFF)))
             else:
                 for j, v in enumerate(lanes):
@@ -82,7 +82,7 @@ def _const_vectors(b: _Builder, vecs: list[tuple[list[int], list[tuple[int, int]
     b.kernel(1, 1, mk)
 
 
-def _coords(b: _Builder, a: Array) -> None:
+def _coords(b: Builder, a: Array) -> None:
     P = b.ip.pes
     if a.channel == 0:      # columns: the same in every row and every PE
         vecs = [([j * a.S + k for j in range(LANES)], [(a.addr(r, k), b.all)
@@ -99,7 +99,7 @@ def _coords(b: _Builder, a: Array) -> None:
     b.kernels_done.append(f"{a.name}: {a.R}x{a.S} vectors")
 
 
-def _table(b: _Builder, a: Array, g) -> None:
+def _table(b: Builder, a: Array, g) -> None:
     grid = next(x for x in g.order if x.kind == "scatter" and a in x.srcs)
     _, _, wx, _, twin, _ = g.scatters[id(grid)]
     xlo, nx = grid.box[0], grid.box[1]
@@ -117,7 +117,7 @@ def _table(b: _Builder, a: Array, g) -> None:
     b.kernels_done.append(f"{a.name}: window columns of {nx} cells")
 
 
-def _scatter(b: _Builder, a: Array, g) -> None:
+def _scatter(b: Builder, a: Array, g) -> None:
     zi, values, wx, wy, twin, tbl = g.scatters[id(a)]
     xlo, nx, ylo, ny, zlo, nz = a.box
     sy = wy.cell.a
@@ -127,7 +127,7 @@ def _scatter(b: _Builder, a: Array, g) -> None:
     # zero the grid
     U = next(u for u in (16, 8, 4, 2, 1) if a.S % u == 0)
 
-    def clear(k: _Kernel):
+    def clear(k: Kernel):
         blk = [VInstr(Instr(Opcode.ST_RF, dram=k.ptr(a.addr(0, u), U, a.pitch, fresh=True),
                             dram_ind=1, simb_mask=b.all, drf=zero)) for u in range(U)]
         k.finish_steps(a.S // U, a.R)
@@ -143,8 +143,8 @@ def _scatter(b: _Builder, a: Array, g) -> None:
     rows = ny * sy // m
     msk = (1 << m) - 1
 
-    def body(k: _Kernel):
-        ev = _Eval(k, a, 1, 1)
+    def body(k: Kernel):
+        ev = Evaluator(k, a, 1, 1)
         ev.mask = msk
         ye = k.ptr(y0, 0, 1)                          # the window row Y
         cell = k.ptr(a.addr(0, -zlo), nz, 0)          # cell (x, ylo, 0)
@@ -216,7 +216,7 @@ def _scatter(b: _Builder, a: Array, g) -> None:
                     fields["src1"] = v[1]
                 blk.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
                                         mode=Mode.SV, lane=0, src2=zero,
-                                        vec_mask=_ALL if c == 0 else 1 << c,
+                                        vec_mask=ALL_LANES if c == 0 else 1 << c,
                                         simb_mask=msk, **fields), vregs))
             if z[0] != "v":
                 raise CompileError(f"{a.name}'s bin is a constant: a scatter bins by value")
@@ -242,11 +242,11 @@ def _scatter(b: _Builder, a: Array, g) -> None:
         _reduce(b, a, m, U)
 
 
-def _reduce(b: _Builder, a: Array, m: int, U: int) -> None:
+def _reduce(b: Builder, a: Array, m: int, U: int) -> None:
     """Every PE's grid becomes the sum of the partial grids of PEs ``0..m-1`` of the vault:
     each writes its vectors to VSM lines of its own (one-PE masks), every PE reads them
     all back and adds them in PE order."""
-    def mk(k: _Kernel):
+    def mk(k: Kernel):
         loads, moves, sums, stores = [], [], [], []
         for u in range(U):
             t = k.v()

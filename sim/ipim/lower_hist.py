@@ -26,9 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from pimforge.rtl.ipim.isa import LANES, AluOp, DType, Instr, Mode, Opcode
+
 from .backend import Options, VInstr
+from .emit import Builder, Kernel, assemble
 from .lang import INT32, CompileError, Func
-from .lower import _SCRATCH_LINES, Array, Program, _assemble, _Builder, _Kernel
+from .layout import SCRATCH_LINES, Array, Program
 
 __all__ = ["compile_histogram"]
 
@@ -57,16 +59,16 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                            "ipim.bank_bytes or use a smaller image")
     VB = 0
     RB = P * LANES
-    if RB + (nvaults - 1) * nq > ip.vsm_lines - _SCRATCH_LINES:
+    if RB + (nvaults - 1) * nq > ip.vsm_lines - SCRATCH_LINES:
         raise CompileError(f"{h.name}'s reduction needs {RB + (nvaults - 1) * nq} VSM lines but "
-                           f"the VSM has {ip.vsm_lines - _SCRATCH_LINES} free; raise "
+                           f"the VSM has {ip.vsm_lines - SCRATCH_LINES} free; raise "
                            "ipim.vsm_bytes")
     one = inc & 0xFFFF_FFFF
     consts = [0] + ([one] if one else [])
     programs = {}
     kernels: list[str] = []
     for gv in range(nvaults):
-        b = _Builder(ip, opts, gv, consts)
+        b = Builder(ip, opts, gv, consts)
         zero_r, inc_r = b.const_reg[0], b.const_reg[one]
         pe0 = 1
         prologue = b.prog
@@ -74,7 +76,7 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
 
         b.prog = []
 
-        def zero(k: _Kernel):
+        def zero(k: Kernel):
             p = k.ptr(HB, 1, 0)
             blk = [VInstr(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all, drf=zero_r))]
             k.finish_steps(nb, 1)
@@ -83,7 +85,7 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
         b.kernel(1, nb, zero)
         b.kernels_done.append(f"{h.name}: zero {nb} buckets")
 
-        def scatter(k: _Kernel):
+        def scatter(k: Kernel):
             pin = k.ptr(inp.addr(0, 0), 1, inp.pitch)
             hb = k.ptr(HB, 0, 0)
             t = k.v()
@@ -106,7 +108,7 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
         b.kernel(inp.R, inp.S, scatter)
         b.kernels_done.append(f"{h.name}: scatter {inp.R}x{inp.S} vectors")
 
-        def reduce(k: _Kernel):
+        def reduce(k: Kernel):
             pb = [k.ptr(HB + lane, LANES, 0) for lane in range(LANES)]
             pout = k.ptr(HF, 1, 0)
             blk: list[VInstr] = []
@@ -154,7 +156,7 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                                         dram=HF + q, vsm=RB + (v - 1) * nq + q))
         b.sync(1)
         if gv == 0:
-            def total(k: _Kernel):
+            def total(k: Kernel):
                 pa = k.ptr(HF, 1, 0)
                 po = k.ptr(HF2, 1, 0)
                 blk: list[VInstr] = []
@@ -177,7 +179,7 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
             b.kernel(1, nq, total)
         b.kernels_done.append(f"{h.name}: vault 0 adds the other vaults' sums (req)")
         segments.append(b.prog)
-        prog = _assemble(prologue, segments)
+        prog = assemble(prologue, segments)
         if len(prog) > ip.imem_instructions:
             raise CompileError(f"vault {gv}'s program has {len(prog)} instructions but the "
                                f"program memory holds {ip.imem_instructions}; raise "

@@ -26,6 +26,7 @@ from pimforge.rtl.ipim.core import COUNTER_NAMES
 from pimforge.rtl.ipim.isa import Instr, encode
 from pimforge.rtl.ipim.nic import VaultNIC
 from pimforge.rtl.ipim.pe import SIMBPE
+
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table

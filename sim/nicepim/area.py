@@ -35,6 +35,7 @@ import numpy as np
 
 from pimforge.gen.area import SRAM_NODE_NM, AreaModel, node_scale
 from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS
+
 from ..descnet import sram
 
 __all__ = ["AREA_CONSTRAINT_MM2", "LOGIC_NODE_NM", "SYNTHESIZED", "engine_area_mm2",

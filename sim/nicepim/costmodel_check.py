@@ -18,6 +18,7 @@ import numpy as np
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.params import Layout
 from pimforge.verif.models.nicepim import conv2d, wrap32
+
 from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart, blocking
 
@@ -176,6 +177,7 @@ def sharing_ring(cfg, words: int, *, ring=(0, 1, 3, 2), spacing: int | None = No
     its slowest node, whose switches are the words ``k`` (but the first and the last)
     whose sent and received words lie in different DRAM rows, and the final ``END``."""
     from pimforge.rtl.nicepim.params import Op
+
     from .node_model import END_CYCLES, NodeTiming
     from .rtl_run import run_array, task
 

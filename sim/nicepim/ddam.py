@@ -15,7 +15,7 @@ What this module builds, for ``S`` stages:
    by bisection on the bottleneck with a greedy feasibility check); then again, twice,
    with each layer's node-cycles on the region the last cut gave it;
 2. the regions are cut from the array by the slicing tree PIM-Mapper uses for
-   branches (:func:`~.mapper._regions`), each in proportion to its stage's load;
+   branches (:func:`~.mapper.branch_regions`), each in proportion to its stage's load;
 3. a stage's layers run one after the other on its region, each with its fastest LM
    (the layer's own data sharing counted) and, by Algorithm 2's DP on that one region,
    the WRs of least stage time whose weights fit a node's DRAM (a node stores only
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.params import Layout
+
 from . import mapper
 from .networks import Network
 
@@ -131,7 +132,7 @@ def ddam_map(net: Network, cfg, *, stages: Sequence[int] | None = None, batch: i
                 starts = min_max_split(est, s)
                 ends = [*starts[1:], len(lays)]
                 groups = [lays[a:b] for a, b in zip(starts, ends, strict=True)]
-                regs = mapper._regions(array, [sum(est[a:b])
+                regs = mapper.branch_regions(array, [sum(est[a:b])
                                                for a, b in zip(starts, ends, strict=True)])
                 if any(h < 1 or w < 1 for _, _, h, w in regs):
                     break
@@ -157,7 +158,7 @@ def _evaluate(net, model, array, n, groups, regs, layouts, cache) -> PipelineMap
     for group, region in zip(groups, regs, strict=True):
         _, _, h, w = region
         wrs = sorted({1, h * w} | {2 ** i for i in range(8) if 2 ** i <= h * w})
-        cands = [mapper._layer_candidates(model, lay, region, wrs, layouts, cache)
+        cands = [mapper.layer_candidates(model, lay, region, wrs, layouts, cache)
                  for lay in group]
         _, _, pick = mapper.mapping_select([[[cands]]], n.node_bytes)
         cycles = 0.0

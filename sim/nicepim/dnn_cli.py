@@ -30,6 +30,7 @@ import numpy as np
 from pimforge.gen.args import int_range, nonempty, out_dir, seed
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
+
 from ..result import WorkloadResult
 from .dnn_run import map_scaled, run_network, scale_network
 from .networks import network, network_names

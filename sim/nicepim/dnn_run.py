@@ -54,6 +54,7 @@ import numpy as np
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.params import DATA_BITS, Layout
 from pimforge.verif.models.nicepim import conv2d, wrap32
+
 from .mapper import (
     E_BUF_PJ_PER_BIT,
     E_MAC_PJ,

@@ -26,6 +26,7 @@ from pathlib import Path
 from pimforge.gen.args import AppendUnique, int_range, number_range, out_dir, seed
 from pimforge.gen.errors import UnknownNameError
 from pimforge.gen.output import FileSet, check_output_dir
+
 from .area import AREA_CONSTRAINT_MM2
 from .networks import network_names
 from .tuner import BANKS, METHODS, TABLE_I, Evaluator, Record, nicepim_space, top3_quality

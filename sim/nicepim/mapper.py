@@ -90,6 +90,7 @@ from pimforge.rtl.nicepim.engine import tile_cycles
 from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
+
 from .networks import Layer, Network
 from .node_model import NodeTiming, part_cost
 from .tiling import ConvPart, blocking
@@ -760,7 +761,8 @@ class Mapping:
                 "segments": self.segments, "layers": self.layers, "layouts": self.layouts}
 
 
-def _regions(shape: tuple[int, int], loads: Sequence[float]) -> list[tuple[int, int, int, int]]:
+def branch_regions(shape: tuple[int, int],
+                   loads: Sequence[float]) -> list[tuple[int, int, int, int]]:
     """Slicing tree: cut an ``h x w`` array (at the origin) into ``len(loads)`` rectangles
     ``(y, x, h, w)`` with areas roughly proportional to *loads*, halving the longer side."""
     def cut(y, x, h, w, items):
@@ -789,7 +791,7 @@ def _parts(lay: Layer, h: int, w: int) -> list[Partition]:
     return [pt for pt in partitions(lay, h, w) if pt.parts("c") == 1]
 
 
-def _layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, int],
+def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, int],
                       wrs: Sequence[int], layouts: dict[str, int], cache: dict,
                       preds: Sequence[Placement] = (), array: tuple[int, int] = (0, 0),
                       keep: int = 8) -> list[Candidate]:
@@ -894,7 +896,7 @@ def _segment_sms(branches: list[list[Layer]], array: tuple[int, int],
             loads[i] += sum(lay.macs + 1 for lay in b)
         for g in groups:
             g.sort(key=lambda lay: order[lay.name])
-        regs = _regions(array, loads)
+        regs = branch_regions(array, loads)
         if any(h < 1 or w < 1 for _, _, h, w in regs):
             continue
         sms.append(list(zip(regs, groups, strict=True)))
@@ -932,7 +934,7 @@ def map_network(net: Network, cfg, *, iterations: int = 3, cap_steps: int = 128,
                 for region, lays in sm:
                     _, _, h, w = region
                     wrs = sorted({1, 2, 4, h * w} | {2 ** i for i in range(8) if 2 ** i <= h * w})
-                    reg_c.append([_layer_candidates(model, lay, region, wrs, layouts, cache,
+                    reg_c.append([layer_candidates(model, lay, region, wrs, layouts, cache,
                                                     [prev[p] for p in lay.preds], array)
                                   for lay in lays])
                 seg_c.append(reg_c)

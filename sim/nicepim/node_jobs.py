@@ -20,6 +20,7 @@ import numpy as np
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.node import COUNTERS
 from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
+
 from .node_model import NodeCost, NodeTiming, part_cost
 from .rtl_run import part_tasks, place_tensor, read_tensor, run_array, task, tensor_elems
 from .tiling import ConvPart

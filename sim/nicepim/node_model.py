@@ -44,6 +44,7 @@ from pimforge.rtl.nicepim.engine import tile_cycles
 from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout, Op
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
+
 from .tiling import ConvPart, blocking
 
 __all__ = ["TASK_OVERHEAD", "END_CYCLES", "NodeCost", "NodeTiming", "part_cost"]

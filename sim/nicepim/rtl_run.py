@@ -44,6 +44,7 @@ from pimforge.rtl.nicepim.params import (
     element_address,
 )
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+
 from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table

@@ -15,10 +15,17 @@ import gc
 import warnings
 from dataclasses import replace
 
-from pimforge.gen.args import int_range, number_range, out_file, seed
-from pimforge.gen.cli import add_config_option, resolve_config
+from pimforge.gen.args import (
+    add_config_option,
+    int_range,
+    number_range,
+    out_file,
+    resolve_config,
+    seed,
+)
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
+
 from ..noc import parse_mesh
 from . import sharing
 

@@ -39,6 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError, PimforgeError
+
 from .area import AREA_CONSTRAINT_MM2, engine_area_mm2
 from .networks import network
 from .surrogate import DKL, GP, AreaFilter, expected_improvement

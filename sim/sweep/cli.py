@@ -1,7 +1,7 @@
 """``pimforge sweep SPEC.toml``: a grid of ``pimforge run`` invocations on Dask.
 
 Every point is parsed by the parser of ``pimforge run WORKLOAD`` and run by the
-same function (:func:`pimforge.gen.cli.run_workload`), on a Dask worker; the
+same function (:func:`pimforge.gen.run_cli.run_workload`), on a Dask worker; the
 spec format is :mod:`pimforge.sim.sweep.spec`, what is run where and what is
 written is :mod:`pimforge.sim.sweep.engine`. A workload module may define
 ``prepare(args, config)`` (build into the cache what ``run`` will need; see
@@ -18,11 +18,12 @@ import os
 import time
 import traceback
 
-from pimforge.gen import cli as gcli
-from pimforge.gen.args import int_range, nonempty, out_dir
+from pimforge.gen.args import Parser, int_range, nonempty, out_dir, resolve_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.registry import get_workload, resolve
+from pimforge.gen.run_cli import run_workload, workload_parser
 from pimforge.rtl.params import ParameterError
+
 from .engine import Runner, parse_executor, run_sweep, usable_cores
 from .spec import Option, load_spec
 
@@ -33,7 +34,7 @@ class PointError(PimforgeError):
     """A point's arguments are refused by the workload's parser."""
 
 
-class _PointParser(gcli.Parser):
+class _PointParser(Parser):
     """``pimforge run WORKLOAD``'s parser for one point: a refused argument raises
     instead of exiting, and the options are recorded (for checking a spec's keys)."""
 
@@ -70,7 +71,7 @@ class _PointParser(gcli.Parser):
 
 def workload_options(workload: str) -> dict[str, Option]:
     """The options of ``pimforge run WORKLOAD`` by flag (``--net`` ...)."""
-    return gcli.workload_parser(workload, _PointParser).recorded
+    return workload_parser(workload, _PointParser).recorded
 
 
 def _module(workload: str):
@@ -108,8 +109,8 @@ def prepare_point(workload: str, argv: list[str], cache: str | None) -> dict:
 
     def go() -> dict:
         try:
-            args = gcli.workload_parser(workload, _PointParser).parse_args(argv)
-            gcli.resolve_config(args)
+            args = workload_parser(workload, _PointParser).parse_args(argv)
+            resolve_config(args)
         except (PimforgeError, ParameterError) as e:
             # This point's own arguments: the other points of the group still run.
             return {"error": str(e), "arguments": True, "wall_s": time.monotonic() - t0}
@@ -130,10 +131,10 @@ def run_point(workload: str, argv: list[str], cache: str | None,
     t0 = time.monotonic()
 
     def go() -> dict:
-        args = gcli.workload_parser(workload, _PointParser).parse_args(argv)
+        args = workload_parser(workload, _PointParser).parse_args(argv)
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):    # kept in the point's JSON
-            result = gcli.run_workload(workload, args)
+            result = run_workload(workload, args)
         out = {"result": result.to_json(), "ok": bool(result.ok), "summary": result.summary(),
                "wall_s": time.monotonic() - t0}
         if printed.getvalue():

@@ -41,6 +41,7 @@ from typing import Any
 
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import check_output_dir, write_json, write_text
+
 from .spec import Point, SweepSpec, config_identity
 
 __all__ = ["EXECUTORS", "Runner", "SweepOutcome", "parse_executor", "prepare_groups",

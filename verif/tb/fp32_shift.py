@@ -15,6 +15,7 @@ import numpy as np
 from pimforge.gen.config import Config, from_dict
 from pimforge.rtl.capsnet.params import pe_constants
 from pimforge.rtl.fp.shift import K_WIDTH, ShiftOp
+
 from ..models import fp32_shift as model
 from .common import bench, rng, start
 from .pe_stream import run_stream

@@ -16,10 +16,11 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from pimforge.rtl.mem.address_map import AddressMap
 from pimforge.rtl.mem.rmas import Policy
 from pimforge.rtl.mem.timing import resolve_timing
+
 from ..models.dram_timing import TimingChecker
 from ..models.rmas import rmas_nh
 from .common import rng, start
-from .vault_env import VaultPins, _Fields, bench_config
+from .vault_env import BitFields, VaultPins, bench_config
 
 
 def backdoor(vault: int, arr: int) -> int:
@@ -36,9 +37,9 @@ class SystemEnv:
         self.amap = AddressMap.from_config(h)
         self.t = resolve_timing(h.timing, h.tck_ns)
         self.masters = [f"host{i}" for i in range(h.links)] + [f"pe{v}" for v in range(h.vaults)]
-        self.req_f = _Fields([("we", 1), ("addr", self.amap.addr_bits), ("tag", 8),
+        self.req_f = BitFields([("we", 1), ("addr", self.amap.addr_bits), ("tag", 8),
                               ("data", 128)])
-        self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
+        self.resp_f = BitFields([("we", 1), ("tag", 8), ("data", 128)])
         self.checkers = [TimingChecker(self.t, h.banks_per_vault, v) for v in range(h.vaults)]
         self.pins = [VaultPins(dut, self.checkers[v], v,
                                fill=lambda a, v=v: backdoor(v, a)) for v in range(h.vaults)]

@@ -19,6 +19,7 @@ from pimforge.gen.config import Config
 from pimforge.gen.config.base import from_dict
 from pimforge.rtl.mem.port import Cmd
 from pimforge.rtl.mem.timing import resolve_timing
+
 from ..models.dram_timing import TimingChecker
 from .common import bench
 
@@ -29,7 +30,7 @@ def bench_config() -> Config:
     return from_dict(Config, bench()["config"])
 
 
-class _Fields:
+class BitFields:
     def __init__(self, spec):
         self.spec, off = [], 0
         for name, w in spec:
@@ -103,9 +104,9 @@ class VaultEnv:
         self.banks, self.rows, self.cols = h.banks_per_vault, h.rows, h.columns
         bb, rb, cb = h.bank_bits, h.row_bits, h.col_bits
         self.bb, self.rb, self.cb = bb, rb, cb
-        self.req_f = _Fields([("we", 1), ("cls", 1), ("bank", bb), ("row", rb), ("col", cb),
+        self.req_f = BitFields([("we", 1), ("cls", 1), ("bank", bb), ("row", rb), ("col", cb),
                               ("tag", tag_bits), ("data", 128)])
-        self.resp_f = _Fields([("we", 1), ("tag", tag_bits), ("data", 128)])
+        self.resp_f = BitFields([("we", 1), ("tag", tag_bits), ("data", 128)])
         self.tag_bits = tag_bits
         self.checker = TimingChecker(self.t, self.banks)
         self.pins = VaultPins(dut, self.checker)

@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 
 from pimforge.rtl.capsnet.params import exp_recovery_factor, isqrt_magic, recip_magic
+
 from .pe import div_approx, exp_approx, isqrt_approx, recip_approx
 
 __all__ = ["EXP_RANGE", "POS_RANGE", "ErrorRow", "characterize"]

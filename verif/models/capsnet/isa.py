@@ -32,6 +32,7 @@ import numpy as np
 
 from pimforge.rtl.capsnet.isa import Instr, Opcode
 from pimforge.rtl.capsnet.pe import Flow
+
 from .pe import NEG_ZERO, f32_add, f32_mul
 
 __all__ = ["lane_sum", "InstrStats", "ExecResult", "execute", "issue_cycles", "ONE_BITS",

@@ -39,6 +39,7 @@ from pimforge.rtl.capsnet.params import (
     pe_constants,
 )
 from pimforge.rtl.capsnet.pe import Flow
+
 from .. import fp32
 from .. import fp32_shift as sh
 

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from pimforge.rtl.capsnet.params import pe_constants
+
 from .pe import exp_approx, isqrt_approx, recip_approx
 
 __all__ = ["PEOps", "lane_sum"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from pimforge.gen.errors import ToolMissingError
+
 from .image import check_input, resolve_params
 
 __all__ = ["halide_reference", "HALIDE_PIPELINES"]

@@ -61,6 +61,7 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
     format_of,
 )
+
 from ..fp32 import fp32_add, fp32_mul
 from ..fp32_shift import ldexp
 

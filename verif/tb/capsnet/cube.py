@@ -34,18 +34,19 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from pimforge.rtl.capsnet.isa import encode
+from pimforge.rtl.capsnet.operand_port import compiler_placement
 from pimforge.rtl.mem.address_map import AddressMap
 from pimforge.rtl.mem.rmas import Policy
 from pimforge.rtl.mem.timing import resolve_timing
-from pimforge.rtl.capsnet.operand_port import compiler_placement
 from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.networks import network
 from pimforge.sim.capsnet.timing import program_cycles
+
 from ...models.capsnet.isa import execute
 from ...models.capsnet.pe import PEModel
 from ...models.dram_timing import TimingChecker
 from ..common import bench, rng, start
-from ..vault_env import VaultPins, _Fields, bench_config
+from ..vault_env import BitFields, VaultPins, bench_config
 
 #: Caps-MN1 with batch 1 and 6 L-capsules (scaled by 200), 3 H-capsules, 2 iterations.
 NET = dataclasses.replace(network("Caps-MN1").scaled(200), n_h=3, iterations=2)
@@ -62,8 +63,8 @@ class CubeEnv:
         _, self.place = compiler_placement(h)
         self.t = resolve_timing(h.timing, h.tck_ns)
         ab = self.amap.addr_bits
-        self.req_f = _Fields([("we", 1), ("addr", ab), ("tag", 8), ("data", 128)])
-        self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
+        self.req_f = BitFields([("we", 1), ("addr", ab), ("tag", 8), ("data", 128)])
+        self.resp_f = BitFields([("we", 1), ("tag", 8), ("data", 128)])
         self.checkers = [TimingChecker(self.t, h.banks_per_vault, v) for v in range(h.vaults)]
         self.pins = [VaultPins(dut, self.checkers[v], v) for v in range(h.vaults)]
         # Placed blocks: cube block address -> (vault, vault-local block).

@@ -22,8 +22,9 @@ import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from pimforge.rtl.capsnet.operand_port import compiler_placement, port_config
+
 from ..common import rng, start
-from ..vault_env import _Fields, bench_config
+from ..vault_env import BitFields, bench_config
 
 M_WORDS = 128          # words of each vault the bundles touch (32 blocks: many shared)
 STRIDES = (0, 1, 1, 1, -1, 2, 3, 4, 5, -3, 7, 8)
@@ -41,8 +42,8 @@ class Env:
         self.vaults = cfg.hmc.vaults
         self.vault_id = vault_id
         a = self.amap
-        self.req_f = _Fields([("we", 1), ("addr", a.addr_bits), ("tag", 8), ("data", 128)])
-        self.resp_f = _Fields([("we", 1), ("tag", 8), ("data", 128)])
+        self.req_f = BitFields([("we", 1), ("addr", a.addr_bits), ("tag", 8), ("data", 128)])
+        self.resp_f = BitFields([("we", 1), ("tag", 8), ("data", 128)])
         self.ref = {(v, w): r.getrandbits(32) for v in range(self.vaults)
                     for w in range(M_WORDS)}
         # Every block the test region may touch, by its cube address (the compiler's

@@ -17,6 +17,7 @@ import numpy as np
 
 from pimforge.gen.config import Config, from_dict
 from pimforge.rtl.capsnet.pe import Flow
+
 from ...models.capsnet.pe import PEModel, Record
 from ..common import bench, rng, start
 from ..pe_stream import run_stream

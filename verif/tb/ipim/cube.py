@@ -20,6 +20,7 @@ from cocotb.triggers import FallingEdge, RisingEdge
 from pimforge.gen.config import Config
 from pimforge.gen.config.base import from_dict
 from pimforge.rtl.ipim.isa import encode
+
 from ..common import bench, start
 from .programs import bank_diff, iss_banks, req_all_to_all, sync_then_req
 

@@ -37,8 +37,6 @@ from cocotb.triggers import FallingEdge, RisingEdge
 
 from pimforge.gen.config import Config
 from pimforge.gen.config.base import from_dict
-from pimforge.rtl.mem.port import Cmd
-from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.ipim.isa import (
     DRAM_BITS,
     LANES,
@@ -51,6 +49,9 @@ from pimforge.rtl.ipim.isa import (
     conflicts,
     encode,
 )
+from pimforge.rtl.mem.port import Cmd
+from pimforge.rtl.mem.timing import resolve_timing
+
 from ...models import fp32, fp32_shift
 from ...models.dram_timing import TimingChecker
 from ...models.ipim.iss import SIMBMachine

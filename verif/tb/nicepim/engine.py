@@ -15,6 +15,7 @@ import numpy as np
 from cocotb.triggers import RisingEdge
 
 from pimforge.rtl.nicepim.params import PSUM_BITS, TASK_LAYOUT, Op
+
 from ...models.nicepim import engine_buffers, engine_tile, tile_cycles, wrap32
 from ..common import bench, rng, start
 

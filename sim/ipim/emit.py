@@ -1,0 +1,706 @@
+"""Emitting SIMB code: the program builder, kernels, the expression evaluator, assembly.
+
+Every lowering (:mod:`.lower` for stencil and resampling pipelines, :mod:`.lower_grid` for
+grids, :mod:`.lower_hist` for the histogram) writes its kernels through these parts: a
+:class:`Builder` holds one vault's program and its registers, a :class:`Kernel` is one
+loop nest whose body is a basic block (scheduled by :mod:`.backend`), an
+:class:`Evaluator` turns an expression tree into that body, and :func:`assemble` joins
+the segments into the program. The expression nodes the lowering adds to
+:mod:`.lang`'s (:class:`ArrayRef`, :class:`GridRead`, :class:`TableRead`,
+:class:`ByParity`) are defined here, beside the evaluator that emits them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pimforge.rtl.ipim.isa import (
+    LANES,
+    RESERVED_ARF,
+    AluOp,
+    Cond,
+    DType,
+    Instr,
+    Mode,
+    Opcode,
+)
+
+from .backend import Options, VInstr, schedule_block
+from .lang import (
+    FP32,
+    INT32,
+    Bin,
+    Cast,
+    CompileError,
+    Const,
+    Expr,
+    Reinterpret,
+    Select,
+    children,
+    nodes,
+)
+from .layout import ALL_LANES, SCRATCH_LINES, Array, f32_bits
+
+__all__ = ["ArrayRef", "Builder", "ByParity", "Evaluator", "GridRead", "Kernel", "TableRead",
+           "assemble", "at_step", "const_bits", "copy_kernel", "fill", "loads_first",
+           "needs_consts", "reads", "array_refs", "reloc", "C_M31", "C_MAGIC_F", "C_MAGIC_I"]
+
+
+@dataclass(eq=False)
+class ArrayRef(Expr):
+    """A read of a root array at ``(x, y)`` forms relative to the consumer; *lane*: the
+    channel of a replicated array with channels in its lanes, broadcast to all four."""
+
+    arr: Array
+    ax: tuple[int, int, int]
+    ay: tuple[int, int, int]
+    lane: int | None = None
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.arr.dtype
+
+
+@dataclass(eq=False)
+class GridRead(Expr):
+    """A read of channel *lane* of the grid *arr* at the cell ``(ix, iy, iz)`` computed by
+    each pixel (INT32 values): four indirect loads, one per lane's address."""
+
+    arr: Array
+    ix: Expr
+    iy: Expr
+    iz: Expr
+    lane: int
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.arr.dtype
+
+    def kids(self) -> tuple:
+        return (self.ix, self.iy, self.iz)
+
+    def consts(self) -> tuple[int, int, int]:
+        """``(pitch, nz, offset)``: the cell's address is ``iy*pitch + ix*nz + iz + offset``."""
+        a = self.arr
+        xlo, _, ylo, _, zlo, nz = a.box
+        off = a.base + a.hyt * a.pitch + a.hxl - ylo * a.pitch - xlo * nz - zlo
+        return a.pitch, nz, off & 0xFFFF_FFFF
+
+
+@dataclass(eq=False)
+class TableRead(Expr):
+    """Entry ``index + offset`` of the constant table *arr* (four entries per vector): per
+    lane, the vector ``(index >> 2) + offset/4`` loaded through an AddrRF entry, then
+    the entry ``index & 3`` of it picked by masks (Table I has no lane shuffle)."""
+
+    arr: Array
+    index: Expr
+    offset: int
+    dtype: str = FP32
+
+    def kids(self) -> tuple:
+        return (self.index,)
+
+    def consts(self) -> set[int]:
+        return {(-2) & 0xFFFF_FFFF, 1, 2, 3, C_M31,
+                (self.arr.addr(0, 0) + self.offset // LANES) & 0xFFFF_FFFF}
+
+
+@dataclass(eq=False)
+class ByParity(Expr):
+    """*even* at even, *odd* at odd columns (``axis`` 0) or rows (1) of the kernel's
+    output: a resampling kernel makes two per step, so the choice is made in the
+    compiler."""
+
+    axis: int
+    even: Expr
+    odd: Expr
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.even.dtype
+
+    def kids(self) -> tuple:
+        return (self.even, self.odd)
+
+
+def array_refs(e: Expr) -> list[ArrayRef]:
+    return [n for n in nodes(e) if isinstance(n, ArrayRef)]
+
+
+def reads(e: Expr) -> list[Array]:
+    """The arrays *e* reads (stencil taps and gathers)."""
+    return [n.arr for n in nodes(e) if isinstance(n, ArrayRef | GridRead | TableRead)]
+
+
+def const_bits(c: Const) -> int:
+    if c.dtype == FP32:
+        return f32_bits(c.value)
+    return int(c.value) & 0xFFFF_FFFF
+
+
+#: Constants the lowering of select, casts and shifts uses.
+C_M31 = (-31) & 0xFFFF_FFFF
+
+
+C_MAGIC_I = 0x4B00_0000
+
+
+C_MAGIC_F = f32_bits(8388608.0)
+
+
+class Builder:
+    """Builds one vault's program."""
+
+    def __init__(self, ip, opts: Options, gvault: int, consts: list[int]):
+        self.ip = ip
+        self.opts = opts
+        self.gv = gvault
+        #: a kernel is unrolled with direct addresses when its code stays below this
+        self.unroll_budget = 0
+        #: loops with the shortest bodies (a long pipeline's last resort for the imem)
+        self.compact = False
+        #: register-use history of the max allocator within the current segment
+        self.lru: dict[int, int] = {}
+        self.prog: list[Instr] = []
+        self.kernels_done: list[str] = []
+        n = ip.drf_entries
+        # DataRF: [0] scratch for AddrRF set-up, [1..] constants, the rest for kernels.
+        self.scratch = 0
+        self.const_reg = {c: 1 + i for i, c in enumerate(consts)}
+        self.free = list(range(1 + len(consts), n))
+        if len(self.free) < 8:
+            raise CompileError(f"{len(consts)} constants leave {len(self.free)} of the "
+                               f"DataRF's {n} entries for kernels; raise ipim.drf_bytes")
+        self.vsm_scratch = ip.vsm_lines - 1      # and the SCRATCH_LINES - 1 below it
+        self.all = (1 << ip.pes) - 1
+        for n, (c, r) in enumerate(self.const_reg.items()):
+            line = self.vsm_scratch - n % SCRATCH_LINES
+            self.prog.append(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=ALL_LANES, imm=c))
+            self.prog.append(Instr(Opcode.RD_VSM, vsm=line, drf=r, simb_mask=self.all))
+        self.prog.append(Instr(Opcode.SETI_CRF, dst=0, imm=1))
+
+    # -- AddrRF set-up -------------------------------------------------------------
+
+    def set_arf(self, values: dict[int, int]) -> None:
+        """Load AddrRF entries with constants: four at a time through a VSM line
+        (``seti_vsm`` per lane), a DataRF register and ``mov_arf``. The lines rotate and
+        the block goes through the backend like a loop body, so that the set-up
+        instructions overlap."""
+        items = sorted(values.items())
+        block: list[VInstr] = []
+        for n, i in enumerate(range(0, len(items), LANES)):
+            chunk = items[i:i + LANES]
+            line = self.vsm_scratch - n % SCRATCH_LINES
+            for lane, (_, v) in enumerate(chunk):
+                block.append(VInstr(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=1 << lane,
+                                          imm=v)))
+            t = -1 - n          # a virtual register of its own (negative: no clash)
+            block.append(VInstr(Instr(Opcode.RD_VSM, vsm=line, simb_mask=self.all),
+                                {"drf": t}))
+            for lane, (reg, _) in enumerate(chunk):
+                block.append(VInstr(Instr(Opcode.MOV_ARF, arf=reg, lane=lane,
+                                          simb_mask=self.all), {"drf": t}))
+        if block:
+            self.prog.extend(schedule_block(block, self.free, self.ip, self.opts, self.lru))
+
+    # -- loops ---------------------------------------------------------------------
+
+    def kernel(self, rows: int, segs: int,
+               body: Callable[[Kernel], list[VInstr]]) -> None:
+        """Emit ``rows x segs`` iterations of the block *body* builds."""
+        k = Kernel(self)
+        block = body(k)
+        if not block:
+            return
+        if self.compact and self._unrollable(k, block):
+            # the shorter of the loop and the unrolled code (a tiny array's loop is
+            # mostly pointer set-up)
+            start, lru = len(self.prog), dict(self.lru)
+            self._loop(k, block, rows, segs)
+            if rows * segs * len(block) < len(self.prog) - start:
+                loop, loop_lru = self.prog[start:], self.lru
+                del self.prog[start:]
+                self.lru = lru
+                self._unrolled(k, block, rows, segs)
+                if len(self.prog) - start > len(loop):
+                    self.prog[start:] = loop
+                    self.lru = loop_lru
+            return
+        if self._direct(k, block, rows * segs):
+            self._unrolled(k, block, rows, segs)
+            return
+        self._loop(k, block, rows, segs)
+
+    def _unrolled(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
+        # Unrolled, with every pointer replaced by the address it holds in that
+        # iteration: the core tracks direct bank and scratchpad accesses per
+        # address, indirect ones as the whole memory, so only direct code lets the
+        # loads and stores of different addresses overlap.
+        for r in range(rows):
+            for sg in range(segs):
+                it = [at_step(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
+                self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
+
+    def _loop(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
+        arf = {}
+        for reg, (init, _, _) in k.ptrs.items():
+            arf[reg] = init
+        for val, reg in k.steps.items():
+            arf[reg] = val
+        self.set_arf(arf)
+        if k.setup:             # per-PE adjustments of the pointers (a PE's share)
+            self.prog.extend(schedule_block(k.setup, self.free, self.ip, self.opts, self.lru))
+        incs = []
+        if segs > 1:
+            for reg, (_, seg, _) in k.ptrs.items():
+                if seg:
+                    incs.append(VInstr(Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=reg, src1=reg,
+                                             src2=k.steps[seg], simb_mask=self.all)))
+        row_incs = []
+        for reg, (_, seg, row) in k.ptrs.items():
+            adj = row - (segs * seg if segs > 1 else 0)
+            if rows > 1 and adj:
+                row_incs.append(VInstr(Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=reg, src1=reg,
+                                             src2=k.steps[adj], simb_mask=self.all)))
+        inner = block + incs
+        if segs == 1:
+            inner = inner + row_incs
+        code = schedule_block(inner, self.free, self.ip, self.opts, self.lru)
+        P = self.prog
+        # c3/c4 hold pcs relative to the segment (relocated by assemble)
+        if rows > 1:
+            P.append(Instr(Opcode.SETI_CRF, dst=2, imm=rows))
+            row_top = len(P) + 1
+            P.append(Instr(Opcode.SETI_CRF, dst=4, imm=row_top))
+        if segs > 1:
+            P.append(Instr(Opcode.SETI_CRF, dst=1, imm=segs))
+            seg_top = len(P) + 1
+            P.append(Instr(Opcode.SETI_CRF, dst=3, imm=seg_top))
+        P.extend(code)
+        if segs > 1:
+            P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=1, src1=1, src2=0))
+            P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=1, target=3))
+            if rows > 1 and row_incs:
+                P.extend(schedule_block(row_incs, self.free, self.ip, self.opts, self.lru))
+        if rows > 1:
+            P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=2, src1=2, src2=0))
+            P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=2, target=4))
+
+    def _direct(self, k: Kernel, block: list[VInstr], iters: int) -> bool:
+        if self.unroll_budget < iters * len(block):
+            return False
+        return self._unrollable(k, block)
+
+    @staticmethod
+    def _unrollable(k: Kernel, block: list[VInstr]) -> bool:
+        if k.setup:
+            return False
+        for vi in block:        # a pointer read as a value (not an address) needs the loop
+            i = vi.ins
+            if i.opcode in (Opcode.CALC_ARF, Opcode.MOV_DRF) and \
+                    {i.src1, i.src2, i.arf} & set(k.ptrs):
+                return False
+        return True
+
+    def sync(self, phase: int) -> None:
+        self.prog.append(Instr(Opcode.SYNC, phase=phase & 0xFFFF))
+
+
+def at_step(vi: VInstr, ptrs: dict[int, tuple[int, int, int]], r: int, sg: int) -> VInstr:
+    """*vi* with its indirect addresses through pointers made direct, for iteration
+    ``(r, sg)``."""
+    upd = {}
+    for f in ("dram", "pgsm", "vsm"):
+        reg = getattr(vi.ins, f)
+        if getattr(vi.ins, f"{f}_ind") and reg in ptrs:
+            init, seg, row = ptrs[reg]
+            upd[f] = init + sg * seg + r * row
+            upd[f"{f}_ind"] = 0
+    return VInstr(dataclasses.replace(vi.ins, **upd), vi.vregs) if upd else vi
+
+
+class Kernel:
+    """Pointers and step constants of one kernel, and virtual registers."""
+
+    def __init__(self, b: Builder):
+        self.b = b
+        self.ptrs: dict[int, tuple[int, int, int]] = {}
+        self._ptr_of: dict[tuple[int, int, int], int] = {}
+        self.steps: dict[int, int] = {}
+        self._next_arf = RESERVED_ARF
+        self._v = 0
+        #: instructions run once after the pointers are set, before a loop
+        self.setup: list[VInstr] = []
+        #: AddrRF entries of gathers' computed addresses, reused in turn
+        self.garfs: list[int] = []
+        self._gnext = 0
+
+    def garf(self, pool: int = 8) -> int:
+        """An AddrRF entry for a computed address (the pool's entries reused in turn: the
+        core orders a reuse after the last read of the old address)."""
+        if len(self.garfs) < pool:
+            self.garfs.append(self._arf())
+        r = self.garfs[self._gnext % len(self.garfs)]
+        self._gnext += 1
+        return r
+
+    def _arf(self) -> int:
+        r = self._next_arf
+        if r >= self.b.ip.arf_entries:
+            raise CompileError(f"the kernel needs more than {self.b.ip.arf_entries} AddrRF "
+                               "entries (pointers and steps); raise ipim.arf_bytes or "
+                               "simplify the stage")
+        self._next_arf += 1
+        return r
+
+    def ptr(self, init: int, seg: int, row: int, *, fresh: bool = False) -> int:
+        key = (init, seg, row)
+        if key in self._ptr_of and not fresh:
+            return self._ptr_of[key]
+        reg = self._arf()
+        self.ptrs[reg] = key
+        self._ptr_of.setdefault(key, reg)
+        return reg
+
+    def finish_steps(self, segs: int, rows: int) -> None:
+        need = set()
+        for _, seg, row in self.ptrs.values():
+            if segs > 1 and seg:
+                need.add(seg)
+            adj = row - (segs * seg if segs > 1 else 0)
+            if rows > 1 and adj:
+                need.add(adj)
+        for v in sorted(need):
+            if v not in self.steps:
+                self.steps[v] = self._arf()
+
+    def v(self) -> int:
+        self._v += 1
+        return self._v
+
+
+class Evaluator:
+    def __init__(self, k: Kernel, arr: Array, U: int, RU: int):
+        self.k = k
+        self.arr = arr
+        self.U = U
+        self.RU = RU
+        self.block: list[VInstr] = []
+        self.memo: dict = {}
+        self.mask = k.b.all
+        self.refs: dict[int, int] = {}
+
+    def count_refs(self, e: Expr) -> None:
+        """How many parents read each node of *e* (a mac may only overwrite a value that
+        has one reader)."""
+        seen: set[int] = set()
+
+        def walk(n):
+            for c in children(n):
+                self.refs[id(c)] = self.refs.get(id(c), 0) + 1
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    walk(c)
+
+        walk(e)
+
+    def emit(self, ins: Instr, **vregs) -> None:
+        self.block.append(VInstr(ins, vregs))
+
+    def const(self, bits: int) -> int:
+        return self.k.b.const_reg[bits]
+
+    def comp(self, op: AluOp, dt: str, a, b) -> int:
+        """a, b: ("v", n) virtual or ("p", n) physical (a constant)."""
+        d = self.k.v()
+        vregs = {"dst": d}
+        fields = {}
+        for name, x in (("src1", a), ("src2", b)):
+            if x[0] == "v":
+                vregs[name] = x[1]
+            else:
+                fields[name] = x[1]
+        self.emit(Instr(Opcode.COMP, op=op, dtype=DType.FP32 if dt == FP32 else DType.INT32,
+                        simb_mask=self.mask, **fields), **vregs)
+        return d
+
+    def val(self, e: Expr, rr: int, u: int):
+        key = (id(e), rr, u)
+        if key in self.memo:
+            return self.memo[key]
+        r = self._val(e, rr, u)
+        self.memo[key] = r
+        return r
+
+    def _val(self, e: Expr, rr: int, u: int):
+        if isinstance(e, Const):
+            return ("p", self.const(const_bits(e)))
+        if isinstance(e, ArrayRef):
+            a = e.arr
+            (xa, xb, xd), (ya, yb, yd) = e.ax, e.ay
+            col = (xa * u + xb) // xd
+            row = (ya * rr + yb) // yd
+            seg = self.U * xa // xd
+            rstep = self.RU * ya // yd * a.pitch
+            init = a.addr(row, col)
+            key = ("ld", init, seg, rstep)
+            if key not in self.memo:
+                p = self.k.ptr(init, seg, rstep)
+                d = self.k.v()
+                self.emit(Instr(Opcode.LD_RF, dram=p, dram_ind=1, simb_mask=self.mask), drf=d)
+                self.memo[key] = ("v", d)
+            if e.lane is None:
+                return self.memo[key]
+            bkey = key + (e.lane,)
+            if bkey not in self.memo:       # one channel of the lanes, broadcast
+                t = self.k.v()
+                self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
+                                lane=e.lane, src2=self.const(0), vec_mask=ALL_LANES,
+                                simb_mask=self.mask), dst=t, src1=self.memo[key][1])
+                self.memo[bkey] = ("v", t)
+            return self.memo[bkey]
+        if isinstance(e, GridRead):
+            return self._gather(e, rr, u)
+        if isinstance(e, TableRead):
+            return self._lookup(e, rr, u)
+        if isinstance(e, ByParity):
+            return self.val(e.odd if (u, rr)[e.axis] % 2 else e.even, rr, u)
+        if isinstance(e, Bin):
+            if (e.op == "+" and e.dtype == FP32 and isinstance(e.b, Bin) and e.b.op == "*"
+                    and isinstance(e.a, Bin | Select | Cast)
+                    and self.refs.get(id(e.a)) == 1 and self.refs.get(id(e.b)) == 1):
+                # a + p*q as one mac on a's register (a is read nowhere else): the
+                # product rounded, then the sum, exactly as the two instructions
+                acc = self.val(e.a, rr, u)
+                p, q = self.val(e.b.a, rr, u), self.val(e.b.b, rr, u)
+                vregs = {"dst": acc[1]}
+                fields = {}
+                for name, x in (("src1", p), ("src2", q)):
+                    if x[0] == "v":
+                        vregs[name] = x[1]
+                    else:
+                        fields[name] = x[1]
+                self.emit(Instr(Opcode.COMP, op=AluOp.MAC, dtype=DType.FP32,
+                                simb_mask=self.mask, **fields), **vregs)
+                return acc
+            a = self.val(e.a, rr, u)
+            b = self.val(e.b, rr, u)
+            dt = e.a.dtype
+            ops = {"+": AluOp.ADD, "-": AluOp.SUB, "*": AluOp.MUL, "&": AluOp.AND,
+                   "|": AluOp.OR, "^": AluOp.XOR, "<<": AluOp.SHIFT}
+            if e.op in ("&", "|", "^"):
+                dt = INT32
+            return ("v", self.comp(ops[e.op], dt, a, b))
+        if isinstance(e, Select):
+            c = e.cond
+            lt_a, lt_b = (c.a, c.b) if c.op == "<" else (c.b, c.a)
+            va, vb = self.val(lt_a, rr, u), self.val(lt_b, rr, u)
+            mkey = ("mask", c.a.dtype, va, vb)      # selects on one comparison share it
+            if mkey not in self.memo:
+                t = self.comp(AluOp.SUB, c.a.dtype, va, vb)
+                self.memo[mkey] = self.comp(AluOp.SHIFT, INT32, ("v", t),
+                                            ("p", self.const(C_M31)))
+            m = self.memo[mkey]
+            ta, fb = self.val(e.a, rr, u), self.val(e.b, rr, u)
+            if c.op == "<=":
+                ta, fb = fb, ta          # a <= b is !(b < a)
+            x1 = self.comp(AluOp.XOR, INT32, ta, fb)
+            x2 = self.comp(AluOp.AND, INT32, ("v", x1), ("v", m))
+            return ("v", self.comp(AluOp.XOR, INT32, fb, ("v", x2)))
+        if isinstance(e, Reinterpret):
+            return self.val(e.a, rr, u)
+        if isinstance(e, Cast):
+            x = self.val(e.a, rr, u)
+            if e.dtype == FP32:          # int -> float, 0 <= x < 2**23
+                t = self.comp(AluOp.ADD, INT32, x, ("p", self.const(C_MAGIC_I)))
+                return ("v", self.comp(AluOp.SUB, FP32, ("v", t),
+                                       ("p", self.const(C_MAGIC_F))))
+            t = self.comp(AluOp.ADD, FP32, x, ("p", self.const(C_MAGIC_F)))
+            ri = self.comp(AluOp.SUB, INT32, ("v", t), ("p", self.const(C_MAGIC_I)))
+            f = self.comp(AluOp.SUB, FP32, ("v", t), ("p", self.const(C_MAGIC_F)))
+            dlt = self.comp(AluOp.SUB, FP32, x, ("v", f))
+            m = self.comp(AluOp.SHIFT, INT32, ("v", dlt), ("p", self.const(C_M31)))
+            return ("v", self.comp(AluOp.ADD, INT32, ("v", ri), ("v", m)))
+        raise CompileError(f"cannot lower {type(e).__name__}")
+
+    def _gather(self, e: GridRead, rr: int, u: int):
+        """Channel ``e.lane`` of the cells the four pixels of a vector name: each lane's cell
+        address into the AddrRF (``mov_arf``), a load through it, and that lane of the cell
+        moved into the pixel's lane (``comp`` in scalar-vector mode); the loads of a cell are
+        shared by the reads of its channels."""
+        key = ("gather", id(e.arr), id(e.ix), id(e.iy), id(e.iz), rr, u)
+        if key not in self.memo:
+            pitch, nz, off = e.consts()
+            iy = self.comp(AluOp.MUL, INT32, self.val(e.iy, rr, u), ("p", self.const(pitch)))
+            ix = self.val(e.ix, rr, u)
+            if nz != 1:
+                ix = ("v", self.comp(AluOp.MUL, INT32, ix, ("p", self.const(nz))))
+            t = self.comp(AluOp.ADD, INT32, ("v", iy), ix)
+            t = self.comp(AluOp.ADD, INT32, ("v", t), self.val(e.iz, rr, u))
+            t = self.comp(AluOp.ADD, INT32, ("v", t), ("p", self.const(off)))
+            loads = []
+            for j in range(LANES):
+                a = self.k.garf()
+                self.emit(Instr(Opcode.MOV_ARF, arf=a, lane=j, simb_mask=self.mask), drf=t)
+                d = self.k.v()
+                self.emit(Instr(Opcode.LD_RF, dram=a, dram_ind=1, simb_mask=self.mask), drf=d)
+                loads.append(d)
+            self.memo[key] = loads
+        out = self.k.v()
+        for j, d in enumerate(self.memo[key]):
+            self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV, lane=e.lane,
+                          src2=self.const(0), vec_mask=ALL_LANES if j == 0 else 1 << j,
+                          simb_mask=self.mask), dst=out, src1=d)
+        return ("v", out)
+
+
+    def _lookup(self, e: TableRead, rr: int, u: int):
+        """Entry ``index + offset`` of a table (:class:`TableRead`): the index's vector number
+        and lane masks once per index, then four indirect loads, each lane of them
+        broadcast into the pixel's lane of four candidates, and the candidate of the
+        entry's lane kept by the masks."""
+        key = ("lookup", id(e.index), rr, u)
+        if key not in self.memo:
+            i = self.val(e.index, rr, u)
+            q = self.comp(AluOp.SHIFT, INT32, i, ("p", self.const((-2) & 0xFFFF_FFFF)))
+            s = self.comp(AluOp.AND, INT32, i, ("p", self.const(3)))
+            masks = []
+            for L in range(LANES):      # all ones where s == L: ((s ^ L) - 1) >> 31
+                t = s if L == 0 else self.comp(AluOp.XOR, INT32, ("v", s), ("p", self.const(L)))
+                t = self.comp(AluOp.SUB, INT32, ("v", t), ("p", self.const(1)))
+                masks.append(self.comp(AluOp.SHIFT, INT32, ("v", t), ("p", self.const(C_M31))))
+            self.memo[key] = (q, masks)
+        q, masks = self.memo[key]
+        base = (e.arr.addr(0, 0) + e.offset // LANES) & 0xFFFF_FFFF
+        a = self.comp(AluOp.ADD, INT32, ("v", q), ("p", self.const(base)))
+        loads = []
+        for j in range(LANES):
+            r = self.k.garf()
+            self.emit(Instr(Opcode.MOV_ARF, arf=r, lane=j, simb_mask=self.mask), drf=a)
+            d = self.k.v()
+            self.emit(Instr(Opcode.LD_RF, dram=r, dram_ind=1, simb_mask=self.mask), drf=d)
+            loads.append(d)
+        out = None
+        for L in range(LANES):
+            cand = self.k.v()
+            for j, d in enumerate(loads):
+                self.emit(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, mode=Mode.SV,
+                                lane=L, src2=self.const(0),
+                                vec_mask=ALL_LANES if j == 0 else 1 << j,
+                                simb_mask=self.mask), dst=cand, src1=d)
+            m = self.comp(AluOp.AND, INT32, ("v", cand), ("v", masks[L]))
+            out = m if out is None else self.comp(AluOp.OR, INT32, ("v", out), ("v", m))
+        return ("v", out)
+
+
+def needs_consts(e: Expr, out: set) -> None:
+    """Add to *out* the bit patterns of the constants *e* and its lowering use."""
+    for n in nodes(e):
+        if isinstance(n, Const):
+            out.add(const_bits(n))
+        elif isinstance(n, Select):
+            out.add(C_M31)
+        elif isinstance(n, Cast):
+            out.update((C_MAGIC_I, C_MAGIC_F, C_M31))
+        elif isinstance(n, GridRead):
+            out.update(n.consts())
+        elif isinstance(n, TableRead):
+            out.update(n.consts())
+
+
+def loads_first(block: list[VInstr], k: Kernel | None = None,
+                 by_address: bool = False) -> list[VInstr]:
+    """The block's bank loads first, then its computation, then its stores (Fig. 3c: the
+    input region of the outputs is loaded before they are computed). A block reads
+    only arrays it does not write, so the loads move freely; the bank then sees runs
+    of accesses to one array (row hits) instead of loads and stores alternating
+    between rows, and memory-order enforcement keeps it that way. *by_address*: the
+    loads in address order as well (a grid's stencil reads a tap per cell row or cell
+    column, each in another DRAM row)."""
+    gat = k.garfs if k is not None else set()
+
+    def first(vi: VInstr) -> bool:     # a gather's load waits for its computed address
+        return vi.ins.opcode is Opcode.LD_RF and not (vi.ins.dram_ind and vi.ins.dram in gat)
+
+    def addr(vi: VInstr) -> int:
+        i = vi.ins
+        return k.ptrs[i.dram][0] if i.dram_ind and k is not None else i.dram
+
+    loads = [vi for vi in block if first(vi)]
+    if by_address:
+        loads.sort(key=addr)
+    return loads + [vi for vi in block if not first(vi)]
+
+
+def copy_kernel(b: Builder, rows: int, segs: int, pairs, step: tuple[int, int]) -> None:
+    """``rows x segs`` iterations of copying one vector: *pairs* is a list of ``(source
+    address, [destination addresses])`` at iteration (0, 0), every address advancing by
+    ``step = (per seg, per row)``."""
+    def mk(k: Kernel):
+        loads, stores = [], []
+        for src, dsts in pairs:
+            t = k.v()
+            loads.append(VInstr(Instr(Opcode.LD_RF, dram=k.ptr(src, *step), dram_ind=1,
+                                      simb_mask=b.all), {"drf": t}))
+            for d in dsts:
+                stores.append(VInstr(Instr(Opcode.ST_RF, dram=k.ptr(d, *step, fresh=True),
+                                           dram_ind=1, simb_mask=b.all), {"drf": t}))
+        k.finish_steps(segs, rows)
+        return loads + stores
+
+    b.kernel(rows, segs, mk)
+
+
+def fill(b: Builder, arr: Array) -> None:
+    """The clamped edge of a replicated array: every column left of 0 and from ``W`` on
+    (its halo and its even padding) copies column 0 or ``W - 1``, row by row; then every
+    row above 0 and from ``H`` on copies row 0 or ``H - 1``, whole."""
+    left = [arr.addr(0, c) for c in range(-arr.hxl, 0)]
+    right = [arr.addr(0, c) for c in range(arr.W, arr.S + arr.hxr)]
+    pairs = [(arr.addr(0, 0), left), (arr.addr(0, arr.W - 1), right)]
+    if left or right:
+        copy_kernel(b, arr.H, 1, [pr for pr in pairs if pr[1]], (0, arr.pitch))
+    top = [arr.addr(r, -arr.hxl) for r in range(-arr.hyt, 0)]
+    bot = [arr.addr(r, -arr.hxl) for r in range(arr.H, arr.R + arr.hyb)]
+    pairs = [(arr.addr(0, -arr.hxl), top), (arr.addr(arr.H - 1, -arr.hxl), bot)]
+    if top or bot:
+        copy_kernel(b, 1, arr.pitch, [pr for pr in pairs if pr[1]], (1, 0))
+    b.kernels_done.append(f"{arr.name}: edge {arr.hxl}+{arr.S + arr.hxr - arr.W} columns, "
+                          f"{arr.hyt}+{arr.R + arr.hyb - arr.H} rows")
+
+
+def reloc(seg: list[Instr], off: int) -> list[Instr]:
+    return [dataclasses.replace(i, imm=i.imm + off)
+            if i.opcode is Opcode.SETI_CRF and i.dst in (3, 4) else i for i in seg]
+
+
+def assemble(prologue: list[Instr], segments: list[list[Instr]]) -> list[Instr]:
+    """The program: the prologue, then the segments (one per stage), where a run of
+    identical pairs of segments (the ping-pong stages of a chain) becomes a loop on
+    CtrlRF c5 (its target in c6)."""
+    key = [tuple(s) for s in segments]
+    out = list(prologue)
+    i = 0
+    n = len(segments)
+    while i < n:
+        reps = 1
+        while i + 2 * reps + 1 < n + 0 and key[i + 2 * reps] == key[i] and \
+                key[i + 2 * reps + 1] == key[i + 1]:
+            reps += 1
+        if reps >= 2:
+            out.append(Instr(Opcode.SETI_CRF, dst=5, imm=reps))
+            top = len(out) + 1
+            out.append(Instr(Opcode.SETI_CRF, dst=6, imm=top))
+            for seg in segments[i:i + 2]:
+                out.extend(reloc(seg, len(out)))
+            out.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=5, src1=5, src2=0))
+            out.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=5, target=6))
+            i += 2 * reps
+        else:
+            out.extend(reloc(segments[i], len(out)))
+            i += 1
+    out.append(Instr(Opcode.HALT))
+    return out
