@@ -1,6 +1,6 @@
 """iPIM Fig. 8 on the cube RTL: near-bank PEs against the same PEs on the base die.
 
-    python scripts/ipim_fig8.py --config ipim_eval --size 32x32 --md out/fig8.md
+    python scripts/ipim/ipim_fig8.py --config ipim_eval --size 32x32 --md out/fig8.md
 
 Every benchmark the compiler has runs on a scikit-image photograph twice, on the cube
 built with ``ipim.pe_placement = "near-bank"`` (iPIM) and with ``"base-die"`` (Sec.
@@ -25,8 +25,6 @@ TSV to bank bandwidth of Table III's vault of 32 banks with a 128-bit TSV bus).
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -34,12 +32,14 @@ from pathlib import Path
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.config.ipim import PE_PLACEMENTS
 from pimforge.gen.errors import PimforgeError
-from pimforge.gen.output import write_text
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import run_bench
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.ipim.image import BENCHES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import check_outputs, finish, geomean, md_header, md_row, verdict  # noqa: E402
 
 PAPER_SPEEDUP = 3.61
 PAPER_SAVING = 0.5671
@@ -54,11 +54,6 @@ def _bank_peak(ip) -> float:
 def _tsv_share(ip) -> float:
     """The TSVs' bandwidth over the banks' peak, of one vault of *ip*."""
     return (1.0 / ip.tsv_beats) / _bank_peak(ip)
-
-
-def geomean(xs) -> float:
-    xs = list(xs)
-    return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
 def main(argv=None) -> int:
@@ -77,6 +72,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path, help="write the table as markdown here")
     a = p.parse_args(argv)
+    check_outputs(p, json=a.json, md=a.md)
     w, h = (int(v) for v in a.size.split("x"))
     sets = parse_overrides(a.set)
     if "ipim.pe_placement" in sets:
@@ -103,7 +99,7 @@ def main(argv=None) -> int:
             if not ok:
                 bad.append(f"{b}/{pl}")
             print(f"{b:14s} {pl:9s} cycles {r.cycles:>9,} energy {r.energy['total']:>10.1f} nJ "
-                  f"{'ok' if ok else 'MISMATCH'} ({time.time() - t0:.0f} s)", flush=True)
+                  f"{verdict(ok)} ({time.time() - t0:.0f} s)", flush=True)
     # The TSVs carry one vector per tsv_beats cycles per vault; Table III's vault (the
     # ipim_table3 preset) has TSVs for 1/16 of its banks' peak.
     tsv_cap = 1.0 / ip.tsv_beats
@@ -111,11 +107,9 @@ def main(argv=None) -> int:
     t3_cap = t3_share * _bank_peak(ip)
     res["tsv_share_of_bank_peak"] = tsv_cap / _bank_peak(ip)
     res["table3_tsv_share_of_bank_peak"] = t3_share
-    lines = [
-        "| bench | near-bank cycles | base-die cycles | speedup | near-bank nJ | base-die nJ "
-        "| energy saving | bank vectors / vault-cycle (near-bank) | TSV bound | TSV bound at "
-        "Table III's share |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = md_header(["bench", "near-bank cycles", "base-die cycles", "speedup", "near-bank nJ",
+                       "base-die nJ", "energy saving", "bank vectors / vault-cycle (near-bank)",
+                       "TSV bound", "TSV bound at Table III's share"])
     sp, sv = [], []
     for b in benches:
         n, d = res["runs"][b]["near-bank"], res["runs"][b]["base-die"]
@@ -127,10 +121,10 @@ def main(argv=None) -> int:
         sv.append(e)
         res["runs"][b]["speedup"], res["runs"][b]["energy_saving"] = s, e
         res["runs"][b]["bank_vectors_per_vault_cycle"] = demand
-        lines.append(f"| {b} | {n['cycles']:,} | {d['cycles']:,} | {s:.2f}x | "
-                     f"{n['energy_nj']['total']:,.1f} | {d['energy_nj']['total']:,.1f} | "
-                     f"{e:.1%} | {demand:.3f} | {bound:.2f}x | "
-                     f"{max(1.0, demand / t3_cap):.2f}x |")
+        lines.append(md_row([b, f"{n['cycles']:,}", f"{d['cycles']:,}", f"{s:.2f}x",
+                             f"{n['energy_nj']['total']:,.1f}", f"{d['energy_nj']['total']:,.1f}",
+                             f"{e:.1%}", f"{demand:.3f}", f"{bound:.2f}x",
+                             f"{max(1.0, demand / t3_cap):.2f}x"]))
     res["geomean_speedup"] = geomean(sp)
     res["mean_energy_saving"] = sum(sv) / len(sv)
     lines.append(f"| geomean / mean | | | {res['geomean_speedup']:.2f}x (paper {PAPER_SPEEDUP}x)"
@@ -140,16 +134,7 @@ def main(argv=None) -> int:
             f"{res['tsv_share_of_bank_peak']:.1%} of the banks' peak of "
             f"{_bank_peak(ip):.3g} vectors/cycle/vault; Table III's vault: {t3_share:.2%})")
     text = head + "\n\n" + "\n".join(lines)
-    print(text)
-    res["wall_s"] = time.time() - t0
-    if a.json:
-        write_text(a.json, json.dumps(res, indent=1))
-    if a.md:
-        write_text(a.md, text + "\n")
-    if bad:
-        print("MISMATCH: " + ", ".join(bad), file=sys.stderr)
-        return 1
-    return 0
+    return finish(text, res, json=a.json, md=a.md, bad=bad, t0=t0)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ The project's GPU baselines are models (``pimforge.sim.capsnet.gpu_roofline`` an
 comparison). This script measures what those models describe, on whatever CUDA GPU it
 finds, so that the models can be checked against a measurement made on the same GPU:
 
-    python scripts/gpu_measure.py --json OUT.json [--budget-s 420] [--quick]
+    python scripts/gpu/gpu_measure.py --json OUT.json [--budget-s 420] [--quick]
 
 needs PyTorch with CUDA (and ``transformers`` for BERT; without it BERT is skipped) and
 numpy; pimforge itself need not be installed (the repository's root on ``PYTHONPATH``
@@ -37,7 +37,7 @@ Times are CUDA-event times of one call, the median of ``--reps`` after warm-up r
 The JSON is rewritten after each part (so a run stopped at its time budget keeps what
 it measured); ``--budget-s`` skips what would start after that many seconds.
 
-``python scripts/gpu_report.py --json OUT.json`` sets the models, evaluated at the
+``python scripts/gpu/gpu_report.py --json OUT.json`` sets the models, evaluated at the
 measured peaks, beside these measurements (no GPU needed).
 """
 

@@ -1,6 +1,6 @@
 """Speed of the NicePIM array's native driver against a bare native loop on the same model.
 
-    python scripts/nicepim_speed.py --config nicepim_small
+    python scripts/nicepim/nicepim_speed.py --config nicepim_small
 
 Runs one convolution layer (``--layer C,H,W,CO,K``, stride 1, padding 1, input in
 NCHW[C8]) partitioned over every node of the array by output rows, node 0 sharing the
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from pimforge.gen.config import load_config
 from pimforge.rtl.nicepim.params import Layout
 from pimforge.sim.nicepim.rtl_run import conv_layer_tasks, read_tensor, run_array
 from pimforge.verif.models.nicepim import conv2d, wrap32
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import md_table  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -50,13 +54,12 @@ def main(argv=None) -> int:
                           n.node_bank_bits)[0]
         got[:, lo:hi] = out[:, lo:hi]
     ok = np.array_equal(got, ref)
-    print("| config | nodes | layer C,H,W,CO,K | cycles | driver, cycles/s | "
-          "bare native loop, cycles/s | driver/bare | node-cycles/s |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| `{cfg.name}` | {n.nodes} | {args.layer} | {run.cycles:,} | "
-          f"{run.cycles_per_s:,.0f} | {run.bare_cycles_per_s:,.0f} | "
-          f"{run.cycles_per_s / run.bare_cycles_per_s:.0%} | "
-          f"{run.cycles_per_s * n.nodes:,.0f} |")
+    print("\n".join(md_table(
+        ["config", "nodes", "layer C,H,W,CO,K", "cycles", "driver, cycles/s",
+         "bare native loop, cycles/s", "driver/bare", "node-cycles/s"],
+        [[f"`{cfg.name}`", n.nodes, args.layer, f"{run.cycles:,}", f"{run.cycles_per_s:,.0f}",
+          f"{run.bare_cycles_per_s:,.0f}", f"{run.cycles_per_s / run.bare_cycles_per_s:.0%}",
+          f"{run.cycles_per_s * n.nodes:,.0f}"]])))
     print(f"numpy match: {ok}; shared words {plan.shared_words}; engine busy "
           f"{run.perf['eng_busy']}, DMA busy {run.perf['dma_busy']}")
     return 0 if ok else 1

@@ -2,7 +2,8 @@
 
 Usage::
 
-    python scripts/capsnet_gpu_models.py [--launch-us 5] [--net Caps-MN1 ...] [--json OUT.json]
+    python scripts/capsnet/capsnet_gpu_models.py [--launch-us 5] [--net Caps-MN1 ...]
+        [--json OUT.json]
 
 Prints, as Markdown for the README: per network (full Table 1 size) the
 roofline and the eager-PyTorch routing times on the paper's P100 (320 GB/s)

@@ -1,6 +1,6 @@
 """All 12 Table-1 networks on the vault RTL at reduced scale (one line each).
 
-Usage: python scripts/capsnet_sweep.py [--config NAME] [--min-scale N] [--dram banked|ideal]
+Usage: python scripts/capsnet/capsnet_sweep.py [--config NAME] [--min-scale N] [--dram banked|ideal]
        [--json OUT]
 
 Each network is shrunk (B and N_L divided by the smallest power of two that fits
@@ -10,13 +10,17 @@ its data in the config's vault capacity), then run with ``run_capsnet``.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
+from pathlib import Path
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
 from pimforge.sim.capsnet.networks import network, network_names
 from pimforge.sim.capsnet.workload import CapsNetRunOptions, choose_dimension, run_capsnet
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import check_outputs, write_json  # noqa: E402
 
 
 def fitting_scale(name: str, cfg) -> int:
@@ -35,8 +39,9 @@ def main() -> None:
     ap.add_argument("--config", default=None)
     ap.add_argument("--min-scale", type=int, default=16)
     ap.add_argument("--dram", choices=["banked", "ideal"], default="banked")
-    ap.add_argument("--json")
+    ap.add_argument("--json", type=Path)
     a = ap.parse_args()
+    check_outputs(ap, json=a.json)
     cfg = load_config(a.config)
     rows = []
     t0 = time.monotonic()
@@ -51,8 +56,7 @@ def main() -> None:
     print(f"total {time.monotonic() - t0:.1f}s; all match: "
           f"{all(r.rtl_matches_model for r in rows)}")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump([r.to_json() for r in rows], f, indent=2)
+        write_json(a.json, [r.to_json() for r in rows])
 
 
 if __name__ == "__main__":

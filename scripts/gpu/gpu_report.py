@@ -1,8 +1,8 @@
 """The GPU models at a measured GPU's peaks, beside that GPU's measurements.
 
-    python scripts/gpu_report.py [--json scripts/measured/gpu.json]
+    python scripts/gpu/gpu_report.py [--json scripts/gpu/measured/gpu.json]
 
-Reads what ``scripts/gpu_measure.py`` wrote on a GPU (the default is the measurement
+Reads what ``scripts/gpu/gpu_measure.py`` wrote on a GPU (the default is the measurement
 kept in the repository) and prints, as Markdown for the README, the tables of
 :mod:`pimforge.sim.gpu_measured`. Needs no GPU.
 """

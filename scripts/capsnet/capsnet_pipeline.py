@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/capsnet_pipeline.py --net Caps-MN1 [--net Caps-SV1 ...]
+    python scripts/capsnet/capsnet_pipeline.py --net Caps-MN1 [--net Caps-SV1 ...]
         [--config hmc_gen3] [--routing-json FILE] [--batches 16] [--window 3000]
         [--routing-speedup X] [--gamma-v GV --gamma-h GH] [--json OUT.json]
 
@@ -35,6 +35,9 @@ from pimforge.sim.capsnet.pipeline import (
 )
 from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import check_outputs, write_text  # noqa: E402
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -50,6 +53,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gamma-h", type=int, default=1, help="RMAS impact factor of host work")
     ap.add_argument("--json", type=Path, help="write all results here")
     a = ap.parse_args(argv)
+    check_outputs(ap, json=a.json)
     cfg = load_config(a.config)
     results = []
     for name in a.net:
@@ -86,8 +90,7 @@ def main(argv=None) -> int:
           f"{PAPER['all-in-pim']:.4f}x baseline speed, PIM-CapsNet {PAPER['pim-capsnet']}x; "
           "RMAS-PIM / RMAS-GPU below PIM-CapsNet")
     if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(results, indent=1, default=str))
+        write_text(a.json, json.dumps(results, indent=1, default=str))
     return 0
 
 

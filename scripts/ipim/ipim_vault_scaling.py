@@ -1,7 +1,7 @@
-"""Check of the Fig. 6 scaling of ``scripts/ipim_eval.py`` across vault counts, on the
+"""Check of the Fig. 6 scaling of ``scripts/ipim/ipim_eval.py`` across vault counts, on the
 cube RTL.
 
-    python scripts/ipim_vault_scaling.py --config ipim_eval --band 32x32 --vaults 1,2,4
+    python scripts/ipim/ipim_vault_scaling.py --config ipim_eval --band 32x32 --vaults 1,2,4
 
 ``ipim_eval.py`` scales a run to an 8K image on 8 cubes x 16 vaults by the pixels each PE
 computes: at a fixed band of pixels per PE, a benchmark's cycles should not depend on
@@ -26,7 +26,6 @@ script).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,11 +34,13 @@ import numpy as np
 
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
-from pimforge.gen.output import write_text
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import run_bench
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.ipim.image import BENCHES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import check_outputs, finish, md_header, md_row, verdict  # noqa: E402
 
 
 def predict(bench: str, cycles: dict[int, int]) -> dict[int, float]:
@@ -66,6 +67,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path, help="write the table as markdown here")
     a = p.parse_args(argv)
+    check_outputs(p, json=a.json, md=a.md)
     bw, bh = (int(v) for v in a.band.split("x"))
     counts = sorted({int(v) for v in a.vaults.split(",")})
     if not {1, 2} <= set(counts):
@@ -96,33 +98,23 @@ def main(argv=None) -> int:
             if not r.matches_reference:
                 bad.append(f"{b}/{n} vaults")
             print(f"{b:14s} {n} vaults {img.shape[1]}x{img.shape[0]} cycles {r.cycles:>9,} "
-                  f"{'ok' if r.matches_reference else 'MISMATCH'} ({time.time() - t0:.0f} s)",
+                  f"{verdict(r.matches_reference)} ({time.time() - t0:.0f} s)",
                   flush=True)
-    head = "| bench | " + " | ".join(f"{n} vault{'s' * (n > 1)}" for n in counts) + " | " + \
-        " | ".join(f"predicted {n}" for n in counts if n > 1) + " | " + \
-        " | ".join(f"measured / predicted {n}" for n in counts if n > 1) + " |"
-    lines = [head, "|---|" + "---|" * (len(counts) + 2 * (len(counts) - 1))]
+    lines = md_header(["bench", *(f"{n} vault{'s' * (n > 1)}" for n in counts),
+                       *(f"predicted {n}" for n in counts if n > 1),
+                       *(f"measured / predicted {n}" for n in counts if n > 1)])
     for b in benches:
         cyc = {n: res["runs"][b][str(n)]["cycles"] for n in counts}
         pr = predict(b, cyc)
         res["runs"][b]["predicted"] = pr
         res["runs"][b]["measured_over_predicted"] = {n: cyc[n] / pr[n] for n in counts}
-        lines.append(f"| {b} | " + " | ".join(f"{cyc[n]:,}" for n in counts) + " | " +
-                     " | ".join(f"{pr[n]:,.0f}" for n in counts if n > 1) + " | " +
-                     " | ".join(f"{cyc[n] / pr[n]:.3f}" for n in counts if n > 1) + " |")
+        lines.append(md_row([b, *(f"{cyc[n]:,}" for n in counts),
+                             *(f"{pr[n]:,.0f}" for n in counts if n > 1),
+                             *(f"{cyc[n] / pr[n]:.3f}" for n in counts if n > 1)]))
     ip = cfgs[1].ipim
     text = (f"{a.config}, {ip.pes} PEs per vault, {bw}x{bh} per vault (`{a.photo}`'s band "
             f"repeated), stencil chain {a.stencils} stages\n\n" + "\n".join(lines))
-    print(text)
-    res["wall_s"] = time.time() - t0
-    if a.json:
-        write_text(a.json, json.dumps(res, indent=1))
-    if a.md:
-        write_text(a.md, text + "\n")
-    if bad:
-        print("MISMATCH: " + ", ".join(bad), file=sys.stderr)
-        return 1
-    return 0
+    return finish(text, res, json=a.json, md=a.md, bad=bad, t0=t0)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Sec. 6.1 routing ablations of the 12 networks on the vault RTL (the README's table).
 
-Usage: python scripts/capsnet_ablations.py [--config hmc_gen3] [--set SECTION.FIELD=VALUE ...]
-       [--scale 16] [--net NAME ...] [--threads N] [--json OUT]
+Usage: python scripts/capsnet/capsnet_ablations.py [--config hmc_gen3]
+       [--set SECTION.FIELD=VALUE ...] [--scale 16] [--net NAME ...] [--threads N] [--json OUT]
 
 Runs PIM-CapsNet, PIM-Inter and PIM-Intra (see
 :func:`pimforge.sim.capsnet.workload.compile_variant`) of every network on the
@@ -16,12 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from pimforge.gen.args import int_range, out_file
 from pimforge.gen.config import load_config, parse_overrides
-from pimforge.gen.output import write_json
 from pimforge.sim.capsnet.networks import network_names
 from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import md_header, md_row, write_json  # noqa: E402
 
 VARIANTS = ("pim-capsnet", "pim-inter", "pim-intra")
 PAPER = {"pim-inter": 2.28, "pim-intra": 1.77}
@@ -41,9 +44,8 @@ def main(argv=None) -> int:
     cfg = load_config(a.config, parse_overrides(a.overrides))
     rows = []
     # dim: PIM-CapsNet's (and PIM-Inter's) Sec. 5.1 choice; PIM-Intra always splits L.
-    print("| net | dim | PIM-CapsNet cycles | PIM-Inter cycles | PIM-Intra cycles "
-          "| vs PIM-Inter | vs PIM-Intra |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n".join(md_header(["net", "dim", "PIM-CapsNet cycles", "PIM-Inter cycles",
+                                "PIM-Intra cycles", "vs PIM-Inter", "vs PIM-Intra"])))
     for name in a.net or network_names():
         t0 = time.monotonic()
         cyc, dims = {}, {}
@@ -58,9 +60,10 @@ def main(argv=None) -> int:
                "speedup_vs": {v: cyc[v] / cyc["pim-capsnet"] for v in PAPER},
                "wall_s": time.monotonic() - t0}
         rows.append(row)
-        print(f"| {name} | {dims['pim-capsnet']} | {cyc['pim-capsnet']:,} | {cyc['pim-inter']:,} | "
-              f"{cyc['pim-intra']:,} | {row['speedup_vs']['pim-inter']:.2f}x | "
-              f"{row['speedup_vs']['pim-intra']:.2f}x |", flush=True)
+        print(md_row([name, dims["pim-capsnet"], f"{cyc['pim-capsnet']:,}",
+                      f"{cyc['pim-inter']:,}", f"{cyc['pim-intra']:,}",
+                      f"{row['speedup_vs']['pim-inter']:.2f}x",
+                      f"{row['speedup_vs']['pim-intra']:.2f}x"]), flush=True)
     mean = {v: sum(r["speedup_vs"][v] for r in rows) / len(rows) for v in PAPER}
     print(f"| mean of {len(rows)} | | | | | {mean['pim-inter']:.2f}x (paper 2.28x) | "
           f"{mean['pim-intra']:.2f}x (paper 1.77x) |")

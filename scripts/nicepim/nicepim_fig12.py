@@ -7,7 +7,7 @@ and the solve time; with --rtl the schedule also runs on the mesh NoC RTL
 (Verilator, packets of 16 flits, the default config's routers: 2 VCs of 4 flits)
 and the measured cycles are printed beside the model's. Writes the rows as JSON.
 
-    python scripts/nicepim_fig12.py [--meshes 4x4,8x8,16x16] [--rtl] [--time-limit 60]
+    python scripts/nicepim/nicepim_fig12.py [--meshes 4x4,8x8,16x16] [--rtl] [--time-limit 60]
                                     [--json build/fig12.json]
 """
 

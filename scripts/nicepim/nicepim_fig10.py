@@ -15,7 +15,7 @@ against it) or a what-if of mapper.WhatIfNodeModel that counts the engine
 simulators would (Timeloop; a DRAM at the banks' width), to measure how much of the
 difference to the paper those terms, which every mapping pays, account for.
 
-    python scripts/nicepim_fig10.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
+    python scripts/nicepim/nicepim_fig10.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
                                     [--node rtl|ideal|ideal-engine|ideal-dma]
                                     [--json build/nicepim_fig10.json]
 """

@@ -11,7 +11,7 @@ throughput (one over its period), its latency for one sample and both energies p
 sample. The paper: PIM-Mapper's throughput 11 % higher on average, DDAM's latency
 about 10x PIM-Mapper's, DDAM's NoC energy much lower.
 
-    python scripts/nicepim_fig11.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
+    python scripts/nicepim/nicepim_fig11.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
                                     [--batches 1,2,4,8,16]
                                     [--node rtl|ideal|ideal-engine|ideal-dma]
                                     [--stages 2,3,4] [--json build/nicepim_fig11.json]

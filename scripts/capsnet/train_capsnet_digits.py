@@ -1,6 +1,6 @@
 """Train the small digits CapsNet shipped in ``sim/capsnet/weights/digits_capsnet.npz``.
 
-    .venv/bin/python scripts/train_capsnet_digits.py [--epochs N] [--seed S] [--out PATH]
+    .venv/bin/python scripts/capsnet/train_capsnet_digits.py [--epochs N] [--seed S] [--out PATH]
 
 Adam on the margin loss, batches of 100 images routed together (the
 batch-shared ``b_ij`` of PIM-CapsNet Algorithm 1, as at evaluation), fixed

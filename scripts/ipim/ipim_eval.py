@@ -1,7 +1,7 @@
 """iPIM's evaluation (Sec. VII) on the cube RTL: Fig. 11, 12 and 13, and Fig. 6 against a
 labelled V100 model.
 
-    python scripts/ipim_eval.py --config ipim_small --size 64x64 --json out/ipim_eval.json
+    python scripts/ipim/ipim_eval.py --config ipim_small --size 64x64 --json out/ipim_eval.json
 
 For every benchmark the compiler has, on a scikit-image photograph:
 
@@ -14,7 +14,7 @@ For every benchmark the compiler has, on a scikit-image photograph:
   PEs, scaled from the run here by the pixels each PE computes (every benchmark's work
   per PE is linear in its band's pixels; the halo exchange adds a per-stage term per
   PE that does not grow with the band; the histogram's cross-vault reduction grows with
-  the vaults and is NOT added: scripts/ipim_vault_scaling.py measures it, 867 cycles per
+  the vaults and is NOT added: scripts/ipim/ipim_vault_scaling.py measures it, 867 cycles per
   extra vault on ipim_eval, which on 128 vaults would add about 1.6 % to the 8K
   histogram's time); the check of that scaling
   is the same benchmark at two sizes here (``--check-size``), whose cycle ratio must
@@ -47,13 +47,15 @@ from pathlib import Path
 
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
-from pimforge.gen.output import OutputError, check_output_file, write_json, write_text
 from pimforge.sim.ipim.backend import OPT_LEVELS
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import compile_bench, run_bench
 from pimforge.sim.ipim.lang import CompileError
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.ipim.image import BENCHES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import check_outputs, finish, geomean, md_header, md_row, verdict  # noqa: E402
 
 PAPER_FIG12 = {"baseline1": 3.19, "baseline2": 2.59, "baseline3": 2.74, "baseline4": 1.30}
 PAPER_IPC = 0.63
@@ -142,12 +144,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--md", type=Path, help="write the tables as markdown here")
     a = p.parse_args(argv)
-    for path, what in ((a.json, "--json"), (a.md, "--md")):
-        if path is not None:
-            try:
-                check_output_file(path, what)
-            except OutputError as e:
-                p.error(str(e))
+    check_outputs(p, json=a.json, md=a.md)
     size, check = {}, {}
     try:
         sets = parse_overrides(a.set)
@@ -198,7 +195,7 @@ def main(argv=None) -> int:
             if not r.matches_reference:
                 bad.append(f"{b}/{lv}")
             print(f"{b:14s} {lv:9s} cycles {r.cycles:>9,} IPC {r.ipc:.3f} "
-                  f"{'ok' if r.matches_reference else 'MISMATCH'} "
+                  f"{verdict(r.matches_reference)} "
                   f"({time.time() - t0:.0f} s)", flush=True)
         if a.check_size and "opt" in levels:
             r2 = run_bench(b, _img(b, check[b], a.photo), cfgs[b], opt="opt", **kw)
@@ -224,48 +221,44 @@ def main(argv=None) -> int:
     # Fig. 12
     if "opt" in levels:
         lines += ["### Fig. 12: compiler configurations (cycles on the cube RTL)", "",
-                  "| bench | " + " | ".join(levels) + " |",
-                  "|---|" + "---|" * len(levels)]
+                  *md_header(["bench", *levels])]
         sp = {lv: [] for lv in levels if lv != "opt"}
         for b in benches:
             c = {lv: res["runs"][b][lv]["cycles"] for lv in levels}
-            lines.append(f"| {_label(b, size, w, h, own)} | "
-                         + " | ".join(f"{c[lv]:,}" for lv in levels) + " |")
+            lines.append(md_row([_label(b, size, w, h, own), *(f"{c[lv]:,}" for lv in levels)]))
             for lv in sp:
                 sp[lv].append(c[lv] / c["opt"])
-        geo = {lv: math.exp(sum(map(math.log, v)) / len(v)) for lv, v in sp.items()}
+        geo = {lv: geomean(v) for lv, v in sp.items()}
         res["fig12_speedup_of_opt"] = geo
-        lines += ["", "| opt vs | ours (geomean) | paper |", "|---|---|---|"]
+        lines += ["", *md_header(["opt vs", "ours (geomean)", "paper"])]
         for lv, g in geo.items():
-            lines.append(f"| {lv} | {g:.2f}x | {PAPER_FIG12.get(lv, float('nan')):.2f}x |")
+            lines.append(md_row([lv, f"{g:.2f}x", f"{PAPER_FIG12.get(lv, float('nan')):.2f}x"]))
         # Fig. 13 and 11
         lines += ["", "### Fig. 13: IPC and unit utilization (opt)", "",
-                  "| bench | IPC | SIMD | int ALU | DataRF | AddrRF | bank RD/WR |",
-                  "|---|---|---|---|---|---|---|"]
+                  *md_header(["bench", "IPC", "SIMD", "int ALU", "DataRF", "AddrRF",
+                              "bank RD/WR"])]
         ipcs = []
         for b in benches:
             r = res["runs"][b]["opt"]
             u = r["unit_utilization"]
             ipcs.append(r["ipc"])
-            lines.append(f"| {_label(b, size, w, h, own)} | {r['ipc']:.3f} | {u['simd']:.1%} | "
-                         f"{u['alu']:.1%} | "
-                         f"{u['drf']:.1%} | {u['arf']:.1%} | {u['rdwr']:.1%} |")
+            lines.append(md_row([_label(b, size, w, h, own), f"{r['ipc']:.3f}",
+                                 *(f"{u[k]:.1%}" for k in ("simd", "alu", "drf", "arf", "rdwr"))]))
         res["fig13_mean_ipc"] = sum(ipcs) / len(ipcs)
         lines += [f"| mean | {res['fig13_mean_ipc']:.3f} (paper {PAPER_IPC}) | | | | | |", "",
                   "### Fig. 11: dynamic instruction breakdown (opt, % of executed)", "",
-                  "| bench | " + " | ".join(CLASSES) + " |", "|---|" + "---|" * len(CLASSES)]
+                  *md_header(["bench", *CLASSES])]
         for b in benches:
             cnt = res["runs"][b]["opt"]["instruction_breakdown"]
             tot = sum(cnt.values())
             row = [sum(cnt.get(o, 0) for o in ops) / tot for ops in CLASSES.values()]
-            lines.append(f"| {_label(b, size, w, h, own)} | "
-                         + " | ".join(f"{x:.1%}" for x in row) + " |")
+            lines.append(md_row([_label(b, size, w, h, own), *(f"{x:.1%}" for x in row)]))
         # Fig. 6
         pes_here = ip.cubes * ip.vaults * ip.pes
         pes_8k = 8 * 16 * 32
         lines += ["", "### Fig. 6: 8K image, Table III machine (scaled) vs a V100 model", "",
-                  "| bench | cycles here | check-size ratio (pixels ratio) | iPIM 8K ms | "
-                  "V100 model ms | speedup |", "|---|---|---|---|---|---|"]
+                  *md_header(["bench", "cycles here", "check-size ratio (pixels ratio)",
+                              "iPIM 8K ms", "V100 model ms", "speedup"])]
         sp6 = []
         gpu_ms = {}
         for b in benches:
@@ -283,10 +276,9 @@ def main(argv=None) -> int:
             ratio = f"{c1 / c2:.2f} ({(bw * bh) / (bcw * bch):.2f})" if c2 else "-"
             sp6.append(t_gpu / t_ipim)
             gpu_ms[b] = t_gpu
-            lines.append(f"| {_label(b, size, w, h, own)} | {c1:,} | {ratio} | {t_ipim:.3f} | "
-                         f"{t_gpu:.3f} | "
-                         f"{t_gpu / t_ipim:.2f}x |")
-        res["fig6_geomean_speedup"] = math.exp(sum(map(math.log, sp6)) / len(sp6))
+            lines.append(md_row([_label(b, size, w, h, own), f"{c1:,}", ratio, f"{t_ipim:.3f}",
+                                 f"{t_gpu:.3f}", f"{t_gpu / t_ipim:.2f}x"]))
+        res["fig6_geomean_speedup"] = geomean(sp6)
         lines.append(f"| geomean | | | | | {res['fig6_geomean_speedup']:.2f}x (paper 11.02x) |")
         for b, t_pub in V100_PUBLISHED_MS_PER_MP.items():
             if b in gpu_ms:
@@ -294,17 +286,7 @@ def main(argv=None) -> int:
                 lines.append(f"\nV100 model of {b}: {t_mod:.4f} ms per megapixel; published "
                              f"Halide schedule on a V100: {t_pub} ms per megapixel "
                              f"(the model is {t_pub / t_mod:.2f}x faster)")
-    text = "\n".join(lines)
-    print(text)
-    res["wall_s"] = time.time() - t0
-    if a.json:
-        write_json(a.json, res)
-    if a.md:
-        write_text(a.md, text + "\n")
-    if bad:
-        print("MISMATCH: " + ", ".join(bad), file=sys.stderr)
-        return 1
-    return 0
+    return finish("\n".join(lines), res, json=a.json, md=a.md, bad=bad, t0=t0)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ configuration evaluated with this repository's access counts (the paper's
 own counts are only drawn in Fig. 10-11), so its error mixes the model and
 the profile.
 
-    .venv/bin/python scripts/descnet_table3.py
+    .venv/bin/python scripts/descnet/descnet_table3.py
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ three architectures so far (the paper's Fig. 9 definition). Prints the mean over
 seeds at a few points of the run and writes ``fig9.json`` (every curve, the best
 architectures, the settings) and ``fig9.png`` into ``--out``.
 
-    python scripts/nicepim_fig9.py [--nets vgg16,googlenet] [--seeds 3] [--iterations 24]
+    python scripts/nicepim/nicepim_fig9.py [--nets vgg16,googlenet] [--seeds 3] [--iterations 24]
                                    [--init 8] [--candidates 16384] [--out build/fig9]
 """
 
@@ -19,13 +19,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from pimforge.gen.args import int_range, out_dir
-from pimforge.gen.output import check_output_dir, write_json
+from pimforge.gen.output import check_output_dir
 from pimforge.sim.nicepim.networks import network_names
 from pimforge.sim.nicepim.tuner import METHODS, TABLE_I, Evaluator, nicepim_space, run, top3_quality
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import md_header, md_row, write_json  # noqa: E402
 
 LABELS = {"dkl": "NicePIM (DKL)", "gp": "GaussianProcess", "random": "Random"}
 
@@ -84,11 +88,11 @@ def report(args, nets, out, curves, best, seconds, ev, t_all, final: bool) -> No
     mean = {m: np.mean(curves[m], 0) for m in METHODS}
     print(f"\nFig. 9: mean over {done} seeds of the design quality (mean 1/EDP of the "
           f"best three, 1/(J s)); nets {', '.join(nets)}")
-    print(f"| evaluations | {' | '.join(LABELS[m] for m in METHODS)} | DKL / Random |")
-    print("|---:|" + "---:|" * (len(METHODS) + 1))
+    print("\n".join(md_header(["evaluations", *(LABELS[m] for m in METHODS), "DKL / Random"],
+                               ["---:"] * (len(METHODS) + 2))))
     for k in marks:
-        row = " | ".join(f"{mean[m][k - 1]:.4g}" for m in METHODS)
-        print(f"| {k} | {row} | {mean['dkl'][k - 1] / mean['random'][k - 1]:.3f} |")
+        print(md_row([k, *(f"{mean[m][k - 1]:.4g}" for m in METHODS),
+                      f"{mean['dkl'][k - 1] / mean['random'][k - 1]:.3f}"]))
     wins = {m: int(sum(c[-1] >= max(curves[o][s][-1] for o in METHODS)
                        for s, c in enumerate(curves[m]))) for m in METHODS}
     print("seeds where the method ends best: " + ", ".join(f"{m} {w}" for m, w in wins.items()))

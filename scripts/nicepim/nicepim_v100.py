@@ -34,7 +34,8 @@ rule (:func:`pimforge.gen.area.node_scale`) over the 48 mm^2 NicePIM's NN engine
 take (Table II), times 1530 MHz over 400 MHz. The paper does not give its formula;
 this is one reading of it, and the raw ratio is printed beside the scaled one.
 
-    python scripts/nicepim_v100.py [--nets vgg16,...] [--launch-us 5] [--pim-batches 1,2,4,8,16]
+    python scripts/nicepim/nicepim_v100.py [--nets vgg16,...] [--launch-us 5]
+                                   [--pim-batches 1,2,4,8,16]
                                    [--node rtl|ideal|ideal-engine|ideal-dma]
                                    [--json build/nicepim_v100.json]
 """

@@ -2,7 +2,7 @@
 count of the ISA model (a lower bound on the RTL's cycles) beside the RTL's cycles with
 the banked DRAM.
 
-    python scripts/capsnet_fullsize.py [--config hmc_gen3] [--nets Caps-MN1,...]
+    python scripts/capsnet/capsnet_fullsize.py [--config hmc_gen3] [--nets Caps-MN1,...]
                                        [--rtl-dir out/capsnet-full] [--run-rtl]
                                        [--threads N] [--gpu-json FILE]
 
@@ -13,7 +13,7 @@ hmc_gen3 --json <rtl-dir>/<net>.json`` writes it) when it is there, else with
 resumes where it stopped; 10 to 60 minutes a network on 2 cores), else "not run".
 A JSON whose network, config, scale or dimension differs from the model-only run's, or
 whose ``rtl_matches_model`` is false, is an error. Beside the RTL's cycles, its time
-at the cube's clock against the routing measured on a GPU (``scripts/gpu_measure.py``;
+at the cube's clock against the routing measured on a GPU (``scripts/gpu/gpu_measure.py``;
 the kept H200 measurement unless ``--gpu-json``). Prints the markdown table.
 """
 
@@ -24,12 +24,14 @@ import json
 import sys
 from pathlib import Path
 
-from pimforge.gen.output import write_json
 from pimforge.sim.capsnet.networks import network_names
 from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
 from pimforge.sim.gpu_measured import MeasurementError, load, routing_seconds
 
-GPU_JSON = Path(__file__).resolve().parent / "measured" / "gpu.json"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import md_header, md_row, write_json  # noqa: E402
+
+GPU_JSON = Path(__file__).resolve().parents[1] / "gpu" / "measured" / "gpu.json"
 
 
 def _rtl(name: str, path: Path, cfg: str, model: dict, run: bool, threads: int | None):
@@ -59,7 +61,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None,
                     help="native driver threads of the RTL runs (default: the usable cores)")
     ap.add_argument("--gpu-json", type=Path, default=GPU_JSON,
-                    help="a scripts/gpu_measure.py output for the measured-GPU column "
+                    help="a scripts/gpu/gpu_measure.py output for the measured-GPU column "
                          "(default: the kept H200 measurement)")
     a = ap.parse_args()
     try:
@@ -71,10 +73,10 @@ def main() -> None:
     unknown = [n for n in names if n not in network_names()]
     if unknown:
         ap.error(f"--nets: unknown network {unknown[0]!r}; one of {', '.join(network_names())}")
-    print("| net | dim | cycles (ideal memory) | RTL cycles | RTL / ideal | ms at "
-          "312.5 MHz (ideal) | inter-vault MB | speedup vs P100 roofline model (ideal) | "
-          f"RTL speedup vs {gpu} measured (eager PyTorch) | max abs err vs float64 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(md_header([
+        "net", "dim", "cycles (ideal memory)", "RTL cycles", "RTL / ideal",
+        "ms at 312.5 MHz (ideal)", "inter-vault MB", "speedup vs P100 roofline model (ideal)",
+        f"RTL speedup vs {gpu} measured (eager PyTorch)", "max abs err vs float64"])))
     for name in names:
         m = run_capsnet(name, a.config, CapsNetRunOptions(scale=1, model_only=True)).to_json()
         r = _rtl(name, a.rtl_dir / f"{name}.json", a.config, m, a.run_rtl, a.threads)
@@ -86,11 +88,10 @@ def main() -> None:
             ratio = f"{r['cycles'] / m['cycles']:.2f}"
             rtl_s = r["cycles"] * m["time_s"] / m["cycles"]
             vs_gpu = f"{gpu_s / rtl_s:.2f}x" if gpu_s else "-"
-        print(f"| {name} | {m['dimension']} | {m['cycles']:,} | {rtl} | {ratio} | "
-              f"{m['time_s'] * 1e3:.2f} | {m['intervault_bytes'] / 1e6:.2f} | "
-              f"{m['speedup_vs_gpu_model']:.3f} | {vs_gpu} | "
-              f"{m['max_abs_err_vs_float64']:.1e} |",
-              flush=True)
+        print(md_row([name, m["dimension"], f"{m['cycles']:,}", rtl, ratio,
+                      f"{m['time_s'] * 1e3:.2f}", f"{m['intervault_bytes'] / 1e6:.2f}",
+                      f"{m['speedup_vs_gpu_model']:.3f}", vs_gpu,
+                      f"{m['max_abs_err_vs_float64']:.1e}"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ node's counted cycles, DRAM words and row activations beside the model's
 (pimforge.sim.nicepim.node_model.part_cost). Exits 1 when an output differs from numpy
 or a cycle count (a tile's or a sharing ring's) is off by more than 5%.
 
-    python scripts/nicepim_costmodel_check.py [--config C] [--set nicepim.X=V ...]
+    python scripts/nicepim/nicepim_costmodel_check.py [--config C] [--set nicepim.X=V ...]
                                              [--random 12] [--seed 1] [--json out.json]
 
 With ``--set`` (another PE array or other buffers: another Verilator build) the
@@ -22,10 +22,10 @@ import dataclasses
 import random
 import sys
 import time
+from pathlib import Path
 
 from pimforge.gen.args import int_range, out_file, seed
 from pimforge.gen.config import load_config, parse_overrides
-from pimforge.gen.output import write_json
 from pimforge.sim.nicepim.costmodel_check import (
     CASES,
     RINGS,
@@ -36,6 +36,9 @@ from pimforge.sim.nicepim.costmodel_check import (
     sharing_ring,
 )
 from pimforge.sim.nicepim.rtl_run import build_array_driver
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import md_header, md_row, write_json  # noqa: E402
 
 
 def main() -> int:
@@ -53,14 +56,16 @@ def main() -> int:
                                                               args.random)
     t0 = time.time()
     rows = check_cases(cfg, cases, seed=args.seed, exe=exe)
-    print("| case | part | layouts (in->out) | tasks | cycles RTL | cycles model | error | "
-          "DRAM words RTL / model | ACTs RTL / model | bit-exact |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("\n".join(md_header(["case", "part", "layouts (in->out)", "tasks", "cycles RTL",
+                                "cycles model", "error", "DRAM words RTL / model",
+                                "ACTs RTL / model", "bit-exact"],
+                               ["---"] * 3 + ["---:"] * 6 + ["---"])))
     for r in rows:
-        print(f"| {r.name} | {r.shape} | {r.layouts} | {r.tasks} | {r.cycles_rtl:,} | "
-              f"{r.cycles_model:,.0f} | {100 * r.error:+.1f}% | {r.words_rtl:,} / "
-              f"{r.words_model:,.0f} | {r.acts_rtl} / {r.acts_model:.0f} | "
-              f"{'yes' if r.matches_reference else 'NO'} |")
+        print(md_row([r.name, r.shape, r.layouts, r.tasks, f"{r.cycles_rtl:,}",
+                      f"{r.cycles_model:,.0f}", f"{100 * r.error:+.1f}%",
+                      f"{r.words_rtl:,} / {r.words_model:,.0f}",
+                      f"{r.acts_rtl} / {r.acts_model:.0f}",
+                      "yes" if r.matches_reference else "NO"]))
     worst = max(abs(r.error) for r in rows)
     where = cfg.name + "".join(f" {o}" for o in args.set)
     print(f"\n{len(rows)} cases on {where} (seed {args.seed}) in {time.time() - t0:.1f} s; "
@@ -68,18 +73,19 @@ def main() -> int:
           f"{100 * sum(r.error for r in rows) / len(rows):+.2f}%")
     ring = []
     if cfg.nicepim.nodes == 4:
-        print("\nData sharing (SEND/WAIT rings; model: NodeTiming.share_step):\n"
-              "| ring | words per node | chunk spacing | cycles RTL | cycles model | error "
-              "| delivered |\n|---|---:|---:|---:|---:|---:|---|")
+        print("\nData sharing (SEND/WAIT rings; model: NodeTiming.share_step):")
+        print("\n".join(md_header(["ring", "words per node", "chunk spacing", "cycles RTL",
+                                    "cycles model", "error", "delivered"],
+                                   ["---"] + ["---:"] * 5 + ["---"])))
         for checked, rings in ((True, RINGS), (False, UNCHECKED_RINGS)):
             for nodes, words, spacing in rings:
                 s = sharing_ring(cfg, words, ring=nodes, spacing=spacing, seed=args.seed,
                                  exe=exe)
                 ring.append(s | {"checked": checked})
-                print(f"| {' -> '.join(map(str, nodes))} | {words} | {s['spacing']} | "
-                      f"{s['cycles_rtl']:,} | {s['cycles_model']:,.0f} | "
-                      f"{100 * s['error']:+.1f}%{'' if checked else ' (not checked)'} "
-                      f"| {'yes' if s['delivered'] else 'NO'} |")
+                print(md_row([" -> ".join(map(str, nodes)), words, s["spacing"],
+                              f"{s['cycles_rtl']:,}", f"{s['cycles_model']:,.0f}",
+                              f"{100 * s['error']:+.1f}%{'' if checked else ' (not checked)'}",
+                              "yes" if s["delivered"] else "NO"]))
     if args.json:
         write_json(args.json, {"config": cfg.name, "set": args.set, "seed": args.seed,
                                "rows": [dataclasses.asdict(r) | {"error": r.error}

@@ -1,6 +1,6 @@
 """Workload-driver speed vs a native Verilator clock loop on the same Verilog.
 
-Usage: python scripts/capsnet_driver_speed.py [--net Caps-MN1] [--scale 32] [--config NAME]
+Usage: python scripts/capsnet/capsnet_driver_speed.py [--net Caps-MN1] [--scale 32] [--config NAME]
        [--dram banked|ideal] [--opt-fast FLAGS] [--threads N]
 
 Runs the routing with the native driver (lane-vector memory serving, the DRAM

@@ -1,7 +1,7 @@
 """iPIM Fig. 10 on the cube RTL: sensitivity to the registers per PE and the PGSM's size.
 
-    python scripts/ipim_fig10.py --config ipim_eval --size 32x32 --md out/fig10a.md
-    python scripts/ipim_fig10.py --sweep ipim.pgsm_bytes=2048,4096,8192 --md out/fig10b.md
+    python scripts/ipim/ipim_fig10.py --config ipim_eval --size 32x32 --md out/fig10a.md
+    python scripts/ipim/ipim_fig10.py --sweep ipim.pgsm_bytes=2048,4096,8192 --md out/fig10b.md
 
 The paper (Sec. VII-D3) varies the DataRF from 16 to 128 registers and the PGSM from 2 to
 8 KiB and normalizes the execution time to the largest (RF 16, 32, 64: 46.8 %, 26.8 %,
@@ -19,19 +19,20 @@ run at every point, and the performance drop ``1 - t_last / t`` the paper report
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
 
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
-from pimforge.gen.output import OutputError, check_output_file, write_json, write_text
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import compile_bench, run_bench
 from pimforge.sim.ipim.lang import CompileError
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.ipim.image import BENCHES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from report import check_outputs, finish, geomean, md_header, md_row, verdict  # noqa: E402
 
 #: the paper's performance drop against the largest point, by field and value
 PAPER_DROP = {"ipim.drf_bytes": {256: 0.468, 512: 0.268, 1024: 0.095},
@@ -75,10 +76,8 @@ def main(argv=None) -> int:
     p.add_argument("--md", type=Path, help="write the table as markdown here")
     a = p.parse_args(argv)
     field, values = a.sweep
+    check_outputs(p, json=a.json, md=a.md)
     try:
-        for path, what in ((a.json, "--json"), (a.md, "--md")):
-            if path is not None:
-                check_output_file(path, what)
         w, h = (int(v) for v in a.size.split("x"))
         sets = parse_overrides(a.set)
         if field in sets:
@@ -89,7 +88,7 @@ def main(argv=None) -> int:
         if unknown:
             raise ValueError(f"--bench {', '.join(unknown)}: the compiler has "
                              f"{', '.join(PIPELINES)}")
-    except (ValueError, OutputError, PimforgeError) as e:
+    except (ValueError, PimforgeError) as e:
         p.error(str(e))
     params = {"stencil_chain": {"stencils": a.stencils}}
     res: dict = {"config": a.config, "set": sets, "field": field, "values": values,
@@ -113,13 +112,12 @@ def main(argv=None) -> int:
             if not r.matches_reference:
                 bad.append(f"{b}/{v}")
             print(f"{b:16s} {field}={v}: cycles {r.cycles:>9,} static {static:>5} "
-                  f"{'ok' if r.matches_reference else 'MISMATCH'} ({time.time() - t0:.0f} s)",
+                  f"{verdict(r.matches_reference)} ({time.time() - t0:.0f} s)",
                   flush=True)
     ref = str(values[-1])
     lines = [f"{a.config} {w}x{h} `{a.photo}`, {field} swept; cycles (time over the time at "
              f"{_label(field, values[-1])})",
-             "", "| bench | " + " | ".join(_label(field, v) for v in values) + " |",
-             "|---|" + "---|" * len(values)]
+             "", *md_header(["bench", *(_label(field, v) for v in values)])]
     every = []
     for b in benches:
         runs = res["runs"][b]
@@ -135,29 +133,20 @@ def main(argv=None) -> int:
                 cells.append(f"{r['cycles']:,}")
         if all("cycles" in runs[str(v)] for v in values):
             every.append(b)
-        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+        lines.append(md_row([b, *cells]))
     res["geomean_time"] = {}
     if every:
         row = []
         for v in values:
-            g = math.exp(sum(math.log(res["runs"][b][str(v)]["cycles"] / res["runs"][b][ref]
-                                      ["cycles"]) for b in every) / len(every))
+            g = geomean(res["runs"][b][str(v)]["cycles"] / res["runs"][b][ref]["cycles"]
+                        for b in every)
             res["geomean_time"][str(v)] = g
             paper = PAPER_DROP.get(field, {}).get(v)
             row.append(f"{g:.3f}, drop {1 - 1 / g:.1%}"
                        + (f" (paper {paper:.1%})" if paper is not None else ""))
-        lines.append(f"| geomean over {len(every)} | " + " | ".join(row) + " |")
+        lines.append(md_row([f"geomean over {len(every)}", *row]))
     text = "\n".join(lines)
-    print(text)
-    res["wall_s"] = time.time() - t0
-    if a.json:
-        write_json(a.json, res)
-    if a.md:
-        write_text(a.md, text + "\n")
-    if bad:
-        print("MISMATCH: " + ", ".join(bad), file=sys.stderr)
-        return 1
-    return 0
+    return finish(text, res, json=a.json, md=a.md, bad=bad, t0=t0)
 
 
 if __name__ == "__main__":
