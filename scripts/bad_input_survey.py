@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay bad invocations of every ``pimforge`` command and check the bad-input promise.
 
-The promise (README, "Bad input"): a command given bad input prints one line
+The promise (README.md, "Where outputs go"): a command given bad input prints one line
 saying what to change, exits with status 2, prints no traceback and writes
 nothing; and it says so before any work starts. Each case here runs
 ``python -m pimforge.gen.cli ...`` as a subprocess in a fresh temporary working

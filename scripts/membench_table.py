@@ -1,4 +1,4 @@
-"""Bandwidth table of the README's "Memory system" section (membench on the RTL).
+"""Bandwidth table of rtl/mem/README.md (membench on the RTL).
 
 Usage: python scripts/membench_table.py [OUT_DIR] [--requests N]
 (then the RMAS ablation on the "mixed" pattern, PIM-CapsNet mapping)
