@@ -28,10 +28,13 @@ from pathlib import Path
 
 from pimforge.gen.area import AreaModel
 from pimforge.gen.config import load_config
-from pimforge.gen.output import check_output_dir, write_json, write_text
+from pimforge.gen.output import check_output_dir
 from pimforge.gen.registry import blocks
 from pimforge.gen.synth import synth_block
 from pimforge.sim.descnet import sram
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import md_header, md_row, write_json, write_text  # noqa: E402
 
 IPIM_DIE_MM2 = 96.0          # iPIM Sec. VII-A, after its ref. [66]: one HBM DRAM die
 
@@ -178,12 +181,12 @@ def markdown(table) -> str:
     def f(v, fmt):
         return "" if v is None else format(v, fmt)
     lines = [f"**{table['title']}** ({table['model']})", "",
-             "| component | count | NAND2-eq (each) | ours mm^2 | paper mm^2 | ratio | note |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+             *md_header(["component", "count", "NAND2-eq (each)", "ours mm^2", "paper mm^2",
+                         "ratio", "note"], ["---"] + ["---:"] * 5 + ["---"])]
     for r in table["rows"]:
-        lines.append(f"| {r['component']} | {f(r['count'], 'd')} | {f(r['nand2_eq'], ',.0f')} "
-                     f"| {r['mm2']:.3f} | {f(r['paper_mm2'], '.3f')} | {f(r['ratio'], '.2f')} "
-                     f"| {r['note']} |")
+        lines.append(md_row([r["component"], f(r["count"], "d"), f(r["nand2_eq"], ",.0f"),
+                             f"{r['mm2']:.3f}", f(r["paper_mm2"], ".3f"), f(r["ratio"], ".2f"),
+                             r["note"]]))
     return "\n".join(lines) + "\n"
 
 

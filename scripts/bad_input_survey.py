@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay bad invocations of every ``pimforge`` command and check the bad-input promise.
 
-The promise (README, "Bad input"): a command given bad input prints one line
+The promise (README.md, "Where outputs go"): a command given bad input prints one line
 saying what to change, exits with status 2, prints no traceback and writes
 nothing; and it says so before any work starts. Each case here runs
 ``python -m pimforge.gen.cli ...`` as a subprocess in a fresh temporary working
@@ -40,7 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pimforge.gen.args import int_range, nonempty, out_file
-from pimforge.gen.output import write_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import md_header, md_row, write_text  # noqa: E402
 
 __all__ = ["CASES", "Case", "Outcome", "main", "run_case"]
 
@@ -469,7 +471,7 @@ def table(outcomes: list[Outcome]) -> str:
             "Each case runs in a fresh temporary folder; a bad invocation holds when it exits "
             "with status 2 and one stderr line, no traceback, nothing written (a documented "
             "valid one: status 0, nothing written).", "",
-            "| case | command | outcome |", "| --- | --- | --- |"]
+            *md_header(["case", "command", "outcome"], "| --- | --- | --- |")]
 
     def cell(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
@@ -478,7 +480,7 @@ def table(outcomes: list[Outcome]) -> str:
         first = next((ln for ln in o.stderr.splitlines() if ln.strip()), "")
         what = ("holds" if o.holds else "**FAILS**: " + "; ".join(o.problems))
         what += f" ({o.seconds:.1f} s)" + (f": `{first[:160]}`" if first else "")
-        rows.append(f"| {cell(o.case.name)} | `{cell(o.case.command)}` | {cell(what)} |")
+        rows.append(md_row([cell(o.case.name), f"`{cell(o.case.command)}`", cell(what)]))
     return "\n".join(head + rows) + "\n"
 
 

@@ -3,7 +3,7 @@
 The GPU baselines of PIM-CapsNet (:mod:`pimforge.sim.capsnet.gpu_roofline`,
 :mod:`pimforge.sim.capsnet.gpu_eager`) and NicePIM
 (:mod:`pimforge.sim.nicepim.gpu_roofline`) are models of GPUs the project has no access
-to (the papers' P100 and V100). ``scripts/gpu_measure.py`` measures the same workloads
+to (the papers' P100 and V100). ``scripts/gpu/gpu_measure.py`` measures the same workloads
 on a GPU at hand; this module evaluates the models at that GPU's *measured* peaks (copy
 bandwidth, FP32 and FP16 matrix-product rates, the time of one eager op as the launch
 overhead) and sets them beside the measurements, so that what each model leaves out
@@ -16,7 +16,7 @@ shows as a ratio on a real GPU:
 * DNN inference: the roofline's best time per sample over batches 1-1024 against the
   measured best (eager, and as a CUDA graph) in FP32 (TF32 off) and FP16.
 
-``python scripts/gpu_report.py [--json FILE]`` prints the tables.
+``python scripts/gpu/gpu_report.py [--json FILE]`` prints the tables.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ __all__ = ["MeasurementError", "load", "measured_gpu", "routing_seconds", "capsn
 
 
 class MeasurementError(PimforgeError):
-    """A measurement file that is not what ``scripts/gpu_measure.py`` writes."""
+    """A measurement file that is not what ``scripts/gpu/gpu_measure.py`` writes."""
 
 
 def load(path: str | Path) -> dict:
@@ -46,7 +46,7 @@ def load(path: str | Path) -> dict:
     try:
         meas = json.loads(p.read_text())
     except FileNotFoundError:
-        raise MeasurementError(f"{p}: no such file; run scripts/gpu_measure.py on a GPU "
+        raise MeasurementError(f"{p}: no such file; run scripts/gpu/gpu_measure.py on a GPU "
                                "first or pass --json") from None
     except json.JSONDecodeError as e:
         raise MeasurementError(f"{p}: not JSON ({e})") from None

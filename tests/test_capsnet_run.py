@@ -17,7 +17,7 @@ from pimforge.verif.models.capsnet.routing import route_f64
 #: Newton step for 1/x and 1/sqrt(x)), relative to max |v_float64|.
 V_REL_BOUND = 0.1
 
-#: Every Table 1 network at 1/64 of B and N_L (full size: scripts/capsnet_sweep.py).
+#: Every Table 1 network at 1/64 of B and N_L (full size: scripts/capsnet/capsnet_sweep.py).
 SUITE_NETS = [(n.name, 64) for n in NETWORKS]
 
 

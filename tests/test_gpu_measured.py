@@ -1,7 +1,7 @@
-"""The GPU models beside a measured GPU (sim/gpu_measured.py, scripts/gpu_report.py).
+"""The GPU models beside a measured GPU (sim/gpu_measured.py, scripts/gpu/gpu_report.py).
 
-No GPU is needed: the measurement kept in ``scripts/measured/gpu.json`` (made by
-``scripts/gpu_measure.py`` on a GPU) is read, and synthetic measurements check that the
+No GPU is needed: the measurement kept in ``scripts/gpu/measured/gpu.json`` (made by
+``scripts/gpu/gpu_measure.py`` on a GPU) is read, and synthetic measurements check that the
 models are evaluated at the measured peaks.
 """
 
@@ -29,7 +29,7 @@ from pimforge.sim.nicepim.gpu_roofline import BATCHES, best_per_sample, gpu_seco
 from pimforge.sim.nicepim.networks import network as dnn
 from pimforge.sim.nicepim.networks import network_names
 
-KEPT = Path(__file__).resolve().parents[1] / "scripts" / "measured" / "gpu.json"
+KEPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu" / "measured" / "gpu.json"
 
 
 @pytest.fixture(scope="module")

@@ -594,13 +594,13 @@ def test_run_and_compile_cli_take_benchmark_parameters(tmp_path, capsys):
     (["--tables-only"], "--tables-only makes the tables of --merge files"),
 ])
 def test_eval_script_arguments_are_one_line_errors(argv, msg):
-    """scripts/ipim_eval.py checks its per-benchmark machine changes and the runs it merges
+    """scripts/ipim/ipim_eval.py checks its per-benchmark machine changes and the runs it merges
     before any run."""
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "ipim_eval.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "ipim" / "ipim_eval.py"
     p = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 2 and msg in p.stderr, p.stderr

@@ -5,7 +5,7 @@ near-bank, with the TSV energy of every bank access.
 
 The RTL test uses ``ipim_small`` at 16x16: its near-bank cube is the one the other
 cube tests build, so the test adds one cube build, the base-die one (``ipim_eval``, the
-config ``scripts/ipim_fig8.py`` uses, would add two).
+config ``scripts/ipim/ipim_fig8.py`` uses, would add two).
 """
 
 import logging

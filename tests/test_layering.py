@@ -1,4 +1,4 @@
-"""The layers of ARCHITECTURE.md, enforced on every import of every module.
+"""The layers of README.md ("Architecture in brief"), enforced on every import of every module.
 
 Bottom to top: ``rtl`` < ``gen`` < ``verif.models`` < ``sim`` < ``verif`` (testbenches,
 the regression) < command-line modules (``cli.py``, ``*_cli.py``). A module may

@@ -17,7 +17,7 @@ run's JSON.
 
 :func:`paper_checks` compares the models with the paper's own profile of its
 baseline (Sec. 3); the figures below are the P100 at 320 GB/s with 5 us per
-launch, means over Table 1 (``scripts/capsnet_gpu_models.py`` prints them):
+launch, means over Table 1 (``scripts/capsnet/capsnet_gpu_models.py`` prints them):
 
 * Fig. 4: the routing is 74.62 % of the inference on average.  The eager
   model gives 69 % (the roofline 37 %): it AGREES within about 5 points; the

@@ -15,7 +15,7 @@ Operand memory (``dram``):
 ``"ideal"``   every read bundle is answered in the cycle it is asked for (the
               cycle count then equals :func:`~pimforge.sim.capsnet.timing.program_cycles`).
 ``"banked"``  (default) a throughput model of the vault's DRAM and its
-              operand port: see ``vault_main.cpp`` and the README's "DRAM path
+              operand port: see ``vault_main.cpp`` and scripts/capsnet/README.md, "DRAM path
               of the driver": announced bundles (prefetch hints) are fetched
               ahead across the banks, each block's bank and row taken from a
               table computed here with the placement's shared

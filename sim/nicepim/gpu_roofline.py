@@ -11,8 +11,8 @@ bound on a GPU that runs these kernels one after another.
 
 The peaks are :class:`pimforge.sim.capsnet.gpu_roofline.GPU` records (one description
 of a modelled GPU for both accelerators); :data:`V100_TENSOR` adds the V100's tensor
-cores. ``scripts/gpu_measure.py`` measures the same networks on a real GPU and
-``scripts/gpu_report.py`` sets this model, at that GPU's measured peaks, beside them.
+cores. ``scripts/gpu/gpu_measure.py`` measures the same networks on a real GPU and
+``scripts/gpu/gpu_report.py`` sets this model, at that GPU's measured peaks, beside them.
 """
 
 from __future__ import annotations

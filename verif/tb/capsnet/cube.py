@@ -267,7 +267,7 @@ async def routing_end_to_end(dut):
                   cycles, ideal["cycles"], cycles / ideal["cycles"], barriers,
                   dict(env.pe_stats))
     assert env.pe_stats["checked_reads"] > 100 and env.pe_stats["remote_writes"] > 0
-    if os.environ.get("PIMFORGE_TOP_JSON"):     # for scripts/hmc_capsnet_cycles.py
+    if os.environ.get("PIMFORGE_TOP_JSON"):     # for scripts/capsnet/hmc_capsnet_cycles.py
         with open(os.environ["PIMFORGE_TOP_JSON"], "w") as f:
             json.dump({"net": NET.name, "dim": DIM, "batch": NET.batch, "n_l": NET.n_l,
                        "n_h": NET.n_h, "iterations": NET.iterations, "vaults": comp.vaults,
