@@ -21,15 +21,16 @@ import sys
 import time
 
 from pimforge.rtl.params import ParameterError
-from pimforge.sim.verilator import lint, verilator_root
-from pimforge.verif.regression import select
-from pimforge.verif.runner import run_testbench
 from .args import int_range, nonempty, number_range, out_dir, out_file
-from .config import load_config, parse_overrides, preset_names, to_dict
-from .elaborate import elaborate
 from .errors import PimforgeError
 from .output import check_output_dir, write_json
+from .provenance import invocation, pimforge_version
 from .registry import blocks, commands, explorers, get_block, resolve, workloads
+
+# Everything heavier than the registry (the config tree and Amaranth, the Verilator
+# harness, numpy, scipy...) is imported inside the command that needs it, and a
+# command's own module only when that command is parsed: `pimforge --help`, a usage
+# error or `--version` answer without loading them.
 
 __all__ = ["build_parser", "main"]
 
@@ -56,6 +57,8 @@ def add_config_positional(p: argparse.ArgumentParser, default: str = "default") 
 
 def resolve_config(args) -> None:
     """Replace ``args.config`` (a name or path) by the resolved config with ``--set``."""
+    from .config import load_config, parse_overrides
+
     spec = args.config if args.config is not None else args._default_config
     args.config = load_config(spec, parse_overrides(args.overrides))
 
@@ -73,6 +76,9 @@ def add_verilog(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_verilog(args) -> int:
+    from pimforge.sim.verilator import lint, verilator_root
+    from .elaborate import elaborate
+
     if args.list:
         for name, b in sorted(blocks().items()):
             print(f"{name:24s} {b.doc}")
@@ -112,6 +118,9 @@ def add_regress(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_regress(args) -> int:
+    from pimforge.verif.regression import select
+    from pimforge.verif.runner import run_testbench
+
     benches = select(args.pattern)
     if args.list:
         for b in benches:
@@ -148,6 +157,7 @@ def add_config(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_config(args) -> int:
+    from .config import load_config, parse_overrides, preset_names, to_dict
 
     if args.config == "":
         raise PimforgeError("the config name is empty: give a preset name or a TOML path, "
@@ -166,7 +176,8 @@ def add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the registered workloads")
     sub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
     for name, w in workloads().items():
-        add_workload_arguments(sub.add_parser(name, help=w.doc, description=w.doc), name)
+        sub.add_lazy(name, lambda q, name=name: add_workload_arguments(q, name),
+                     help=w.doc, description=w.doc)
 
 
 def add_workload_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -214,12 +225,15 @@ def cmd_run(args) -> int:
 def add_dse(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="kind", metavar="KIND", required=True)
     for kind, e in explorers().items():
-        q = sub.add_parser(kind, help=e.help, description=e.help)
-        if e.config == "option":
-            add_config_option(q, e.default_config)
-        elif e.config == "positional":
-            add_config_positional(q, e.default_config)
-        resolve(e.cli).add_arguments(q)
+        sub.add_lazy(kind, lambda q, e=e: _add_explorer(q, e), help=e.help, description=e.help)
+
+
+def _add_explorer(q: argparse.ArgumentParser, e) -> None:
+    if e.config == "option":
+        add_config_option(q, e.default_config)
+    elif e.config == "positional":
+        add_config_positional(q, e.default_config)
+    resolve(e.cli).add_arguments(q)
 
 
 def cmd_dse(args) -> int:
@@ -245,6 +259,7 @@ def add_synth(p: argparse.ArgumentParser) -> None:
 def cmd_synth(args) -> int:
     from pimforge.sim.descnet.sram import area_mm2
     from .area import AreaModel
+    from .config import preset_names
     from .synth import synth_block
 
     if args.target in blocks():
@@ -343,31 +358,86 @@ def _registered(name: str):
     return cmd.help, add, run
 
 
+class _LazySubParsers(argparse._SubParsersAction):
+    """Subcommands whose options are added when the subcommand is parsed: the top-level
+    help lists every command from the registry without importing any command's module."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pending: dict[str, tuple] = {}
+
+    def add_lazy(self, name: str, add, **kwargs) -> argparse.ArgumentParser:
+        """A subparser *name* whose options ``add(parser)`` adds when it is first used."""
+        p = self.add_parser(name, **kwargs)
+        self.pending[name] = (add, p)
+        return p
+
+    def populate(self, name: str) -> None:
+        if name in self.pending:
+            add, p = self.pending.pop(name)
+            add(p)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.populate(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
 class Parser(argparse.ArgumentParser):
     """Usage mistakes are one line too: ``pimforge CMD: error: WHAT (see --help)``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _LazySubParsers)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _populate_all(parser: argparse.ArgumentParser) -> None:
+    for a in parser._actions:
+        if isinstance(a, _LazySubParsers):
+            for name in list(a.pending):
+                a.populate(name)
+            for p in a.choices.values():
+                _populate_all(p)
+
+
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``pimforge`` parser. With *lazy*, a (sub)command's options are added only when
+    it is parsed (what :func:`main` does); otherwise every subparser is complete."""
     parser = Parser(prog="pimforge", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version",
+                        version=f"pimforge {pimforge_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    table = {**CORE, **{n: _registered(n) for n in commands()}}
-    for name, (help_, add, run) in table.items():
-        p = sub.add_parser(name, help=help_, description=help_)
-        add(p)
+    for name, (help_, add, run) in CORE.items():
+        p = sub.add_lazy(name, add, help=help_, description=help_)
         p.set_defaults(_run=run)
+    for name, cmd in commands().items():
+        p = sub.add_lazy(name, lambda q, name=name: _registered(name)[1](q), help=cmd.help,
+                         description=cmd.help)
+        p.set_defaults(_run=lambda args, name=name: _registered(name)[2](args))
+    if not lazy:
+        _populate_all(parser)
     return parser
+
+
+def _named_config(args: argparse.Namespace) -> str | None:
+    """The config the user named on the command line (or the command's default), before
+    it is resolved: what results record as ``config``."""
+    for key in ("config", "config_opt"):
+        if isinstance(getattr(args, key, None), str):
+            return getattr(args, key)
+    return getattr(args, "_default_config", None)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(lazy=True).parse_args(argv)
     except SystemExit as e:          # usage error (2) or --help (0): a status, as below
         return int(e.code or 0)
     try:
-        return int(args._run(args) or 0)
+        with invocation(sys.argv[1:] if argv is None else list(argv), _named_config(args)):
+            return int(args._run(args) or 0)
     except (PimforgeError, ParameterError) as e:
         print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
         return 2
