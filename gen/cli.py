@@ -24,7 +24,7 @@ from pimforge.rtl.params import ParameterError
 from .args import int_range, nonempty, number_range, out_dir, out_file
 from .errors import PimforgeError
 from .output import check_output_dir, write_json
-from .provenance import invocation, pimforge_version
+from .provenance import invocation, pimforge_version, stamp
 from .registry import blocks, commands, explorers, get_block, resolve, workloads
 
 # Everything heavier than the registry (the config tree and Amaranth, the Verilator
@@ -97,6 +97,11 @@ def cmd_verilog(args) -> int:
     block = args.top or cfg.top
     get_block(block)
     el = elaborate(block, cfg)
+    # The manifest file says what made it; the resolved config's values keep their place
+    # under another name (`config` is the preset name or the TOML path, as in every result).
+    manifest = dict(el.manifest)
+    values = manifest.pop("config")
+    el.manifest = {**stamp(manifest, "pimforge.verilog", 1, cfg), "config_values": values}
     v, j = el.write(out)
     if args.lint:
         lint(v, el.top)
@@ -143,9 +148,9 @@ def cmd_regress(args) -> int:
     failed = [r for r in rows if not r.ok]
     print(f"{len(rows) - len(failed)} passed, {len(failed)} failed in {wall:.1f}s")
     if out is not None:
-        write_json(out, {"wall_s": wall, "benches": [
+        write_json(out, stamp({"wall_s": wall, "benches": [
             {"name": r.name, "tests": r.tests, "failed": r.failed, "seed": r.seed,
-             "build_s": r.build_s, "run_s": r.run_s} for r in rows]})
+             "build_s": r.build_s, "run_s": r.run_s} for r in rows]}, "pimforge.regress", 1))
     return 1 if failed else 0
 
 
@@ -216,7 +221,7 @@ def cmd_run(args) -> int:
     result = run_workload(args.workload, args)
     print(result.summary())
     if out is not None:
-        write_json(out, result.to_json())
+        write_json(out, stamp(result.to_json(), config=args.config))
     return 0 if result.ok else 1
 
 
@@ -280,8 +285,9 @@ def cmd_synth(args) -> int:
     print(f"area at {model.describe()}: {area.total_mm2:.4f} mm^2 (logic "
           f"{area.logic_mm2:.4f}, memory macros {area.macro_mm2:.4f})")
     if args.json is not None:
-        write_json(args.json, {**res.to_json(), "area": {**area.to_json(),
-                                                         "model": model.describe()}})
+        write_json(args.json, stamp({**res.to_json(), "area": {**area.to_json(),
+                                                               "model": model.describe()}},
+                                    "pimforge.synth", 1, args.config))
     return 0
 
 
@@ -306,7 +312,7 @@ def cmd_fpga(args) -> int:
     res = build_fpga(block, args.config, args.board, args.out)
     print(res.summary())
     if args.json is not None:
-        write_json(args.json, res.to_json())
+        write_json(args.json, stamp(res.to_json(), "pimforge.fpga", 1, args.config))
     return 0
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from pimforge.gen.args import out_dir
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
+from pimforge.gen.provenance import stamp
 from pimforge.verif.models.ipim.image import BENCHES, check_input, resolve_params
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
@@ -185,11 +186,12 @@ def run(args: argparse.Namespace, config) -> ImageResult:
             with FileSet(args.dump / b, "params.json") as fs:
                 np.save(fs.path("input.npy"), img)
                 np.save(fs.path("output.npy"), r.output)
-                fs.path("params.json").write_text(json.dumps({
+                fs.path("params.json").write_text(json.dumps(stamp({
                     "bench": b, "params": resolve_params(b, img, **params[b]),
                     "size": list(args.size),
                     "source": args.image or args.photo, "config": config.name,
                     "opt": args.opt, "engine": args.engine,
                     "input_kind": BENCHES[b].input_kind,
-                    "output_shape": list(r.output.shape)}, indent=2))
+                    "output_shape": list(r.output.shape)}, "pimforge.run.image.dump", 1,
+                    config), indent=2))
     return res

@@ -19,6 +19,7 @@ from pimforge.gen.args import int_range, number_range, out_file, seed
 from pimforge.gen.cli import add_config_option, resolve_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
+from pimforge.gen.provenance import stamp
 from ..noc import parse_mesh
 from . import sharing
 
@@ -91,7 +92,7 @@ def run(args) -> int:
                  f"busiest link {r['rtl_max_link_flits']} flits")
     print(line)
     if args.json:
-        write_json(args.json, out)
+        write_json(args.json, stamp(out, "pimforge.schedule.sharing", 1, cfg))
     return 0
 
 

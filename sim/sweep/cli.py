@@ -21,6 +21,7 @@ import traceback
 from pimforge.gen import cli as gcli
 from pimforge.gen.args import int_range, nonempty, out_dir
 from pimforge.gen.errors import PimforgeError
+from pimforge.gen.provenance import invocation, stamp
 from pimforge.gen.registry import get_workload, resolve
 from pimforge.rtl.params import ParameterError
 from .engine import Runner, parse_executor, run_sweep, usable_cores
@@ -132,9 +133,12 @@ def run_point(workload: str, argv: list[str], cache: str | None,
     def go() -> dict:
         args = gcli.workload_parser(workload, _PointParser).parse_args(argv)
         printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):    # kept in the point's JSON
+        named = args.config if args.config is not None else args._default_config
+        with (contextlib.redirect_stdout(printed),   # kept in the point's JSON
+              invocation(["run", workload, *argv], named)):
             result = gcli.run_workload(workload, args)
-        out = {"result": result.to_json(), "ok": bool(result.ok), "summary": result.summary(),
+            doc = stamp(result.to_json(), config=args.config)
+        out = {"result": doc, "ok": bool(result.ok), "summary": result.summary(),
                "wall_s": time.monotonic() - t0}
         if printed.getvalue():
             out["printed"] = printed.getvalue()[-20000:]
