@@ -323,6 +323,12 @@ def _sweep_cli():
     return cli
 
 
+def _examples():
+    from pimforge.sim import examples
+
+    return examples
+
+
 # -- the parser ----------------------------------------------------------------------
 
 #: The framework's own commands: name -> (help, add_arguments, run).
@@ -342,6 +348,8 @@ CORE = {
               cmd_synth),
     "fpga": ("bitstream, utilization and Fmax of a block on an ECP5 board", add_fpga,
              cmd_fpga),
+    "examples": ("copy the example sweep specs and SIMB programs into a folder",
+                 lambda p: _examples().add_arguments(p), lambda args: _examples().run(args)),
 }
 
 

@@ -32,6 +32,7 @@ from pimforge.gen.registry import commands, explorers, workloads
 NO_JSON = {
     "config": "prints the resolved config itself",
     "compile": "writes SIMB assembly text",
+    "examples": "copies the example files",
 }
 
 SWEEP = """
@@ -125,7 +126,7 @@ def _sweep_spec(monkeypatch, tmp_path):
     (tmp_path / "spec.toml").write_text(SWEEP)
 
 
-STENCIL = Path(__file__).resolve().parents[1] / "scripts" / "ipim_stencil.s"
+STENCIL = Path(__file__).resolve().parents[1] / "sim" / "examples" / "ipim_stencil.s"
 
 #: command path -> (argv, JSON files, CSV files, set-up, the config it names)
 CASES = {

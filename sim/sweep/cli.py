@@ -161,7 +161,7 @@ def _executor(text: str) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``pimforge sweep``."""
     p.add_argument("spec", type=nonempty, metavar="SPEC.toml",
-                   help="the sweep spec (see scripts/sweeps/)")
+                   help="the sweep spec (`pimforge examples DIR` copies some into DIR/sweeps)")
     p.add_argument("--executor", type=_executor, default="local",
                    help="local (a Dask LocalCluster, default), dask://HOST:PORT (a running "
                         "scheduler), slurm or pbs (dask-jobqueue)")
