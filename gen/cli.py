@@ -83,6 +83,8 @@ def cmd_verilog(args) -> int:
         for name, b in sorted(blocks().items()):
             print(f"{name:24s} {b.doc}")
         return 0
+    if args.top is not None:
+        get_block(args.top)         # a misspelled block is named before a missing --out
     if args.out is None:
         raise PimforgeError("--out DIR is required (the folder to write Verilog and manifest to)")
     if args.config and args.config_opt:
