@@ -13,13 +13,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import load_config, parse_overrides
 from .output import OutputError, check_output_dir, check_output_file
 
-__all__ = ["AppendUnique", "Parser", "add_config_option", "add_config_positional", "add_set",
-           "count_in_ram", "fraction", "int_range", "max_count_in_ram", "nonempty",
-           "number_range", "out_dir", "out_file", "physical_memory", "power_of_two",
-           "resolve_config", "seed"]
+__all__ = ["AppendUnique", "LazySubParsers", "Parser", "add_config_option",
+           "add_config_positional", "add_set", "count_in_ram", "fraction", "int_range",
+           "max_count_in_ram", "nonempty", "number_range", "out_dir", "out_file",
+           "physical_memory", "power_of_two", "resolve_config", "seed"]
 
 SEED_MAX = 2**32 - 1
 
@@ -145,8 +144,37 @@ class AppendUnique(argparse.Action):
 
 # -- the parser and the config options every command shares ------------------------
 
+class LazySubParsers(argparse._SubParsersAction):
+    """Subcommands whose options are added when the subcommand is parsed: the top-level
+    help lists every command from the registry without importing any command's module."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pending: dict[str, tuple] = {}
+
+    def add_lazy(self, name: str, add, **kwargs) -> argparse.ArgumentParser:
+        """A subparser *name* whose options ``add(parser)`` adds when it is first used."""
+        p = self.add_parser(name, **kwargs)
+        self.pending[name] = (add, p)
+        return p
+
+    def populate(self, name: str) -> None:
+        if name in self.pending:
+            add, p = self.pending.pop(name)
+            add(p)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.populate(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
 class Parser(argparse.ArgumentParser):
-    """Usage mistakes are one line too: ``pimforge CMD: error: WHAT (see --help)``."""
+    """Usage mistakes are one line too: ``pimforge CMD: error: WHAT (see --help)``.
+    Subcommands may be added lazily (:class:`LazySubParsers`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", LazySubParsers)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -177,5 +205,7 @@ def add_config_positional(p: argparse.ArgumentParser, default: str = "default") 
 
 def resolve_config(args) -> None:
     """Replace ``args.config`` (a name or path) by the resolved config with ``--set``."""
+    from .config import load_config, parse_overrides  # the config tree imports Amaranth
+
     spec = args.config if args.config is not None else args._default_config
     args.config = load_config(spec, parse_overrides(args.overrides))

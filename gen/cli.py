@@ -21,11 +21,9 @@ import sys
 import time
 
 from pimforge.rtl.params import ParameterError
-from pimforge.sim.verilator import lint, verilator_root
-from pimforge.verif.regression import select
-from pimforge.verif.runner import run_testbench
 
 from .args import (
+    LazySubParsers,
     Parser,
     add_config_option,
     add_config_positional,
@@ -37,12 +35,16 @@ from .args import (
     out_file,
     resolve_config,
 )
-from .config import bench_config, load_config, parse_overrides, preset_names, to_dict
-from .elaborate import elaborate
 from .errors import PimforgeError
 from .output import check_output_dir, write_json
+from .provenance import invocation, pimforge_version, stamp
 from .registry import blocks, commands, explorers, get_block, resolve
 from .run_cli import add_run, cmd_run
+
+# Everything heavier than the registry (the config tree and Amaranth, the Verilator
+# harness, numpy, scipy...) is imported inside the command that needs it, and a
+# command's own module only when that command is parsed: `pimforge --help`, a usage
+# error or `--version` answer without loading them.
 
 __all__ = ["build_parser", "main"]
 
@@ -60,10 +62,16 @@ def add_verilog(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_verilog(args) -> int:
+    from pimforge.sim.verilator import lint, verilator_root
+
+    from .elaborate import elaborate
+
     if args.list:
         for name, b in sorted(blocks().items()):
             print(f"{name:24s} {b.doc}")
         return 0
+    if args.top is not None:
+        get_block(args.top)         # a misspelled block is named before a missing --out
     if args.out is None:
         raise PimforgeError("--out DIR is required (the folder to write Verilog and manifest to)")
     if args.config and args.config_opt:
@@ -78,6 +86,11 @@ def cmd_verilog(args) -> int:
     block = args.top or cfg.top
     get_block(block)
     el = elaborate(block, cfg)
+    # The manifest file says what made it; the resolved config's values keep their place
+    # under another name (`config` is the preset name or the TOML path, as in every result).
+    manifest = dict(el.manifest)
+    values = manifest.pop("config")
+    el.manifest = {**stamp(manifest, "pimforge.verilog", 1, cfg), "config_values": values}
     v, j = el.write(out)
     if args.lint:
         lint(v, el.top)
@@ -99,6 +112,11 @@ def add_regress(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_regress(args) -> int:
+    from pimforge.verif.regression import select
+    from pimforge.verif.runner import run_testbench
+
+    from .config import bench_config
+
     benches = select(args.pattern)
     if args.list:
         for b in benches:
@@ -121,9 +139,9 @@ def cmd_regress(args) -> int:
     failed = [r for r in rows if not r.ok]
     print(f"{len(rows) - len(failed)} passed, {len(failed)} failed in {wall:.1f}s")
     if out is not None:
-        write_json(out, {"wall_s": wall, "benches": [
+        write_json(out, stamp({"wall_s": wall, "benches": [
             {"name": r.name, "tests": r.tests, "failed": r.failed, "seed": r.seed,
-             "build_s": r.build_s, "run_s": r.run_s} for r in rows]})
+             "build_s": r.build_s, "run_s": r.run_s} for r in rows]}, "pimforge.regress", 1))
     return 1 if failed else 0
 
 
@@ -135,6 +153,7 @@ def add_config(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_config(args) -> int:
+    from .config import load_config, parse_overrides, preset_names, to_dict
 
     if args.config == "":
         raise PimforgeError("the config name is empty: give a preset name or a TOML path, "
@@ -152,12 +171,15 @@ def cmd_config(args) -> int:
 def add_dse(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="kind", metavar="KIND", required=True)
     for kind, e in explorers().items():
-        q = sub.add_parser(kind, help=e.help, description=e.help)
-        if e.config == "option":
-            add_config_option(q, e.default_config)
-        elif e.config == "positional":
-            add_config_positional(q, e.default_config)
-        resolve(e.cli).add_arguments(q)
+        sub.add_lazy(kind, lambda q, e=e: _add_explorer(q, e), help=e.help, description=e.help)
+
+
+def _add_explorer(q: argparse.ArgumentParser, e) -> None:
+    if e.config == "option":
+        add_config_option(q, e.default_config)
+    elif e.config == "positional":
+        add_config_positional(q, e.default_config)
+    resolve(e.cli).add_arguments(q)
 
 
 def cmd_dse(args) -> int:
@@ -184,6 +206,7 @@ def cmd_synth(args) -> int:
     from pimforge.sim.descnet.sram import area_mm2
 
     from .area import AreaModel
+    from .config import preset_names
     from .synth import synth_block
 
     if args.target in blocks():
@@ -204,8 +227,9 @@ def cmd_synth(args) -> int:
     print(f"area at {model.describe()}: {area.total_mm2:.4f} mm^2 (logic "
           f"{area.logic_mm2:.4f}, memory macros {area.macro_mm2:.4f})")
     if args.json is not None:
-        write_json(args.json, {**res.to_json(), "area": {**area.to_json(),
-                                                         "model": model.describe()}})
+        write_json(args.json, stamp({**res.to_json(), "area": {**area.to_json(),
+                                                               "model": model.describe()}},
+                                    "pimforge.synth", 1, args.config))
     return 0
 
 
@@ -230,7 +254,7 @@ def cmd_fpga(args) -> int:
     res = build_fpga(block, args.config, args.board, args.out)
     print(res.summary())
     if args.json is not None:
-        write_json(args.json, res.to_json())
+        write_json(args.json, stamp(res.to_json(), "pimforge.fpga", 1, args.config))
     return 0
 
 
@@ -239,6 +263,12 @@ def _sweep_cli():
     from pimforge.sim.sweep import cli
 
     return cli
+
+
+def _examples():
+    from pimforge.sim import examples
+
+    return examples
 
 
 # -- the parser ----------------------------------------------------------------------
@@ -260,6 +290,8 @@ CORE = {
               cmd_synth),
     "fpga": ("bitstream, utilization and Fmax of a block on an ECP5 board", add_fpga,
              cmd_fpga),
+    "examples": ("copy the example sweep specs and SIMB programs into a folder",
+                 lambda p: _examples().add_arguments(p), lambda args: _examples().run(args)),
 }
 
 
@@ -282,24 +314,51 @@ def _registered(name: str):
     return cmd.help, add, run
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _populate_all(parser: argparse.ArgumentParser) -> None:
+    for a in parser._actions:
+        if isinstance(a, LazySubParsers):
+            for name in list(a.pending):
+                a.populate(name)
+            for p in a.choices.values():
+                _populate_all(p)
+
+
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``pimforge`` parser. With *lazy*, a (sub)command's options are added only when
+    it is parsed (what :func:`main` does); otherwise every subparser is complete."""
     parser = Parser(prog="pimforge", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version",
+                        version=f"pimforge {pimforge_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    table = {**CORE, **{n: _registered(n) for n in commands()}}
-    for name, (help_, add, run) in table.items():
-        p = sub.add_parser(name, help=help_, description=help_)
-        add(p)
+    for name, (help_, add, run) in CORE.items():
+        p = sub.add_lazy(name, add, help=help_, description=help_)
         p.set_defaults(_run=run)
+    for name, cmd in commands().items():
+        p = sub.add_lazy(name, lambda q, name=name: _registered(name)[1](q), help=cmd.help,
+                         description=cmd.help)
+        p.set_defaults(_run=lambda args, name=name: _registered(name)[2](args))
+    if not lazy:
+        _populate_all(parser)
     return parser
+
+
+def _named_config(args: argparse.Namespace) -> str | None:
+    """The config the user named on the command line (or the command's default), before
+    it is resolved: what results record as ``config``."""
+    for key in ("config", "config_opt"):
+        if isinstance(getattr(args, key, None), str):
+            return getattr(args, key)
+    return getattr(args, "_default_config", None)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(lazy=True).parse_args(argv)
     except SystemExit as e:          # usage error (2) or --help (0): a status, as below
         return int(e.code or 0)
     try:
-        return int(args._run(args) or 0)
+        with invocation(sys.argv[1:] if argv is None else list(argv), _named_config(args)):
+            return int(args._run(args) or 0)
     except (PimforgeError, ParameterError) as e:
         print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -38,6 +38,7 @@ from amaranth.lib import wiring
 from .config import Config
 from .errors import PimforgeError, ToolMissingError, UnknownNameError
 from .output import check_output_dir, write_json
+from .provenance import stamp
 from .registry import get_block
 
 __all__ = ["BOARDS", "FPGAError", "FPGAResult", "Harness", "build_fpga", "check_board",
@@ -260,5 +261,5 @@ def build_fpga(block: str, config: Config, board: str, out: Path) -> FPGAResult:
                         used["dsps"], used["brams"], used["lutram"], avail, fmax, constraint,
                         harness.harness_ffs, harness.in_bits, harness.out_bits, str(bit),
                         time.monotonic() - t0)
-    write_json(out / f"{block}_{board}.json", result.to_json())
+    write_json(out / f"{block}_{board}.json", stamp(result.to_json(), "pimforge.fpga", 1, config))
     return result

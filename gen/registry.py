@@ -18,6 +18,7 @@ benches at ``verif.tb``, workload and command modules at ``sim`` or ``verif``).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import pkgutil
@@ -272,7 +273,9 @@ def _get(kind: str, what: str, name: str):
     try:
         return table[name]
     except KeyError:
-        raise UnknownNameError(f"unknown {what} {name!r}; available: "
+        close = difflib.get_close_matches(name, table, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownNameError(f"unknown {what} {name!r}{hint}; available: "
                                f"{', '.join(sorted(table))}") from None
 
 

@@ -12,6 +12,7 @@ import argparse
 from .args import Parser, add_config_option, out_file, resolve_config
 from .errors import PimforgeError
 from .output import write_json
+from .provenance import stamp
 from .registry import resolve, workloads
 
 __all__ = ["add_run", "add_workload_arguments", "cmd_run", "run_workload", "workload_parser"]
@@ -21,7 +22,8 @@ def add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the registered workloads")
     sub = p.add_subparsers(dest="workload", metavar="WORKLOAD")
     for name, w in workloads().items():
-        add_workload_arguments(sub.add_parser(name, help=w.doc, description=w.doc), name)
+        sub.add_lazy(name, lambda q, name=name: add_workload_arguments(q, name),
+                     help=w.doc, description=w.doc)
 
 
 def add_workload_arguments(p: argparse.ArgumentParser, name: str) -> None:
@@ -60,5 +62,5 @@ def cmd_run(args) -> int:
     result = run_workload(args.workload, args)
     print(result.summary())
     if out is not None:
-        write_json(out, result.to_json())
+        write_json(out, stamp(result.to_json(), config=args.config))
     return 0 if result.ok else 1

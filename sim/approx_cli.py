@@ -8,6 +8,7 @@ import dataclasses
 from pimforge.gen.args import count_in_ram, out_file, seed
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
+from pimforge.gen.provenance import stamp
 from pimforge.rtl.capsnet.params import pe_constants
 from pimforge.verif.models.capsnet.approx_error import characterize
 
@@ -45,6 +46,7 @@ def run(args) -> int:
         print(f"{r.flow:6s} {r.variant:22s} {r.range:28s} {r.max_rel:12.3e} {r.mean_rel:12.3e} "
               f"{r.mean_signed:+12.3e}")
     if args.json:
-        write_json(args.json, {"config": cfg.name, "samples": args.samples, "seed": args.seed,
-                               "rows": [dataclasses.asdict(r) for r in rows]})
+        write_json(args.json, stamp({"samples": args.samples, "seed": args.seed,
+                                     "rows": [dataclasses.asdict(r) for r in rows]},
+                                    "pimforge.approx", 1, cfg))
     return 0

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,6 +33,8 @@ _SOURCES = (".cpp", ".cc", ".c")
 
 #: File beside a finished build holding the SHA-256 of its executable; written last.
 _STAMP = "executable.sha256"
+#: File of a finished build holding how long it took (the next build's estimate).
+_SECONDS = "build.seconds"
 
 
 def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | None = None,
@@ -104,15 +109,20 @@ def cached_build(bdir: Path, exe: str, build: Callable[[Path], None], *, what: s
     _sweep_stale(bdir.parent)
     # One builder at a time per folder: a second one (another test worker, a sweep
     # worker) waits for the first instead of building the same thing beside it.
-    with _locked(bdir.with_name(bdir.name + ".lock")):
+    with _locked(bdir.with_name(bdir.name + ".lock"), what):
         if _verified(bdir, target):               # another builder has finished it
             return target
+        _say(f"{what}: building it once (later runs reuse it), {_expected(bdir)}; cache: "
+             f"{bdir}")
+        t0 = time.monotonic()
         if not relocatable:
             _discard(bdir)
             bdir.mkdir()
             _build_and_stamp(bdir, exe, build, what)
-            return target
-        return _build_aside(bdir, exe, build, what)
+        else:
+            _build_aside(bdir, exe, build, what)
+        _say(f"{what}: built in {_duration(time.monotonic() - t0)}")
+        return target
 
 
 def _build_aside(bdir: Path, exe: str, build: Callable[[Path], None], what: str) -> Path:
@@ -138,6 +148,7 @@ def _build_aside(bdir: Path, exe: str, build: Callable[[Path], None], what: str)
 
 
 def _build_and_stamp(folder: Path, exe: str, build: Callable[[Path], None], what: str) -> None:
+    t0 = time.monotonic()
     try:
         build(folder)
     except SimulationError:
@@ -149,6 +160,7 @@ def _build_and_stamp(folder: Path, exe: str, build: Callable[[Path], None], what
     if not built.is_file():
         shutil.rmtree(folder, ignore_errors=True)
         raise SimulationError(f"{what} produced no {exe}")
+    (folder / _SECONDS).write_text(f"{time.monotonic() - t0:.1f}\n")  # the next estimate
     (folder / _STAMP).write_text(_digest(built))   # what a later use checks the executable by
 
 
@@ -166,10 +178,43 @@ def _discard(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)      # released when the file closes, or the process dies
+def _locked(path: Path, what: str) -> Iterator[None]:
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            _say(f"{what}: waiting for process {holder}, which is building it into "
+                 f"{path.with_name(path.name.removesuffix('.lock'))} (lock {path})")
+            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")        # who holds it, for the next one that waits
+        f.flush()
         yield
+
+
+def _say(line: str) -> None:
+    """A progress line on stderr (stdout is the command's result)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def _expected(bdir: Path) -> str:
+    """How long the build should take: the last finished build of the same name (another
+    config or version of it), else the usual range."""
+    name = bdir.name.rpartition("-")[0]
+    times = []
+    for f in bdir.parent.glob(f"{glob.escape(name)}-*/{_SECONDS}"):
+        with contextlib.suppress(OSError, ValueError):
+            times.append((f.stat().st_mtime, float(f.read_text())))
+    if times:
+        return f"about {_duration(max(times)[1])} like the last build of {name}"
+    return "from seconds for a block to 5-25 minutes for a whole cube or array"
 
 
 def _digest(path: Path) -> str:

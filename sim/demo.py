@@ -29,6 +29,7 @@ import numpy as np
 from pimforge.gen.args import int_range, out_file
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
+from pimforge.gen.provenance import stamp
 from pimforge.verif.models.capsnet.routing import route_f64
 
 from . import verilator as vl
@@ -36,7 +37,7 @@ from .capsnet import digits_net as dn
 from .capsnet.networks import CapsNetSpec
 from .capsnet.workload import CapsNetRunOptions, route
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "demo_json", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -111,11 +112,17 @@ def run(args) -> int:
           f"({res.rtl_cycles_per_s:,.0f} cycles/s); build {w.build:.1f}s; "
           f"demo wall {time.monotonic() - t_start:.1f}s")
     if args.json:
-        # The run's JSON (schema pimforge.run.capsnet) with the demo's own section.
-        out = res.to_json()
-        out["demo"] = {"labels": y.tolist(), "rtl_classes": cls_rtl.tolist(),
-                       "float64_classes": cls_64.tolist(),
-                       "rtl_accuracy": float(np.mean(cls_rtl == y)),
-                       "float64_accuracy": float(np.mean(cls_64 == y))}
-        write_json(args.json, out)
+        write_json(args.json, demo_json(res, y, cls_rtl, cls_64, cfg))
     return 0 if ok else 1
+
+
+def demo_json(res, labels: np.ndarray, rtl_classes: np.ndarray,
+              float64_classes: np.ndarray, config) -> dict:
+    """The run's JSON (schema pimforge.run.capsnet) with the demo's own section and what
+    made it."""
+    out = res.to_json()
+    out["demo"] = {"labels": labels.tolist(), "rtl_classes": rtl_classes.tolist(),
+                   "float64_classes": float64_classes.tolist(),
+                   "rtl_accuracy": float(np.mean(rtl_classes == labels)),
+                   "float64_accuracy": float(np.mean(float64_classes == labels))}
+    return stamp(out, config=config)

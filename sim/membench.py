@@ -32,6 +32,7 @@ from pimforge.gen.args import (
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import CapacityError, PimforgeError, SimulationError
 from pimforge.gen.output import write_json
+from pimforge.gen.provenance import stamp
 from pimforge.rtl.mem.address_map import AddressMap
 from pimforge.rtl.mem.timing import resolve_timing
 
@@ -329,7 +330,7 @@ def run(args) -> int:
                  write_fraction=args.write_fraction, stride=args.stride, burst=args.burst,
                  policy=args.policy, gamma_v=args.gamma_v, gamma_h=args.gamma_h,
                  seed=args.seed, trace=args.trace)
-    write_json(args.json, r)
+    write_json(args.json, stamp(r, "pimforge.membench", 1, cfg))
     print(f"{r['pattern']:8s} mapping {r['mapping']:8s} {r['requests']} requests in "
           f"{r['cycles']} cycles: {r['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "
           f"({100 * r['bandwidth_fraction']:.1f}% of {r['peak_bytes_per_s'] / 1e9:.1f} GB/s peak,"

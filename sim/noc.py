@@ -30,6 +30,7 @@ from pimforge.gen.args import int_range, number_range, out_file, seed
 from pimforge.gen.elaborate import LINT_HEADER
 from pimforge.gen.errors import PimforgeError, SimulationError
 from pimforge.gen.output import write_json
+from pimforge.gen.provenance import stamp
 from pimforge.rtl.hierarchy import leaf_scope
 from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
 from pimforge.rtl.noc.mesh import Mesh
@@ -362,6 +363,7 @@ def run(args) -> int:
     vl.preflight()              # the driver build needs them; say so before the work
     r = noc_sweep(cfg, traffic=args.traffic, packet_flits=args.packet_flits, step=args.step,
                   warmup=args.warmup, measure=args.measure, seed=args.seed)
+    r = stamp(r, "pimforge.noc", 1, cfg)
     write_json(args.json, r)
     if args.png:
         plot(args.png, r)

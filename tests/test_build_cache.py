@@ -4,6 +4,7 @@ folders of killed builds are swept."""
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -50,3 +51,40 @@ def test_broken_cached_executable_is_rebuilt_and_stale_temporaries_swept(cache):
     assert again == exe and _run(again) == "5"
     assert not stale.exists()
     assert not list((vl.cache_dir() / "verilated").glob("*.tmp*"))
+
+
+def _fake_build(folder):
+    (folder / "exe").write_text("#!/bin/sh\necho 5\n")
+
+
+def test_a_build_says_what_it_builds_where_and_how_long(tmp_path, capsys):
+    bdir = tmp_path / "blk-0a1b"
+    assert build.cached_build(bdir, "exe", _fake_build, what="Verilator build of blk") \
+        == bdir / "exe"
+    err = capsys.readouterr().err
+    assert "Verilator build of blk: building it once (later runs reuse it), from seconds" in err
+    assert f"cache: {bdir}" in err and "Verilator build of blk: built in " in err
+    build.cached_build(bdir, "exe", _fake_build, what="Verilator build of blk")
+    assert capsys.readouterr().err == ""                 # a finished build: silent
+    other = tmp_path / "blk-2c3d"                        # the same block, another config
+    build.cached_build(other, "exe", _fake_build, what="Verilator build of blk")
+    assert "about 0 s like the last build of blk" in capsys.readouterr().err
+
+
+def test_a_wait_on_the_build_lock_names_the_holder(tmp_path, capsys):
+    bdir = tmp_path / "blk-0a1b"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time\n"
+         f"f = open({str(bdir) + '.lock'!r}, 'a+')\n"
+         "fcntl.flock(f, fcntl.LOCK_EX); f.write(f'{os.getpid()}\\n'); f.flush()\n"
+         "print('locked', flush=True); time.sleep(1.5)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        build.cached_build(bdir, "exe", _fake_build, what="Verilator build of blk")
+    finally:
+        holder.wait(timeout=30)
+    err = capsys.readouterr().err
+    assert f"Verilator build of blk: waiting for process {holder.pid}, which is building it " \
+           f"into {bdir}" in err
+    assert (bdir / "exe").is_file()

@@ -29,6 +29,7 @@ def test_dse_spm_capsnet(tmp_path, capsys):
     energies = [p["energy_mj"] for p in res["pareto"]]
     assert areas == sorted(areas) and energies == sorted(energies, reverse=True)
     with open(tmp_path / "points.csv") as f:
+        assert f.readline().startswith('# {"schema": "pimforge.dse.spm.points"')
         rows = list(csv.reader(f))
     assert len(rows) - 1 == res["configs_evaluated"]
     assert (tmp_path / "energy_area.png").read_bytes()[:4] == b"\x89PNG"

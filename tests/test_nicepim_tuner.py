@@ -251,6 +251,7 @@ def test_dse_nicepim_end_to_end(tmp_path, capsys, cheap_mapper):
     assert res["settings"]["nets"] == ["vgg16"] and res["settings"]["methods"] == list(
         T.METHODS)
     with open(out / "points.csv") as f:
+        assert f.readline().startswith('# {"schema": "pimforge.dse.nicepim.points"')
         rows = list(csv.DictReader(f))
     assert len(rows) == 3 * 4
     for r in rows:

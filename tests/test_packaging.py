@@ -59,6 +59,14 @@ def test_wheel_holds_every_file_of_the_tree(wheel):
     assert not missing, f"not in the wheel (add to package-data in pyproject.toml): {missing}"
 
 
+def test_wheel_holds_the_examples(wheel):
+    # What `pimforge examples DIR` copies: the README's sweep specs and SIMB programs.
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("ipim_stencil.s", "sweeps/capsnet_suite.toml", "sweeps/capsnet_ablations.toml",
+                 "sweeps/ipim_image_opts.toml"):
+        assert f"pimforge/sim/examples/{name}" in names, name
+
+
 def test_resource_packages_exist_in_the_wheel(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     reads = _resource_reads()

@@ -126,5 +126,5 @@ def test_set_reaches_every_config_command(tmp_path):
     assert r.returncode == 0, r.stderr
     import json
     m = json.loads((tmp_path / "fp32_add.json").read_text())
-    assert m["config"]["fp"]["add_latency"] == 2
+    assert m["config_values"]["fp"]["add_latency"] == 2
     assert load_config("default", {"fp.add_latency": 2}).fp.add_latency == 2

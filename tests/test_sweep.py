@@ -43,6 +43,7 @@ def _write(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
 
 def _rows(out: Path) -> dict[str, dict]:
     with open(out / "results.csv", newline="") as f:
+        assert f.readline().startswith('# {"schema": "pimforge.sweep"')
         return {r["net"]: r for r in csv.DictReader(f)}
 
 

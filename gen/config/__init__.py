@@ -16,6 +16,7 @@ Any value can be changed with ``--set SECTION.FIELD=VALUE`` overrides
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import field
@@ -180,7 +181,12 @@ def load_config(spec: str | Path | None = None,
     spec = "default" if spec is None else str(spec)
     if spec == "":
         raise ConfigError("the config name is empty; give a preset name or a .toml path")
-    data = _merge(_resolve_data(spec), _nest(overrides or {}))
+    data = _resolve_data(spec)
+    if "name" not in data and (spec.endswith(".toml") or "/" in spec):
+        # A file of one's own without `name =` is named after the file, not "default".
+        stem = re.sub(r"\W", "_", Path(spec).stem)[:64]
+        data["name"] = stem if stem.isidentifier() else f"c_{stem}"[:64]
+    data = _merge(data, _nest(overrides or {}))
     return from_dict(Config, data)
 
 

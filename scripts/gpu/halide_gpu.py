@@ -839,26 +839,35 @@ def _build_local_laplacian(hl, gpu, variant):
 
 def _build_stencil_chain(hl, gpu, variant):
     """apps/stencil_chain's 32 5x5 stages on float32 [0, 1] data (weights
-    ``(i+3)*(j+3)``, divided by 225), each stage clamped to the image edge. The app has
-    no manual GPU schedule; variants: ``root`` (every stage a 32x8-tiled kernel),
-    ``fuse2`` (stages in pairs: the first of a pair computed per 32x8 tile of the
-    second in shared memory, with its halo)."""
+    ``(i+3)*(j+3)``, divided by 225), each stage clamped to the image edge (``clamped_t``,
+    the previous stage read at clamped coordinates, inlined unless scheduled). The app
+    has no manual GPU schedule; variants:
+
+    * ``root``: every stage a kernel, gpu_tile 32x8;
+    * ``root_unroll_y4``: the same, each thread making four rows (unrolled: the rows'
+      common taps are loaded once);
+    * ``smem``: every stage a kernel in 32x32 tiles of 32x8 threads, four rows per thread,
+      its clamped input tile with the halo (36x36) staged in shared memory first;
+    * ``fuse2``, ``fuse4``: stages in groups, the earlier stages of a group computed per
+      32x8 tile of the last in shared memory, with their halos."""
     x, y = hl.Var("x"), hl.Var("y")
     inp = _gray_param(hl)
     W, H = inp.width(), inp.height()
     wts = stencil_weights()
     prev = inp
-    stages = []
+    stages, clamps = [], []
     for t in range(STENCILS):
+        cl = hl.Func(f"clamped_{t}")
+        cl[x, y] = prev[hl.clamp(x, 0, W - 1), hl.clamp(y, 0, H - 1)]
         f = hl.Func(f"stage_{t + 1}")
         e = None
         for i in range(-2, 3):
             for j in range(-2, 3):
-                term = (_c(hl, float(wts[j + 2, i + 2]))
-                        * prev[hl.clamp(x + i, 0, W - 1), hl.clamp(y + j, 0, H - 1)])
+                term = _c(hl, float(wts[j + 2, i + 2])) * cl[x + i, y + j]
                 e = term if e is None else e + term
         f[x, y] = e * _c(hl, 1 / 225)
         stages.append(f)
+        clamps.append(cl)
         prev = f
     out = stages[-1]
     xi, yi = hl.Var("xi"), hl.Var("yi")
@@ -871,6 +880,23 @@ def _build_stencil_chain(hl, gpu, variant):
         for f in stages:
             f.compute_root().gpu_tile(x, y, xi, yi, 32, 8)
         desc = f"every stage compute_root, gpu_tile(x, y, 32, 8): {STENCILS} kernels"
+    elif variant == "root_unroll_y4":
+        yy = hl.Var("yy")
+        for f in stages:
+            f.compute_root().split(y, y, yy, 4).unroll(yy).gpu_tile(x, y, xi, yi, 32, 8)
+        desc = (f"every stage compute_root, split(y, 4).unroll.gpu_tile(x, y, 32, 8): four "
+                f"rows per thread; {STENCILS} kernels")
+    elif variant == "smem":
+        xo, yo, yii = hl.Var("xo"), hl.Var("yo"), hl.Var("yii")
+        cxo, cyo, cxi, cyi = hl.Var("cxo"), hl.Var("cyo"), hl.Var("cxi"), hl.Var("cyi")
+        for f, cl in zip(stages, clamps):
+            (f.compute_root().tile(x, y, xo, yo, xi, yi, 32, 32).split(yi, yi, yii, 4)
+             .reorder(yii, xi, yi, xo, yo).unroll(yii).gpu_blocks(xo, yo).gpu_threads(xi, yi))
+            (cl.compute_at(f, xo).tile(x, y, cxo, cyo, cxi, cyi, 32, 8, hl.TailStrategy.RoundUp)
+             .gpu_threads(cxi, cyi))
+        desc = ("every stage compute_root in 32x32 tiles (32x8 threads, four rows each, "
+                "unrolled), its clamped input tile with the halo (36x36) loaded into shared "
+                f"memory first; {STENCILS} kernels")
     elif variant.startswith("fuse"):
         g = int(variant[4:])
         for start in range(0, len(stages), g):
@@ -896,7 +922,7 @@ GPU_VARIANTS = {
     "blur": ["inline", "slide", "cache"],
     "histogram": ["rfactor_shared", "global_atomic"],
     "bilateral_grid": ["app"], "interpolate": ["app"], "local_laplacian": ["app"],
-    "stencil_chain": ["root", "fuse2", "fuse4"],
+    "stencil_chain": ["root", "root_unroll_y4", "smem", "fuse2", "fuse4"],
 }
 
 
@@ -1039,7 +1065,7 @@ def _compiled(cache: dict, bench, var, is_gpu, target, w, h, vr, key):
 
 def _check_variant(hl, bench, var, is_gpu, target, check_in, ref, cpu_out, cw, ch, vr, log,
                    cache):
-    p, params, _ = _compiled(cache, bench, var, is_gpu, target, cw, ch, vr, "check_compile_s")
+    p, params, _ = _compiled(cache, bench, var, is_gpu, target, cw, ch, vr, "compile_s")
     keep = _buffers(hl, bench, check_in, params)
     ob = _out_buffer(hl, bench, cw, ch)
     p.realize(ob, target)
@@ -1122,7 +1148,7 @@ def run_bench(bench: str, a, log) -> dict:
                 _check_variant(hl, bench, var, is_gpu, target, check_in, ref, cpu_out, cw, ch,
                                vr, log, cache)
             p, params, desc = _compiled(cache, bench, var, is_gpu, target, w, h, vr,
-                                        "compile_s")
+                                        "compile_s" if a.no_check else "compile_timed_s")
             vr["schedule"] = desc
             bufs = _buffers(hl, bench, full_in, params)
             out = _out_buffer(hl, bench, w, h)
@@ -1302,6 +1328,9 @@ def parse_args(argv):
                    help="start no benchmark after this many seconds; stop the running one then")
     p.add_argument("--no-isolate", action="store_true",
                    help="run the benchmarks in this process, not one child each")
+    p.add_argument("--merge", metavar="OLD_JSON",
+                   help="start from the benchmarks of an earlier --json file and replace "
+                        "those run now (a long measurement made in parts)")
     p.add_argument("--child-out", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.size = _wh(a.size, "--size")
@@ -1316,6 +1345,16 @@ def parse_args(argv):
         raise UsageError(f"--bench: unknown {', '.join(unknown)}; choose from "
                          f"{', '.join(BENCHES)}")
     a.bench = list(dict.fromkeys(benches))
+    a.merged = None
+    if a.merge and not a.child_out:
+        try:
+            with open(a.merge) as f:
+                old = json.load(f)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--merge: cannot read {a.merge} ({e})") from None
+        if not isinstance(old, dict) or old.get("schema") != SCHEMA:
+            raise UsageError(f"--merge: {a.merge} is not a {SCHEMA} file")
+        a.merged = old
     if a.json:
         d = os.path.dirname(os.path.abspath(a.json))
         if not os.path.isdir(d):
@@ -1362,6 +1401,13 @@ def main(argv=None) -> int:
                       "median/min of the timed calls after warm-up; batch = mean of "
                       "back-to-back calls with one sync; copies excluded and timed apart"),
            "benchmarks": {}}
+    if a.merged is not None:
+        old = a.merged
+        kept = [b for b in old.get("benchmarks", {}) if b not in a.bench]
+        doc["benchmarks"] = {b: old["benchmarks"][b] for b in kept}
+        doc["merged_from"] = {"file": os.path.basename(a.merge), "started": old.get("started"),
+                              "device": old.get("device"), "target": old.get("target"),
+                              "size": old.get("size"), "benchmarks_kept": kept}
     _log(f"halide {doc['halide_version']}, target {a.target}, device {doc['device']}, "
          f"size {a.size[0]}x{a.size[1]}, check {a.check_size[0]}x{a.check_size[1]}")
     if a.json:

@@ -32,6 +32,7 @@ from pimforge.gen.args import int_range, out_file
 from pimforge.gen.config import Config, load_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_text
+from pimforge.gen.provenance import stamp
 from pimforge.verif.models.capsnet.pe_ops import PEOps
 from pimforge.verif.models.capsnet.routing import RoutingOps, route_f32, route_f64, route_pim
 
@@ -172,7 +173,8 @@ def run(args) -> int:
         out["rtl_sample"] = dataclasses.asdict(res)
         status = 0 if res.bit_exact else 1
     if args.json:
-        write_text(args.json, json.dumps(out, indent=2, default=float) + "\n")
+        write_text(args.json, json.dumps(stamp(out, "pimforge.accuracy", 1, cfg), indent=2,
+                                         default=float) + "\n")
     return status
 
 

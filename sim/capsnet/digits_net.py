@@ -190,13 +190,15 @@ class DigitsCapsNet:
 
 
 def load_trained() -> DigitsCapsNet:
-    """The weights shipped with the package (trained by ``scripts/capsnet/train_capsnet_digits.py``)."""
+    """The weights shipped with the package (trained by
+    ``scripts/capsnet/train_capsnet_digits.py``)."""
     res = resources.files("pimforge.sim.capsnet") / "weights" / WEIGHTS_FILE
     with res.open("rb") as fh, np.load(fh) as z:
         meta = json.loads(str(z["meta"]))
         if meta.get("version") != WEIGHTS_VERSION:
             raise ValueError(f"{WEIGHTS_FILE} has weights format {meta.get('version')}, this "
-                             f"code reads {WEIGHTS_VERSION}; rerun scripts/capsnet/train_capsnet_digits.py")
+                             f"code reads {WEIGHTS_VERSION}; rerun "
+                             "scripts/capsnet/train_capsnet_digits.py")
         return DigitsCapsNet(**{k: z[k].astype(np.float64) for k in DigitsCapsNet.NAMES})
 
 

@@ -14,6 +14,7 @@ import argparse
 from pimforge.gen.args import AppendUnique, number_range, out_file
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
+from pimforge.gen.provenance import stamp
 
 from .distribution import FIG18_FREQS_MHZ, frequency_study
 from .networks import network_names
@@ -65,5 +66,5 @@ def run(args) -> int:
     study = frequency_study(cfg, tuple(args.freq or FIG18_FREQS_MHZ), nets)
     print(study_text(study))
     if args.json:
-        write_json(args.json, study)
+        write_json(args.json, stamp(study, "pimforge.capsnet-dist", 1, cfg))
     return 0

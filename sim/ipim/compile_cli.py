@@ -7,6 +7,7 @@ kernels it is made of and the static instruction breakdown by opcode.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from pimforge.gen.args import out_file
 from pimforge.gen.errors import PimforgeError
@@ -56,11 +57,15 @@ def run(args: argparse.Namespace) -> int:
         write_text(args.out, asm + "\n")
     else:
         print(asm)
-    print(f"# {args.bench} {w}x{h}, {args.opt}: "
-          f"{len(prog.programs[args.vault])} instructions in vault {args.vault}")
+    # The breakdown is of the program printed (the vault's), so it adds up to the count
+    # above it; the machine's total over every vault is stated beside it.
+    mine = Counter(ins.opcode.name.lower() for ins in prog.programs[args.vault])
+    total = sum(mine.values())
+    print(f"# {args.bench} {w}x{h}, {args.opt}: {total} instructions in vault {args.vault} "
+          f"({sum(prog.breakdown().values())} in all {len(prog.programs)} vaults)")
     for k in prog.kernels:
         print(f"#   {k}")
-    total = sum(prog.breakdown().values())
-    for op, n in prog.breakdown().items():
+    print(f"# vault {args.vault} by opcode:")
+    for op, n in sorted(mine.items()):
         print(f"#   {op:10s} {n:7d}  {100 * n / total:5.1f}%")
     return 0

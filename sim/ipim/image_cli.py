@@ -22,6 +22,7 @@ import numpy as np
 from pimforge.gen.args import out_dir
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
+from pimforge.gen.provenance import stamp
 from pimforge.verif.models.ipim.image import BENCHES, check_input, resolve_params
 
 from ..result import WorkloadResult
@@ -118,10 +119,13 @@ class ImageResult(WorkloadResult):
     engine: str
     opt: str
     benches: dict[str, dict] = field(default_factory=dict)
+    #: benchmark -> why it did not run (``--bench all``: it does not compile at this size)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return all(b["matches_reference"] for b in self.benches.values())
+        """Every benchmark asked for ran and matched its reference."""
+        return not self.skipped and all(b["matches_reference"] for b in self.benches.values())
 
     def summary(self) -> str:
         lines = [f"iPIM image benchmarks on {self.config} ({self.engine}), {self.source} "
@@ -135,6 +139,11 @@ class ImageResult(WorkloadResult):
             en_s = "-" if en is None else f"{en / 1e3:.2f}"
             lines.append(f"{n:16s} {'yes' if b['matches_reference'] else 'NO':>5s} "
                          f"{b['max_abs_error']:9.2e} {cyc:>10s} {ipc:>6s} {en_s:>10s}")
+        for n, why in self.skipped.items():
+            lines.append(f"{n:16s} SKIPPED: {why}")
+        if self.skipped:
+            lines.append(f"{len(self.skipped)} of {len(self.skipped) + len(self.benches)} "
+                         "benchmarks did not run (exit status 1)")
         return "\n".join(lines)
 
 
@@ -163,6 +172,7 @@ def run(args: argparse.Namespace, config) -> ImageResult:
         check_input(b, inputs[b])
         resolve_params(b, inputs[b], **params[b])
     benches: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
     dumps = []
     for b in args.bench:
         img = inputs[b]
@@ -172,25 +182,28 @@ def run(args: argparse.Namespace, config) -> ImageResult:
             if len(args.bench) == 1:
                 raise
             # --bench all: a benchmark whose program or arrays do not fit this size
-            print(f"{b}: skipped, it does not compile for {config.name} at "
-                  f"{args.size[0]}x{args.size[1]} ({e})", flush=True)
+            skipped[b] = (f"it does not compile for {config.name} at "
+                          f"{args.size[0]}x{args.size[1]} ({e})")
+            print(f"{b}: skipped, {skipped[b]}", flush=True)
             continue
         benches[b] = {**r.to_json(), "params": resolve_params(b, img, **params[b])}
         dumps.append((b, img, r))
         print(f"{b}: {'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
               f"(max error {r.max_abs_error:.2e})", flush=True)
     res = ImageResult(config=config.name, source=str(args.image or args.photo),
-                      size=list(args.size), engine=args.engine, opt=args.opt, benches=benches)
+                      size=list(args.size), engine=args.engine, opt=args.opt, benches=benches,
+                      skipped=skipped)
     if args.dump is not None:
         for b, img, r in dumps:
             with FileSet(args.dump / b, "params.json") as fs:
                 np.save(fs.path("input.npy"), img)
                 np.save(fs.path("output.npy"), r.output)
-                fs.path("params.json").write_text(json.dumps({
+                fs.path("params.json").write_text(json.dumps(stamp({
                     "bench": b, "params": resolve_params(b, img, **params[b]),
                     "size": list(args.size),
                     "source": args.image or args.photo, "config": config.name,
                     "opt": args.opt, "engine": args.engine,
                     "input_kind": BENCHES[b].input_kind,
-                    "output_shape": list(r.output.shape)}, indent=2))
+                    "output_shape": list(r.output.shape)}, "pimforge.run.image.dump", 1,
+                    config), indent=2))
     return res

@@ -24,6 +24,7 @@ from pimforge.gen.args import int_range, out_dir, out_file
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet, write_text
+from pimforge.gen.provenance import stamp
 from pimforge.rtl.ipim.asm import AsmError, assemble, disassemble, from_hex, to_hex
 from pimforge.rtl.ipim.isa import Instr
 from pimforge.verif.models.ipim.iss import DEFAULT_MAX_STEPS, SIMBMachine
@@ -133,6 +134,7 @@ def _run(args) -> int:
             for k, a in state.items():
                 with open(files.path(f"{k}.npy"), "wb") as f:
                     np.save(f, a)
+            summary = stamp(summary, "pimforge.simb.run", 1, cfg)
             files.path("state.json").write_text(json.dumps(summary, indent=2) + "\n",
                                                 encoding="utf-8")
         print(f"wrote the final state to {args.dump}")

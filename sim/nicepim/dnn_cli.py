@@ -30,6 +30,7 @@ import numpy as np
 from pimforge.gen.args import int_range, nonempty, out_dir, seed
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
+from pimforge.gen.provenance import stamp
 
 from ..result import WorkloadResult
 from .dnn_run import map_scaled, run_network, scale_network
@@ -141,7 +142,7 @@ def prepare(args: argparse.Namespace, config) -> None:
         array_driver(config)
 
 
-def _dump(folder, lr) -> None:
+def _dump(folder, lr, config) -> None:
     meta = {"name": lr.name, "kind": lr.kind, "runs_on": lr.runs_on, "stride": lr.stride,
             "padding": lr.padding, "groups": lr.groups, "inputs": lr.preds,
             "input_shape": lr.input_shape,
@@ -155,6 +156,7 @@ def _dump(folder, lr) -> None:
         if lr.weight is not None:
             np.save(fs.path("weight.npy"), np.asarray(lr.weight, dtype=np.int16))
         np.save(fs.path("output.npy"), np.asarray(lr.output, dtype=np.int32)[None])
+        meta = stamp(meta, "pimforge.run.dnn.dump", 1, config)
         fs.path("layer.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
@@ -177,7 +179,7 @@ def run(args: argparse.Namespace, config) -> DnnResult:
         print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
     if args.dump is not None:
         for lr in r.layers:
-            _dump(args.dump, lr)
+            _dump(args.dump, lr, config)
     return DnnResult(network=args.net, config=config.name, mapper=r.mapping.mapper,
                      scale=args.scale, scaled=r.scaled, engine=r.engine, seed=args.seed,
                      layers=[lr.to_json() for lr in r.layers], totals=r.totals,

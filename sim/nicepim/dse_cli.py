@@ -26,6 +26,7 @@ from pathlib import Path
 from pimforge.gen.args import AppendUnique, int_range, number_range, out_dir, seed
 from pimforge.gen.errors import UnknownNameError
 from pimforge.gen.output import FileSet, check_output_dir
+from pimforge.gen.provenance import csv_comment, stamp
 
 from .area import AREA_CONSTRAINT_MM2
 from .networks import network_names
@@ -72,8 +73,10 @@ def _nets(args) -> list[str]:
     return list(args.nets)
 
 
-def write_points(path: Path, records: list[Record], evaluator: Evaluator, nets, limit) -> None:
+def write_points(path: Path, records: list[Record], evaluator: Evaluator, nets, limit,
+                 header: str = "") -> None:
     with open(path, "w", newline="") as f:
+        f.write(header)         # the provenance comment line
         w = csv.writer(f)
         w.writerow(["method", "seed", "iteration", *TABLE_I, "banks_per_node", "area_mm2",
                     "filter_area_mm2", "feasible", "cost_edp_js", "quality",
@@ -170,9 +173,10 @@ def run(args) -> int:
         "best": best,
         "quality_top3": curves,
     }
+    results = stamp(results, "pimforge.dse.nicepim", 1, args.config)
     with FileSet(out, marker="results.json") as files:
-        write_points(files.path("points.csv"), records, evaluator, nets,
-                     args.area_limit)
+        write_points(files.path("points.csv"), records, evaluator, nets, args.area_limit,
+                     csv_comment(stamp({}, "pimforge.dse.nicepim.points", 1, args.config)))
         plot(files.path("convergence.png"), curves, args.init,
              f"PIM-Tuner on {', '.join(nets)} (seed {args.seed}, {args.area_limit:g} mm^2)")
         files.path("results.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -25,6 +25,7 @@ from pimforge.gen.args import (
 )
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
+from pimforge.gen.provenance import stamp
 
 from ..noc import parse_mesh
 from . import sharing
@@ -98,7 +99,7 @@ def run(args) -> int:
                  f"busiest link {r['rtl_max_link_flits']} flits")
     print(line)
     if args.json:
-        write_json(args.json, out)
+        write_json(args.json, stamp(out, "pimforge.schedule.sharing", 1, cfg))
     return 0
 
 

@@ -42,7 +42,6 @@ from pimforge.gen.errors import CapacityError, PimforgeError
 
 from .area import AREA_CONSTRAINT_MM2, engine_area_mm2
 from .networks import network
-from .surrogate import DKL, GP, AreaFilter, expected_improvement
 
 __all__ = ["METHODS", "TABLE_I", "Evaluator", "Record", "Space", "nicepim_space", "run",
            "top3_quality"]
@@ -287,6 +286,9 @@ def run(method: str, space: Space, objective: Callable[[np.ndarray], object], *,
 
 def _run(method, space, objective, iterations, seed, init, candidates, area_samples,
          filter_steps, dkl_steps, dkl_hidden, filter_update_steps, progress) -> list[Record]:
+    # scipy (the surrogate models) is loaded by the exploration, not by the command line
+    from .surrogate import DKL, GP, AreaFilter, expected_improvement
+
     init_rng = np.random.default_rng([seed, 0])     # the same first points for every method
     rng = np.random.default_rng([seed, 1 + METHODS.index(method)])
     seen: set = set()

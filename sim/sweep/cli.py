@@ -20,6 +20,7 @@ import traceback
 
 from pimforge.gen.args import Parser, int_range, nonempty, out_dir, resolve_config
 from pimforge.gen.errors import PimforgeError
+from pimforge.gen.provenance import invocation, stamp
 from pimforge.gen.registry import get_workload, resolve
 from pimforge.gen.run_cli import run_workload, workload_parser
 from pimforge.rtl.params import ParameterError
@@ -133,9 +134,12 @@ def run_point(workload: str, argv: list[str], cache: str | None,
     def go() -> dict:
         args = workload_parser(workload, _PointParser).parse_args(argv)
         printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):    # kept in the point's JSON
+        named = args.config if args.config is not None else args._default_config
+        with (contextlib.redirect_stdout(printed),   # kept in the point's JSON
+              invocation(["run", workload, *argv], named)):
             result = run_workload(workload, args)
-        out = {"result": result.to_json(), "ok": bool(result.ok), "summary": result.summary(),
+            doc = stamp(result.to_json(), config=args.config)
+        out = {"result": doc, "ok": bool(result.ok), "summary": result.summary(),
                "wall_s": time.monotonic() - t0}
         if printed.getvalue():
             out["printed"] = printed.getvalue()[-20000:]
@@ -158,7 +162,7 @@ def _executor(text: str) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``pimforge sweep``."""
     p.add_argument("spec", type=nonempty, metavar="SPEC.toml",
-                   help="the sweep spec (see scripts/capsnet/*.toml)")
+                   help="the sweep spec (`pimforge examples DIR` copies some into DIR/sweeps)")
     p.add_argument("--executor", type=_executor, default="local",
                    help="local (a Dask LocalCluster, default), dask://HOST:PORT (a running "
                         "scheduler), slurm or pbs (dask-jobqueue)")

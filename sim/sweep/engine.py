@@ -41,6 +41,7 @@ from typing import Any
 
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import check_output_dir, write_json, write_text
+from pimforge.gen.provenance import csv_comment, stamp
 
 from .spec import Point, SweepSpec, config_identity
 
@@ -386,16 +387,19 @@ def _combine(spec: SweepSpec, out: Path, records: dict[str, dict | None]) -> lis
                "result": rec.get("result") if rec else None}
         rows.append(row)
     _ratios(spec, rows)
-    write_json(out / "results.json", {
-        "schema": "pimforge.sweep", "schema_version": 1, "spec": str(spec.path),
-        "spec_sha256": hashlib.sha256(spec.text.encode()).hexdigest(),
-        "workload": spec.workload, "description": spec.description, "axes": list(spec.axes),
-        "ratio": spec.ratio, "points": rows})
+    # A sweep spans configs: each point's result names its own (config: null here).
+    doc = stamp({"spec": str(spec.path),
+                 "spec_sha256": hashlib.sha256(spec.text.encode()).hexdigest(),
+                 "workload": spec.workload, "description": spec.description,
+                 "axes": list(spec.axes), "ratio": spec.ratio, "points": rows},
+                "pimforge.sweep", 1)
+    write_json(out / "results.json", doc)
     flat = [_flatten(r["result"]) if r["result"] else {} for r in rows]
     cols: dict[str, None] = {}
     for f in flat:
         cols.update(dict.fromkeys(f))
-    buf = io.StringIO()
+    buf = io.StringIO(csv_comment(doc))
+    buf.seek(0, io.SEEK_END)
     w = csv.writer(buf, lineterminator="\n")
     rcol = [f"{spec.ratio['column']}/{spec.ratio['baseline']}"] if spec.ratio else []
     w.writerow([*spec.axes, "status", "wall_s", "error", *rcol,
@@ -540,5 +544,8 @@ def _record(spec: SweepSpec, pt: Point, res: dict, points_dir: Path, records: di
                "result": res["result"]}
         outcome.not_ok += not rec["ok"]
     outcome.ran += 1
+    result = rec.get("result") or {}
+    rec = stamp(rec, "pimforge.sweep.point", 1)
+    rec["config"], rec["config_sha256"] = result.get("config"), result.get("config_sha256")
     write_json(points_dir / f"{pt.name}.json", rec)
     records[pt.name] = rec

@@ -1,6 +1,6 @@
 # A two-point stencil on every PE of every vault, with a halo fetched from the other
 # vaults by req and a barrier per sweep: the program behind the cube's speed figure
-#   pimforge simb run scripts/ipim/ipim_stencil.s --config ipim_small --rtl
+#   pimforge simb run examples/ipim_stencil.s --config ipim_small --rtl
 # Each sweep: out[i] = 0.5 * (in[i] + in[i + 1]) for 64 vectors of each PE's bank
 # (in at 0.., out at 1024..), then four req (one from each vault), then sync.
         seti_vsm [0], 1
