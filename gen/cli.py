@@ -24,11 +24,11 @@ from pimforge.rtl.params import ParameterError
 from pimforge.sim.verilator import lint, verilator_root
 from pimforge.verif.regression import select
 from pimforge.verif.runner import run_testbench
-from .args import int_range, nonempty, number_range, out_dir, out_file
+from .args import check_distinct_paths, int_range, nonempty, number_range, out_dir, out_file
 from .config import load_config, parse_overrides, preset_names, to_dict
 from .elaborate import elaborate
 from .errors import PimforgeError
-from .output import check_output_dir, write_json
+from .output import OutputWriteError, check_output_dir, write_json
 from .registry import blocks, commands, explorers, get_block, resolve, workloads
 
 __all__ = ["build_parser", "main"]
@@ -82,6 +82,9 @@ def cmd_verilog(args) -> int:
     if args.config and args.config_opt:
         raise PimforgeError("give the config either as the positional CONFIG or --config, "
                             "not both")
+    if "" in (args.config, args.config_opt):   # an empty name is a mistake, not the default
+        raise PimforgeError("the config name is empty: give a preset name or a TOML path, "
+                            "or leave it out for the default")
     args.config = args.config or args.config_opt
     out = check_output_dir(args.out, "--out")
     if args.lint:
@@ -367,7 +370,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:          # usage error (2) or --help (0): a status, as below
         return int(e.code or 0)
     try:
+        check_distinct_paths(args)   # no output may clobber an input or another output
         return int(args._run(args) or 0)
+    except OutputWriteError as e:    # the work is done but its result could not be stored
+        print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
+        return 1
     except (PimforgeError, ParameterError) as e:
         print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -377,6 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:      # `pimforge ... | head`: the reader has gone, not an error
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (no flush error at exit)
         return 0
+    except OSError as e:         # a write outside the output helpers (a full disk, a cache)
+        where = (f" ({e.filename!s}, in the folder "
+                 f"{os.path.dirname(os.path.abspath(e.filename))!r})" if e.filename else "")
+        print(f"pimforge {args.command}: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
