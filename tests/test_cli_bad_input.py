@@ -37,7 +37,7 @@ def _bad_values(action, tmp_path):
     if t is A.out_dir:
         (tmp_path / "afile").write_text("x")
         return [str(tmp_path / "afile"), ""]
-    if t is A.nonempty:
+    if t is A.nonempty or t is A.in_file:
         return ["", "  "]
     if name == "int":
         return ["-7", "abc", "1.5", "99999999999999999999"]

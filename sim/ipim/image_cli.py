@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from pimforge.gen.args import out_dir
+from pimforge.gen.args import in_file, out_dir
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.verif.models.ipim.image import BENCHES, check_input, resolve_params
@@ -90,7 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--photo", choices=PHOTOS, default="camera",
                      help="scikit-image photograph (default camera)")
-    src.add_argument("--image", help="PNG, JPEG or .npy file instead of a photo")
+    src.add_argument("--image", type=in_file, help="PNG, JPEG or .npy file instead of a photo")
     p.add_argument("--size", type=size_arg, default=(64, 64), metavar="WxH",
                    help="resize the input to this (default 64x64)")
     p.add_argument("--opt", choices=sorted(OPT_LEVELS), default="opt",

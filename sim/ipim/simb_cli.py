@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pimforge.gen.args import int_range, out_dir, out_file
+from pimforge.gen.args import in_file, int_range, out_dir, out_file
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet, write_text
@@ -35,17 +35,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="simb_cmd", metavar="{asm,disasm,run}", required=True)
     a = sub.add_parser("asm", help="assemble FILE into the hex program format",
                        description="assemble FILE into the hex program format")
-    a.add_argument("file", metavar="FILE", help="assembly source")
+    a.add_argument("file", type=in_file, metavar="FILE", help="assembly source")
     a.add_argument("-o", dest="out", type=out_file, help="hex file to write (default: stdout)")
     d = sub.add_parser("disasm", help="print the assembly of a hex program",
                        description="print the assembly of a hex program")
-    d.add_argument("file", metavar="FILE.hex", help="hex program")
+    d.add_argument("file", type=in_file, metavar="FILE.hex", help="hex program")
     d.add_argument("--pcs", action="store_true", help="append each instruction's pc")
     d.add_argument("-o", dest="out", type=out_file,
                    help="assembly file to write (default: stdout)")
     r = sub.add_parser("run", help="run FILE on every vault of the instruction-set simulator",
                        description="run FILE on every vault of the instruction-set simulator")
-    r.add_argument("file", metavar="FILE", help="assembly source, or a .hex program")
+    r.add_argument("file", type=in_file, metavar="FILE",
+                   help="assembly source, or a .hex program")
     r.add_argument("--config", default=None, help="config preset or TOML path (default: "
                    "default)")
     r.add_argument("--set", dest="overrides", action="append", default=[],

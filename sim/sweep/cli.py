@@ -19,7 +19,7 @@ import time
 import traceback
 
 from pimforge.gen import cli as gcli
-from pimforge.gen.args import int_range, nonempty, out_dir
+from pimforge.gen.args import in_file, int_range, nonempty, out_dir
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.registry import get_workload, resolve
 from pimforge.rtl.params import ParameterError
@@ -156,7 +156,7 @@ def _executor(text: str) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``pimforge sweep``."""
-    p.add_argument("spec", type=nonempty, metavar="SPEC.toml",
+    p.add_argument("spec", type=in_file, metavar="SPEC.toml",
                    help="the sweep spec (see scripts/sweeps/)")
     p.add_argument("--executor", type=_executor, default="local",
                    help="local (a Dask LocalCluster, default), dask://HOST:PORT (a running "
