@@ -46,7 +46,8 @@ def _bad_values(action, tmp_path):
     if name == "size_arg":
         return ["64", "0x0", "axb", "64x64x3", "99999x4", ""]
     if name == "param_arg":
-        return ["depth", "depth=deep", "=2", "2=depth", ""]
+        return ["depth", "depth=deep", "=2", "2=depth", "", "a=nan", "a=inf", "a=-inf",
+                "a=1e400"]
     if name == "_bench_names":
         return ["nonesuch", "", "bilateral grid"]
     if name == "_executor":

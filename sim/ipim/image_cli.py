@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -22,7 +23,7 @@ import numpy as np
 from pimforge.gen.args import in_file, out_dir
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
-from pimforge.verif.models.ipim.image import BENCHES, check_input, resolve_params
+from pimforge.verif.models.ipim.image import BENCHES, check_input, check_param, resolve_params
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
@@ -57,14 +58,22 @@ def param_arg(text: str) -> tuple[str, int | float]:
     except ValueError:
         pass
     try:
-        return k, float(v)
+        x = float(v)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--param {k}: {v!r} is not a number") from None
+    if not math.isfinite(x):          # nan, inf, or a literal past the float range
+        raise argparse.ArgumentTypeError(f"--param {k}: {v!r} is not a finite number")
+    return k, x
 
 
 def bench_params(benches: list[str], given: list[tuple[str, int | float]] | None) -> dict:
     """``bench -> {parameter: value}`` of the ``--param`` values each of *benches* takes;
-    a parameter none of them takes is a one-line error naming theirs."""
+    a parameter none of them takes, one given twice or a value out of the benchmark's
+    range is a one-line error."""
+    names = [k for k, _ in given or []]
+    twice = sorted({k for k in names if names.count(k) > 1})
+    if twice:
+        raise PimforgeError(f"--param {', '.join(twice)}: given twice; give each parameter once")
     given = dict(given or [])
     known = {k for b in benches for k in BENCHES[b].params}
     unknown = sorted(set(given) - known)
@@ -72,7 +81,11 @@ def bench_params(benches: list[str], given: list[tuple[str, int | float]] | None
         takes = ", ".join(sorted(known)) or "none"
         raise PimforgeError(f"--param {', '.join(unknown)}: not a parameter of "
                             f"{', '.join(benches)} (they take: {takes})")
-    return {b: {k: v for k, v in given.items() if k in BENCHES[b].params} for b in benches}
+    out = {b: {k: v for k, v in given.items() if k in BENCHES[b].params} for b in benches}
+    for b, ps in out.items():
+        for k, v in ps.items():
+            check_param(b, k, v)
+    return out
 
 
 def _bench_names(text: str) -> list[str]:
