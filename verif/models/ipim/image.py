@@ -61,7 +61,8 @@ import numpy as np
 from pimforge.gen.errors import PimforgeError, UnknownNameError
 
 __all__ = ["BENCHES", "PARAM_RANGES", "ImageBench", "ImageInputError", "bilateral_grid",
-           "blur", "brighten", "check_input", "check_param", "downsample", "histogram", "interpolate", "interpolate_levels",
+           "blur", "brighten", "check_input", "check_param", "downsample", "histogram",
+           "interpolate", "interpolate_levels",
            "laplacian_depth", "local_laplacian", "reference", "remap_lut", "resolve_params",
            "shift", "stencil_chain", "stencil_weights", "upsample"]
 
