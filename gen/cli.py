@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from pimforge.rtl.params import ParameterError
+from pimforge.rtl.params import ParameterError, shown_message
 from pimforge.sim.verilator import lint, verilator_root
 from pimforge.verif.regression import select
 from pimforge.verif.runner import run_testbench
@@ -350,7 +350,7 @@ class Parser(argparse.ArgumentParser):
     """Usage mistakes are one line too: ``pimforge CMD: error: WHAT (see --help)``."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {shown_message(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
         return 1
     except (PimforgeError, ParameterError) as e:
-        print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
+        print(f"pimforge {args.command}: error: {shown_message(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"pimforge {args.command}: interrupted", file=sys.stderr)
@@ -387,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:         # a write outside the output helpers (a full disk, a cache)
         where = (f" ({e.filename!s}, in the folder "
                  f"{os.path.dirname(os.path.abspath(e.filename))!r})" if e.filename else "")
-        print(f"pimforge {args.command}: error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"pimforge {args.command}: error: {shown_message(f'{e.strerror or e}{where}')}",
+              file=sys.stderr)
         return 1
 
 
