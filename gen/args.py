@@ -13,12 +13,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from pimforge.rtl.params import shown_message
+
 from .output import OutputError, check_output_dir, check_output_file
 
-__all__ = ["AppendUnique", "LazySubParsers", "Parser", "add_config_option",
-           "add_config_positional", "add_set", "count_in_ram", "fraction", "int_range",
-           "max_count_in_ram", "nonempty", "number_range", "out_dir", "out_file",
-           "physical_memory", "power_of_two", "resolve_config", "seed"]
+__all__ = ["AppendUnique", "InputFile", "LazySubParsers", "OutputPath", "Parser",
+           "add_config_option", "add_config_positional", "add_set", "check_distinct_paths",
+           "count_in_ram", "fraction", "in_file", "int_range", "max_count_in_ram", "nonempty",
+           "number_range", "out_dir", "out_file", "physical_memory", "power_of_two",
+           "resolve_config", "seed"]
 
 SEED_MAX = 2**32 - 1
 
@@ -107,20 +110,78 @@ def nonempty(text: str) -> str:
     return text
 
 
+class OutputPath(type(Path())):   # type: ignore[misc]  # the concrete Path class
+    """A path an option writes to (what :func:`out_file` and :func:`out_dir` return), so
+    that :func:`check_distinct_paths` finds a command's outputs among its arguments."""
+
+
+class InputFile(str):
+    """A file name an option reads (what :func:`in_file` returns)."""
+
+
 def out_file(text: str) -> Path:
-    """A file that can be created or replaced (its folder exists and is writable)."""
+    """A file that can be created or replaced (its folder exists and is writable; no
+    symbolic link loop on the way)."""
     try:
-        return check_output_file(text, "the file")
+        return OutputPath(check_output_file(text, "the file"))
     except OutputError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def out_dir(text: str) -> Path:
-    """A folder that exists or can be created, and is writable."""
+    """A folder that exists or can be created, and is writable (no symbolic link loop on
+    the way)."""
     try:
-        return check_output_dir(text, "the folder")
+        return OutputPath(check_output_dir(text, "the folder"))
     except OutputError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def in_file(text: str) -> str:
+    """A file the command reads (not empty); marked so that no output of the same command
+    may be it (:func:`check_distinct_paths`)."""
+    return InputFile(nonempty(text))
+
+
+def _paths(args: argparse.Namespace, kind: type) -> list[tuple[str, str]]:
+    out = []
+    for dest, v in sorted(vars(args).items()):
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, kind):
+                out.append((dest, str(x)))
+    return out
+
+
+def _real(path: str) -> str:
+    try:
+        return str(Path(path).resolve())
+    except (RuntimeError, OSError):      # a link loop: the output check reports it
+        return os.path.abspath(path)
+
+
+def check_distinct_paths(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a command whose outputs would clobber one of its inputs
+    or each other: every :class:`OutputPath` argument must resolve (links followed) to
+    a path that no other output and no :class:`InputFile` argument (nor a ``.toml``
+    config path) resolves to. Raises :class:`OutputError` naming both options."""
+    outs = _paths(args, OutputPath)
+    ins = _paths(args, InputFile)
+    config = getattr(args, "config", None)
+    if isinstance(config, str) and config.endswith(".toml"):
+        ins.append(("config", config))
+    seen: dict[str, str] = {}
+    for dest, path in ins:
+        seen.setdefault(_real(path), f"the input {path!r} {_opt(dest)}")
+    for dest, path in outs:
+        real = _real(path)
+        if real in seen:
+            raise OutputError(f"the output {path!r} {_opt(dest)} is the same file as "
+                              f"{seen[real]}; give it another name")
+        seen[real] = f"the output {path!r} {_opt(dest)}"
+
+
+def _opt(dest: str) -> str:
+    return f"({dest})"
 
 
 class AppendUnique(argparse.Action):
@@ -177,7 +238,7 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "parsers", LazySubParsers)
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {shown_message(message)} (see {self.prog} --help)\n")
 
 
 def add_set(p: argparse.ArgumentParser) -> None:

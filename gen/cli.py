@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from pimforge.rtl.params import ParameterError
+from pimforge.rtl.params import ParameterError, shown_message
 
 from .args import (
     LazySubParsers,
@@ -28,6 +28,7 @@ from .args import (
     add_config_option,
     add_config_positional,
     add_set,
+    check_distinct_paths,
     int_range,
     nonempty,
     number_range,
@@ -36,7 +37,7 @@ from .args import (
     resolve_config,
 )
 from .errors import PimforgeError
-from .output import check_output_dir, write_json
+from .output import OutputWriteError, check_output_dir, write_json
 from .provenance import invocation, pimforge_version, stamp
 from .registry import blocks, commands, explorers, get_block, resolve
 from .run_cli import add_run, cmd_run
@@ -77,6 +78,9 @@ def cmd_verilog(args) -> int:
     if args.config and args.config_opt:
         raise PimforgeError("give the config either as the positional CONFIG or --config, "
                             "not both")
+    if "" in (args.config, args.config_opt):   # an empty name is a mistake, not the default
+        raise PimforgeError("the config name is empty: give a preset name or a TOML path, "
+                            "or leave it out for the default")
     args.config = args.config or args.config_opt
     out = check_output_dir(args.out, "--out")
     if args.lint:
@@ -358,9 +362,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     try:
         with invocation(sys.argv[1:] if argv is None else list(argv), _named_config(args)):
+            check_distinct_paths(args)   # no output may clobber an input or another output
             return int(args._run(args) or 0)
-    except (PimforgeError, ParameterError) as e:
+    except OutputWriteError as e:    # the work is done but its result could not be stored
         print(f"pimforge {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except (PimforgeError, ParameterError) as e:
+        print(f"pimforge {args.command}: error: {shown_message(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"pimforge {args.command}: interrupted", file=sys.stderr)
@@ -368,6 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:      # `pimforge ... | head`: the reader has gone, not an error
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (no flush error at exit)
         return 0
+    except OSError as e:         # a write outside the output helpers (a full disk, a cache)
+        where = (f" ({e.filename!s}, in the folder "
+                 f"{os.path.dirname(os.path.abspath(e.filename))!r})" if e.filename else "")
+        print(f"pimforge {args.command}: error: {shown_message(f'{e.strerror or e}{where}')}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

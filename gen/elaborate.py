@@ -9,6 +9,7 @@ from the component (:mod:`pimforge.rtl.describe`), not from the Verilog.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -20,7 +21,7 @@ from pimforge.rtl.describe import block_info, ports
 from pimforge.rtl.hierarchy import leaf_scope
 
 from .config import Config, to_dict
-from .output import check_output_dir, check_output_file, write_json, write_text
+from .output import FileSet, check_output_dir, check_output_file
 from .registry import get_block
 
 __all__ = ["Elaborated", "elaborate", "write_build"]
@@ -47,13 +48,14 @@ class Elaborated:
     manifest: dict
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:
-        """Write ``TOP.v`` and ``TOP.json`` into *out_dir*, each atomically."""
+        """Write ``TOP.v`` and ``TOP.json`` (the manifest, last) into *out_dir* as one set:
+        a failure leaves the previous pair whole."""
         out_dir = check_output_dir(out_dir, "--out")
-        out_dir.mkdir(parents=True, exist_ok=True)
         v = check_output_file(out_dir / f"{self.top}.v")
         j = check_output_file(out_dir / f"{self.top}.json")
-        write_text(v, self.verilog)
-        write_json(j, self.manifest)
+        with FileSet(out_dir, marker=j.name) as fs:
+            fs.path(v.name).write_text(self.verilog)
+            fs.path(j.name).write_text(json.dumps(self.manifest, indent=2) + "\n")
         return v, j
 
 

@@ -46,7 +46,7 @@ from typing import Any
 from .config import Config
 from .elaborate import elaborate
 from .errors import PimforgeError, ToolMissingError
-from .output import write_json
+from .output import OutputError, write_json
 
 __all__ = ["MACRO_MAX_PORTS", "MACRO_MIN_ROWS", "NAND2_EQ", "SCRIPT", "SynthError",
            "SynthResult", "cell_weight", "dedup_modules", "is_flop", "summarize", "synth_block",
@@ -197,14 +197,29 @@ def synth_verilog(verilog: str, top: str) -> tuple[dict[str, Any], bool]:
         h.update(b"\0")
     path = _cache_root() / "synth" / f"{top}-{h.hexdigest()[:16]}.json"
     try:
-        return json.loads(path.read_text()), True
+        raw = json.loads(path.read_text())
+        if _usable(raw, top):
+            return raw, True
     except (OSError, ValueError):
-        pass         # absent, or unreadable: synthesize (and replace it)
+        pass         # absent, unreadable or not a result: synthesize (and replace it)
     raw = _run_yosys(script, verilog, top)
     raw["yosys"] = version
     raw["aliases"] = {_name(k): _name(v) for k, v in aliases.items()}
-    write_json(path, raw)
+    try:
+        write_json(path, raw)
+    except OutputError as e:     # the result stands; only the next run pays again
+        print(f"warning: the synthesis result was not cached ({e}; PIMFORGE_CACHE sets "
+              "the cache folder)", file=sys.stderr)
     return raw, False
+
+
+def _usable(raw: Any, top: str) -> bool:
+    """Whether a cached entry is a whole result (valid JSON can still be ``{}`` or cut)."""
+    try:
+        summarize(raw, top)
+        return isinstance(raw["yosys"], str) and isinstance(raw["aliases"], dict)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
 
 
 # A module definition with the attribute lines before it (Yosys' Verilog writer).

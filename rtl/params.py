@@ -9,11 +9,36 @@ exception type, so the wording is defined once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["ParameterError", "check", "check_int", "check_pow2", "check_float", "check_choice",
-           "check_bool"]
+           "check_bool", "shown", "shown_message"]
+
+#: Characters of a bad value that an error message echoes (a garbage token of 64 KiB
+#: would otherwise fill the terminal).
+SHOWN_CHARS = 60
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to about *limit* characters with the
+    full length stated: every message that echoes what the user gave goes through this."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return repr(value)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+_LONG_RUN = re.compile(rf"\S{{{4 * SHOWN_CHARS},}}")
+
+
+def shown_message(message: str, limit: int = SHOWN_CHARS) -> str:
+    """*message* with every run of non-blank characters longer than ``4 * limit`` cut as
+    :func:`shown` cuts a value: the last guard, where one line is printed, for messages
+    that echo a value without :func:`shown`."""
+    return _LONG_RUN.sub(lambda m: f"{m.group()[:limit]}...({len(m.group())} characters)",
+                         message)
 
 
 class ParameterError(ValueError):
@@ -24,7 +49,7 @@ def check(ok: bool, field: str, value: Any, allowed: str, *,
           error: type[Exception] = ParameterError) -> None:
     """Raise *error* unless *ok*: ``"<field> must be <allowed>, not <value>"``."""
     if not ok:
-        raise error(f"{field} must be {allowed}, not {value!r}")
+        raise error(f"{field} must be {allowed}, not {shown(value)}")
 
 
 def _is_int(value: Any) -> bool:

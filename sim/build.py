@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pimforge.gen.errors import SimulationError
+from pimforge.gen.errors import SimulationError, ToolMissingError
 
 from . import verilator as vl
 
@@ -105,7 +105,10 @@ def cached_build(bdir: Path, exe: str, build: Callable[[Path], None], *, what: s
     target = bdir / exe
     if _verified(bdir, target):
         return target
-    bdir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        bdir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _unwritable(bdir.parent, e) from None
     _sweep_stale(bdir.parent)
     # One builder at a time per folder: a second one (another test worker, a sweep
     # worker) waits for the first instead of building the same thing beside it.
@@ -179,7 +182,11 @@ def _discard(folder: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(path: Path, what: str) -> Iterator[None]:
-    with open(path, "a+") as f:
+    try:
+        f = open(path, "a+")  # noqa: SIM115 (closed by the with below)
+    except OSError as e:
+        raise _unwritable(path.parent, e) from None
+    with f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -215,6 +222,12 @@ def _expected(bdir: Path) -> str:
     if times:
         return f"about {_duration(max(times)[1])} like the last build of {name}"
     return "from seconds for a block to 5-25 minutes for a whole cube or array"
+
+
+def _unwritable(folder: Path, e: OSError) -> ToolMissingError:
+    return ToolMissingError(f"the build cache folder {str(folder)!r} cannot be written "
+                            f"({e.strerror}); fix its permissions or set PIMFORGE_CACHE to "
+                            "another folder")
 
 
 def _digest(path: Path) -> str:

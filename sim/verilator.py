@@ -140,7 +140,23 @@ def _cache_root() -> Path:
         what = "is not writable" if probe == root else (f"cannot be created in {str(probe)!r}")
         raise ToolMissingError(f"the build cache {str(root)!r} {what}; set PIMFORGE_CACHE to a "
                                "writable folder")
+    check_cache_folders(root)
     return root
+
+
+#: The folders under the cache root that builds write into.
+CACHE_SUBFOLDERS = ("verilated", "cocotb", "synth")
+
+
+def check_cache_folders(root: Path) -> None:
+    """Refuse, naming the folder, a folder under the cache *root* that a build would
+    write into and cannot (a read-only subfolder of a writable cache)."""
+    for name in CACHE_SUBFOLDERS:
+        d = root / name
+        if d.exists() and (not d.is_dir() or not os.access(d, os.W_OK | os.X_OK)):
+            what = "is not a folder" if not d.is_dir() else "is not writable"
+            raise ToolMissingError(f"the build cache folder {str(d)!r} {what}; fix its "
+                                   "permissions or set PIMFORGE_CACHE to another folder")
 
 
 def preflight() -> Path:

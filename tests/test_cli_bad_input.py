@@ -37,7 +37,7 @@ def _bad_values(action, tmp_path):
     if t is A.out_dir:
         (tmp_path / "afile").write_text("x")
         return [str(tmp_path / "afile"), ""]
-    if t is A.nonempty:
+    if t is A.nonempty or t is A.in_file:
         return ["", "  "]
     if name == "int":
         return ["-7", "abc", "1.5", "99999999999999999999"]
@@ -46,7 +46,8 @@ def _bad_values(action, tmp_path):
     if name == "size_arg":
         return ["64", "0x0", "axb", "64x64x3", "99999x4", ""]
     if name == "param_arg":
-        return ["depth", "depth=deep", "=2", "2=depth", ""]
+        return ["depth", "depth=deep", "=2", "2=depth", "", "a=nan", "a=inf", "a=-inf",
+                "a=1e400"]
     if name == "_bench_names":
         return ["nonesuch", "", "bilateral grid"]
     if name == "_executor":

@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pimforge.rtl.params import shown
+
 from ..registry import blocks, resolve, sections
 from .base import ConfigError, check, check_float, from_dict, to_dict
 
@@ -87,17 +89,10 @@ def preset_names() -> list[str]:
 
 
 def _read_toml(spec: str) -> dict[str, Any]:
-    if spec.endswith(".toml") or "/" in spec:
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(f"config file {spec!r} does not exist")
-        raw = path.read_bytes()
-    else:
-        res = _presets_dir() / f"{spec}.toml"
-        if not res.is_file():
-            raise ConfigError(f"unknown config preset {spec!r}; presets: "
-                              f"{', '.join(preset_names())} (or give a path to a .toml file)")
-        raw = res.read_bytes()
+    try:
+        raw = _read_bytes(spec)
+    except OSError as e:            # a name too long, a file that cannot be read
+        raise ConfigError(f"config {shown(spec)} cannot be read: {e.strerror}") from None
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -105,6 +100,19 @@ def _read_toml(spec: str) -> dict[str, Any]:
                           "UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config {spec!r} is not valid TOML: {e}") from None
+
+
+def _read_bytes(spec: str) -> bytes:
+    if spec.endswith(".toml") or "/" in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"config file {shown(spec)} does not exist")
+        return path.read_bytes()
+    res = _presets_dir() / f"{spec}.toml"
+    if not res.is_file():
+        raise ConfigError(f"unknown config preset {shown(spec)}; presets: "
+                          f"{', '.join(preset_names())} (or give a path to a .toml file)")
+    return res.read_bytes()
 
 
 def _merge(base: dict, over: Mapping) -> dict:
@@ -163,7 +171,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
         text = text.strip()
         try:
             value = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
+        except ValueError:     # not TOML (or an integer of thousands of digits): text
             value = text
         if value == "":
             raise ConfigError(f"--set {key} needs a value")

@@ -71,6 +71,7 @@ change.
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -78,6 +79,7 @@ from dataclasses import fields
 
 from amaranth.lib import enum
 
+from ..params import shown
 from .isa import (
     FORMATS,
     MASK_BITS,
@@ -94,8 +96,8 @@ from .isa import (
     format_of,
 )
 
-__all__ = ["AsmError", "DEFAULT_MASK", "assemble", "disassemble", "disassemble_one",
-           "to_hex", "from_hex"]
+__all__ = ["AsmError", "DEFAULT_MASK", "MAX_INSTRUCTIONS", "MAX_LINE_CHARS", "assemble",
+           "disassemble", "disassemble_one", "to_hex", "from_hex"]
 
 #: ``mask`` when a line gives none: every PE.
 DEFAULT_MASK = (1 << MASK_BITS) - 1
@@ -172,7 +174,8 @@ def _int(tok: str, ln: _Line, what: str) -> int:
     try:
         return int(tok, 0)
     except ValueError:
-        raise ln.error(f"{what} must be an integer (decimal, 0x.., 0b..), not {tok!r}") from None
+        raise ln.error(f"{what} must be an integer (decimal, 0x.., 0b..), not "
+                       f"{shown(tok)}") from None
 
 
 def _imm(tok: str, ln: _Line, labels: dict[str, int]) -> int:
@@ -180,21 +183,24 @@ def _imm(tok: str, ln: _Line, labels: dict[str, int]) -> int:
         name = tok[1:]
         if name not in labels:
             known = ", ".join(sorted(labels)) or "none defined"
-            raise ln.error(f"unknown label {name!r} (labels: {known}); define it as "
+            raise ln.error(f"unknown label {shown(name)} (labels: {known}); define it as "
                            f"'{name}:' before an instruction")
         return labels[name]
     m = _FP32.match(tok)
     if m:
         try:
-            return struct.unpack("<I", struct.pack("<f", float(m.group(1))))[0]
+            x = float(m.group(1))
+            if not math.isfinite(x):     # 1e400 reads as inf: an overflow, not a value
+                raise OverflowError
+            return struct.unpack("<I", struct.pack("<f", x))[0]
         except (ValueError, OverflowError):
             raise ln.error(f"fp32(...) needs a number within the binary32 range, not "
-                           f"{m.group(1)!r}") from None
+                           f"{shown(m.group(1))}") from None
     try:
         v = int(tok, 0)
     except ValueError:
         raise ln.error(f"an immediate must be an integer, @label or fp32(number), not "
-                       f"{tok!r}") from None
+                       f"{shown(tok)}") from None
     if not -(1 << 31) <= v < (1 << 32):
         raise ln.error(f"an immediate must be between {-(1 << 31)} and {(1 << 32) - 1}, "
                        f"not {tok}")
@@ -205,7 +211,7 @@ def _reg(tok: str, prefix: str, ln: _Line, what: str) -> int:
     m = _REG.match(tok.lower())
     if not m or m.group(1) != prefix:
         file = {"d": "DataRF", "a": "AddrRF", "c": "CtrlRF"}[prefix]
-        raise ln.error(f"{what} must be a {file} register {prefix}N, not {tok!r}")
+        raise ln.error(f"{what} must be a {file} register {prefix}N, not {shown(tok)}")
     return int(m.group(2))
 
 
@@ -218,7 +224,7 @@ def _enum(name: str, value: str, ln: _Line):
         if member.name.lower() == v:
             return member
     raise ln.error(f"{name} must be one of {', '.join(m.name.lower() for m in cls)}, "
-                   f"not {value!r}")
+                   f"not {shown(value)}")
 
 
 def _tokens(text: str) -> list[str]:
@@ -267,7 +273,7 @@ def _positional(kind: str, field: str, tok: str, op: Opcode, vals: dict, ln: _Li
         m = _MEMORY.match(tok.lower())
         if not m:
             raise ln.error(f"{name} operand {field} must be a memory address [N] or [aN], "
-                           f"not {tok!r}")
+                           f"not {shown(tok)}")
         if m.group(1) and m.group(1) not in _MEM_NAMES[field]:
             raise ln.error(f"{name} expects a {_MEM_NAMES[field][0]} address here, not "
                            f"{m.group(1)}[...]")
@@ -299,7 +305,7 @@ def _keyword(key: str, value: str, op: Opcode, vals: dict, ln: _Line,
     fmt = dict(FORMATS[format_of(op)])
     if field not in fmt:
         keys = sorted({*fmt, *(a for a, f in _KEY_ALIASES.items() if f in fmt)})
-        raise ln.error(f"{name} has no field {key!r}; its fields: {', '.join(keys) or 'none'}")
+        raise ln.error(f"{name} has no field {shown(key)}; its fields: {', '.join(keys) or 'none'}")
     if field in _ENUMS:
         v = _enum(field, value, ln)
     elif field == "imm":
@@ -322,7 +328,7 @@ def _parse(body: str, ln: _Line, labels: dict[str, int]) -> Instr:
     mnem, suffixes = parts[0], parts[1:]
     op = _MNEMONICS.get(mnem)
     if op is None:
-        raise ln.error(f"unknown mnemonic {mnem!r}; use one of {', '.join(_MNEMONICS)}")
+        raise ln.error(f"unknown mnemonic {shown(mnem)}; use one of {', '.join(_MNEMONICS)}")
     vals: dict[str, object] = {}
     rest = re.sub(r"\s*=\s*", "=", rest)      # mask = 0xff is mask=0xff
     allowed = _SUFFIXES.get(op, ())
@@ -346,15 +352,15 @@ def _parse(body: str, ln: _Line, labels: dict[str, int]) -> Instr:
         if "=" in tok and not tok.startswith("["):
             key, _, value = tok.partition("=")
             if not key or not value:
-                raise ln.error(f"write keyword operands as key=value, not {tok!r}")
+                raise ln.error(f"write keyword operands as key=value, not {shown(tok)}")
             _keyword(key, value, op, vals, ln, labels)
             continue
         if pos >= len(slots):
             if not slots:
-                raise ln.error(f"{mnem} takes no operands; remove {tok!r}")
+                raise ln.error(f"{mnem} takes no operands; remove {shown(tok)}")
             form = ", ".join(f for _, f in slots)
             raise ln.error(f"{mnem} takes {len(slots)} positional operand(s) ({form}); "
-                           f"{tok!r} is one too many")
+                           f"{shown(tok)} is one too many")
         kind, field = slots[pos]
         _positional(kind, field, tok, op, vals, ln, labels)
         pos += 1
@@ -384,15 +390,43 @@ def _strip(line: str) -> str:
     return line.split("#", 1)[0]
 
 
-def assemble(text: str, *, source: str = "") -> list[Instr]:
+#: The largest program memory of any config (``ipim.imem_instructions``).
+MAX_INSTRUCTIONS = 1 << 16
+#: The longest source line read; a longer one is an error, not a 50 MB allocation.
+MAX_LINE_CHARS = 4096
+
+
+def _lines(text: str | Iterable[str], source: str) -> Iterable[tuple[_Line, str]]:
+    """Numbered lines of *text* (a string, or lines read lazily from a file)."""
+    it = text.splitlines() if isinstance(text, str) else text
+    for n, raw in enumerate(it, 1):
+        ln = _Line(source, n)
+        if len(raw) > MAX_LINE_CHARS:
+            raise ln.error(f"the line is longer than {MAX_LINE_CHARS} characters "
+                           f"({shown(raw)})")
+        yield ln, raw.rstrip("\r\n")
+
+
+def _full(ln: _Line, capacity: int) -> AsmError:
+    return ln.error(f"the program does not fit the program memory: this is instruction "
+                    f"{capacity + 1}, and it holds {capacity} (raise ipim.imem_instructions "
+                    "or shorten the program)")
+
+
+def assemble(text: str | Iterable[str], *, source: str = "",
+             capacity: int = MAX_INSTRUCTIONS) -> list[Instr]:
     """Assemble program *text* (grammar in the module docstring).
 
     Parameters
     ----------
-    text : str
-        The program.
+    text : str or iterable of str
+        The program, or its lines (an open file is read lazily: reading stops at the
+        first error, the capacity included).
     source : str
         File name used in error messages (``FILE:LINE: ...``).
+    capacity : int
+        Instructions the program memory holds; the line of the first one past it is
+        an error (before the rest of the text is read).
 
     Returns
     -------
@@ -406,11 +440,9 @@ def assemble(text: str, *, source: str = "") -> list[Instr]:
         Unknown mnemonic, suffix, key or label, a duplicate label, a field out
         of range, a missing or extra operand.
     """
-    lines = text.splitlines()
     labels: dict[str, int] = {}
     bodies: list[tuple[_Line, str]] = []
-    for n, raw in enumerate(lines, 1):
-        ln = _Line(source, n)
+    for ln, raw in _lines(text, source):
         body = _strip(raw)
         while True:
             m = _LABEL.match(body)
@@ -418,11 +450,13 @@ def assemble(text: str, *, source: str = "") -> list[Instr]:
                 break
             name = m.group(1)
             if name in labels:
-                raise ln.error(f"label {name!r} is defined twice (first at pc {labels[name]}); "
-                               f"rename one")
+                raise ln.error(f"label {shown(name)} is defined twice (first at pc "
+                               f"{labels[name]}); rename one")
             labels[name] = len(bodies)
             body = body[m.end():]
         if body.strip():
+            if len(bodies) == capacity:
+                raise _full(ln, capacity)
             bodies.append((ln, body.strip()))
     return [_parse(body, ln, labels) for ln, body in bodies]
 
@@ -528,16 +562,19 @@ def to_hex(prog: Sequence[Instr]) -> str:
     return "".join(f"{encode(i):0{_HEX_DIGITS}x}\n" for i in prog)
 
 
-def from_hex(text: str, *, source: str = "") -> list[Instr]:
-    """Read the hex program format (blank lines and ``#`` comments are allowed)."""
-    prog = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        ln = _Line(source, n)
+def from_hex(text: str | Iterable[str], *, source: str = "",
+             capacity: int = MAX_INSTRUCTIONS) -> list[Instr]:
+    """Read the hex program format (blank lines and ``#`` comments are allowed); *text*
+    and *capacity* as in :func:`assemble`."""
+    prog: list[Instr] = []
+    for ln, raw in _lines(text, source):
         tok = _strip(raw).strip()
         if not tok:
             continue
+        if len(prog) == capacity:
+            raise _full(ln, capacity)
         if len(tok) != _HEX_DIGITS or not re.fullmatch(r"[0-9a-fA-F]+", tok):
-            raise ln.error(f"a program word is {_HEX_DIGITS} hex digits, not {tok!r}")
+            raise ln.error(f"a program word is {_HEX_DIGITS} hex digits, not {shown(tok)}")
         try:
             prog.append(decode(int(tok, 16)))
         except DecodeError as e:

@@ -63,6 +63,7 @@ import numpy as np
 
 from pimforge.gen.config import Config, load_config
 from pimforge.gen.errors import CapacityError, PimforgeError
+from pimforge.gen.output import FileSet
 from pimforge.rtl.capsnet.pe import latency_from_config
 from pimforge.verif.models.capsnet.isa import execute
 from pimforge.verif.models.capsnet.pe import PEModel
@@ -682,13 +683,13 @@ def assemble(net: CapsNetSpec, cfg: Config, opts: CapsNetRunOptions, dist: Distr
 
 
 def write_dump(folder: str | Path, routed: Routed) -> None:
-    """``u.npy``, ``W.npy``, ``v.npy`` and ``iterations.txt`` of *routed* into *folder*."""
-    p = Path(folder)
-    p.mkdir(parents=True, exist_ok=True)
-    np.save(p / "u.npy", routed.u)
-    np.save(p / "W.npy", routed.W)
-    np.save(p / "v.npy", routed.v)
-    (p / "iterations.txt").write_text(f"{routed.result.shape['iterations']}\n")
+    """``u.npy``, ``W.npy``, ``v.npy`` and ``iterations.txt`` (written last) of *routed*
+    into *folder*, as one set: a failure leaves the previous set whole."""
+    with FileSet(folder, marker="iterations.txt") as fs:
+        np.save(fs.path("u.npy"), routed.u)
+        np.save(fs.path("W.npy"), routed.W)
+        np.save(fs.path("v.npy"), routed.v)
+        fs.path("iterations.txt").write_text(f"{routed.result.shape['iterations']}\n")
 
 
 # ------------------------------------------------------------------------------ the runs

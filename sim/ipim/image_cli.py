@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
-from pimforge.gen.args import out_dir
+from pimforge.gen.args import in_file, out_dir
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.gen.provenance import stamp
-from pimforge.verif.models.ipim.image import BENCHES, check_input, resolve_params
+from pimforge.verif.models.ipim.image import BENCHES, check_input, check_param, resolve_params
 
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
@@ -59,14 +60,22 @@ def param_arg(text: str) -> tuple[str, int | float]:
     except ValueError:
         pass
     try:
-        return k, float(v)
+        x = float(v)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--param {k}: {v!r} is not a number") from None
+    if not math.isfinite(x):          # nan, inf, or a literal past the float range
+        raise argparse.ArgumentTypeError(f"--param {k}: {v!r} is not a finite number")
+    return k, x
 
 
 def bench_params(benches: list[str], given: list[tuple[str, int | float]] | None) -> dict:
     """``bench -> {parameter: value}`` of the ``--param`` values each of *benches* takes;
-    a parameter none of them takes is a one-line error naming theirs."""
+    a parameter none of them takes, one given twice or a value out of the benchmark's
+    range is a one-line error."""
+    names = [k for k, _ in given or []]
+    twice = sorted({k for k in names if names.count(k) > 1})
+    if twice:
+        raise PimforgeError(f"--param {', '.join(twice)}: given twice; give each parameter once")
     given = dict(given or [])
     known = {k for b in benches for k in BENCHES[b].params}
     unknown = sorted(set(given) - known)
@@ -74,7 +83,11 @@ def bench_params(benches: list[str], given: list[tuple[str, int | float]] | None
         takes = ", ".join(sorted(known)) or "none"
         raise PimforgeError(f"--param {', '.join(unknown)}: not a parameter of "
                             f"{', '.join(benches)} (they take: {takes})")
-    return {b: {k: v for k, v in given.items() if k in BENCHES[b].params} for b in benches}
+    out = {b: {k: v for k, v in given.items() if k in BENCHES[b].params} for b in benches}
+    for b, ps in out.items():
+        for k, v in ps.items():
+            check_param(b, k, v)
+    return out
 
 
 def _bench_names(text: str) -> list[str]:
@@ -92,7 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--photo", choices=PHOTOS, default="camera",
                      help="scikit-image photograph (default camera)")
-    src.add_argument("--image", help="PNG, JPEG or .npy file instead of a photo")
+    src.add_argument("--image", type=in_file, help="PNG, JPEG or .npy file instead of a photo")
     p.add_argument("--size", type=size_arg, default=(64, 64), metavar="WxH",
                    help="resize the input to this (default 64x64)")
     p.add_argument("--opt", choices=sorted(OPT_LEVELS), default="opt",

@@ -16,17 +16,26 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 
-from pimforge.gen.args import int_range, out_dir, out_file
+from pimforge.gen.args import in_file, int_range, out_dir, out_file
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet, write_text
 from pimforge.gen.provenance import stamp
-from pimforge.rtl.ipim.asm import AsmError, assemble, disassemble, from_hex, to_hex
+from pimforge.rtl.ipim.asm import (
+    MAX_INSTRUCTIONS,
+    MAX_LINE_CHARS,
+    AsmError,
+    assemble,
+    disassemble,
+    from_hex,
+    to_hex,
+)
 from pimforge.rtl.ipim.isa import Instr
+from pimforge.rtl.params import shown
 from pimforge.verif.models.ipim.iss import DEFAULT_MAX_STEPS, SIMBMachine
 
 __all__ = ["add_arguments", "run", "read_program"]
@@ -36,17 +45,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="simb_cmd", metavar="{asm,disasm,run}", required=True)
     a = sub.add_parser("asm", help="assemble FILE into the hex program format",
                        description="assemble FILE into the hex program format")
-    a.add_argument("file", metavar="FILE", help="assembly source")
+    a.add_argument("file", type=in_file, metavar="FILE", help="assembly source")
     a.add_argument("-o", dest="out", type=out_file, help="hex file to write (default: stdout)")
     d = sub.add_parser("disasm", help="print the assembly of a hex program",
                        description="print the assembly of a hex program")
-    d.add_argument("file", metavar="FILE.hex", help="hex program")
+    d.add_argument("file", type=in_file, metavar="FILE.hex", help="hex program")
     d.add_argument("--pcs", action="store_true", help="append each instruction's pc")
     d.add_argument("-o", dest="out", type=out_file,
                    help="assembly file to write (default: stdout)")
     r = sub.add_parser("run", help="run FILE on every vault of the instruction-set simulator",
                        description="run FILE on every vault of the instruction-set simulator")
-    r.add_argument("file", metavar="FILE", help="assembly source, or a .hex program")
+    r.add_argument("file", type=in_file, metavar="FILE",
+                   help="assembly source, or a .hex program")
     r.add_argument("--config", default=None, help="config preset or TOML path (default: "
                    "default)")
     r.add_argument("--set", dest="overrides", action="append", default=[],
@@ -62,21 +72,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --rtl: cycles before the cube counts as hung")
 
 
-def _read(path: str) -> str:
+def _lines(path: str) -> Iterator[str]:
+    """The lines of *path*, read one at a time and each cut at
+    :data:`~pimforge.rtl.ipim.asm.MAX_LINE_CHARS` + 1 characters (which the assembler
+    refuses), so that a huge file is never read whole."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            while line := f.readline(MAX_LINE_CHARS + 1):
+                yield line
     except (OSError, UnicodeDecodeError) as e:
-        raise PimforgeError(f"cannot read {path!r}: {getattr(e, 'strerror', None) or e}; give "
-                            "an existing text file") from None
+        raise PimforgeError(f"cannot read {shown(path)}: "
+                            f"{getattr(e, 'strerror', None) or e}; give an existing text "
+                            "file") from None
 
 
-def read_program(path: str) -> list[Instr]:
-    """The program in *path*: hex when the name ends in ``.hex``, else assembly."""
-    text = _read(path)
+def read_program(path: str, capacity: int = MAX_INSTRUCTIONS) -> list[Instr]:
+    """The program in *path*: hex when the name ends in ``.hex``, else assembly; reading
+    stops at the first error, a program longer than *capacity* instructions included."""
     try:
         if path.lower().endswith(".hex"):
-            return from_hex(text, source=path)
-        return assemble(text, source=path)
+            return from_hex(_lines(path), source=path, capacity=capacity)
+        return assemble(_lines(path), source=path, capacity=capacity)
     except AsmError as e:
         raise PimforgeError(str(e)) from None
 
@@ -92,9 +108,8 @@ def _asm(args) -> int:
 
 
 def _disasm(args) -> int:
-    text = _read(args.file)
     try:
-        prog = from_hex(text, source=args.file)
+        prog = from_hex(_lines(args.file), source=args.file)
     except AsmError as e:
         raise PimforgeError(str(e)) from None
     text = disassemble(prog, pcs=args.pcs)
@@ -108,7 +123,7 @@ def _disasm(args) -> int:
 
 def _run(args) -> int:
     cfg = load_config(args.config, parse_overrides(args.overrides))
-    prog = read_program(args.file)
+    prog = read_program(args.file, cfg.ipim.imem_instructions)
     m = SIMBMachine(cfg, max_steps=args.max_steps)
     m.load(prog)
     if args.rtl:

@@ -18,15 +18,15 @@ import os
 import time
 import traceback
 
-from pimforge.gen.args import Parser, int_range, nonempty, out_dir, resolve_config
+from pimforge.gen.args import Parser, in_file, int_range, nonempty, out_dir, resolve_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.provenance import invocation, stamp
 from pimforge.gen.registry import get_workload, resolve
 from pimforge.gen.run_cli import run_workload, workload_parser
 from pimforge.rtl.params import ParameterError
 
-from .engine import Runner, parse_executor, run_sweep, usable_cores
-from .spec import Option, load_spec
+from .engine import Runner, check_executor, parse_executor, run_sweep, usable_cores
+from .spec import MAX_POINTS, Option, load_spec
 
 __all__ = ["add_arguments", "run", "run_point", "prepare_point", "workload_options"]
 
@@ -161,7 +161,7 @@ def _executor(text: str) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``pimforge sweep``."""
-    p.add_argument("spec", type=nonempty, metavar="SPEC.toml",
+    p.add_argument("spec", type=in_file, metavar="SPEC.toml",
                    help="the sweep spec (`pimforge examples DIR` copies some into DIR/sweeps)")
     p.add_argument("--executor", type=_executor, default="local",
                    help="local (a Dask LocalCluster, default), dask://HOST:PORT (a running "
@@ -181,11 +181,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "config, else 4GiB)")
     p.add_argument("--list", action="store_true",
                    help="print the points and their arguments, run nothing")
+    p.add_argument("--max-points", type=int_range(1, 10**9), default=MAX_POINTS,
+                   help=f"refuse a spec whose grid has more points (default {MAX_POINTS:,})")
 
 
 def run(args: argparse.Namespace) -> int:
     """``pimforge sweep``: 0 when every point is ok, 1 otherwise."""
-    spec = load_spec(args.spec, workload_options)
+    spec = load_spec(args.spec, workload_options, max_points=args.max_points)
     if args.list:
         for pt in spec.points:
             print(f"{pt.name}: pimforge run {spec.workload} {' '.join(pt.argv)}")
@@ -193,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise PimforgeError("--out DIR is required (the folder for the points and tables)")
     cache = str(args.cache.resolve()) if args.cache is not None else None
+    check_executor(args.executor, args.workers)    # a missing tool before anything is written
     outcome = run_sweep(spec, args.out, RUNNER, executor=args.executor, workers=args.workers,
                         cache=cache, job_cores=args.job_cores, job_memory=args.job_memory,
                         log=lambda line: print(line, flush=True))

@@ -25,6 +25,7 @@ or on a shared file system, share it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -32,21 +33,22 @@ import json
 import logging
 import os
 import shutil
+import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pimforge.gen.errors import PimforgeError
-from pimforge.gen.output import check_output_dir, write_json, write_text
+from pimforge.gen.output import FileSet, check_output_dir, write_json
 from pimforge.gen.provenance import csv_comment, stamp
 
 from .spec import Point, SweepSpec, config_identity
 
-__all__ = ["EXECUTORS", "Runner", "SweepOutcome", "parse_executor", "prepare_groups",
-           "run_sweep", "summary_table", "usable_cores"]
+__all__ = ["EXECUTORS", "Runner", "SweepOutcome", "check_executor", "parse_executor",
+           "prepare_groups", "run_sweep", "summary_table", "usable_cores"]
 
 #: The topic the tasks announce their start on (the progress line's "running").
 TOPIC = "pimforge-sweep"
@@ -148,6 +150,42 @@ def _task(tag: str, fn: Callable[..., dict], *args) -> dict:
 
 # ------------------------------------------------------------------------- client side
 
+def check_executor(executor: str, workers: int | None) -> None:
+    """Refuse, before anything runs or is written, an executor that cannot start here:
+    slurm/pbs without ``--workers``, without dask-jobqueue or without their submit
+    command on PATH; ``--workers`` with a running scheduler."""
+    if executor in ("slurm", "pbs"):
+        if not workers:
+            raise ExecutorError(f"--executor {executor} needs --workers N (the number of "
+                                "batch jobs to submit, one worker each)")
+        submit = {"slurm": "sbatch", "pbs": "qsub"}[executor]
+        if shutil.which(submit) is None:
+            raise ExecutorError(f"--executor {executor} submits jobs with {submit}, which is "
+                                "not on PATH here: run the sweep on the cluster's login node")
+        try:
+            import dask_jobqueue  # noqa: F401
+        except ImportError:
+            raise ExecutorError(f"--executor {executor} needs dask-jobqueue: pip install "
+                                "dask-jobqueue") from None
+    elif executor != "local" and workers:
+        raise ExecutorError("--workers applies to local, slurm and pbs; a running scheduler "
+                            "has the workers that were started for it")
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Start worker processes with SIGINT ignored (they inherit it): a Ctrl-C reaches
+    this process, which stops the sweep and says so, and no worker prints a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _client(executor: str, workers: int | None, job_cores: int | None,
             job_memory: str | None):
     """(client, cluster or None) for *executor*; the cluster is closed with the client."""
@@ -155,20 +193,15 @@ def _client(executor: str, workers: int | None, job_cores: int | None,
 
     if executor == "local":
         n = workers or usable_cores()
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+        with _sigint_ignored():
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=logging.ERROR)
         return Client(cluster), cluster
+    check_executor(executor, workers)
     if executor in ("slurm", "pbs"):
-        if not workers:
-            raise ExecutorError(f"--executor {executor} needs --workers N (the number of "
-                                "batch jobs to submit, one worker each)")
         import dask
         import dask_jobqueue
 
-        submit = {"slurm": "sbatch", "pbs": "qsub"}[executor]
-        if shutil.which(submit) is None:
-            raise ExecutorError(f"--executor {executor} submits jobs with {submit}, which is "
-                                "not on PATH here: run the sweep on the cluster's login node")
         cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[executor]
         kw: dict[str, Any] = {"processes": 1}
         cores = job_cores or dask.config.get(f"jobqueue.{executor}.cores", None) or 1
@@ -181,9 +214,6 @@ def _client(executor: str, workers: int | None, job_cores: int | None,
                                 "and walltime come from ~/.config/dask/jobqueue.yaml)") from None
         cluster.scale(jobs=workers)
         return Client(cluster), cluster
-    if workers:
-        raise ExecutorError("--workers applies to local, slurm and pbs; a running scheduler "
-                            "has the workers that were started for it")
     try:
         return Client(executor, timeout="15s"), None
     except (OSError, TimeoutError) as e:
@@ -393,7 +423,6 @@ def _combine(spec: SweepSpec, out: Path, records: dict[str, dict | None]) -> lis
                  "workload": spec.workload, "description": spec.description,
                  "axes": list(spec.axes), "ratio": spec.ratio, "points": rows},
                 "pimforge.sweep", 1)
-    write_json(out / "results.json", doc)
     flat = [_flatten(r["result"]) if r["result"] else {} for r in rows]
     cols: dict[str, None] = {}
     for f in flat:
@@ -407,7 +436,10 @@ def _combine(spec: SweepSpec, out: Path, records: dict[str, dict | None]) -> lis
     for r, f in zip(rows, flat):
         w.writerow([r["point"].get(a) for a in spec.axes] + [r["status"], r["wall_s"],
                    r["error"] or ""] + [r["ratio"] for _ in rcol] + [f.get(c) for c in cols])
-    write_text(out / "results.csv", buf.getvalue())
+    with FileSet(out, marker="results.json") as fs:   # the two tables agree
+        fs.path("results.csv").write_text(buf.getvalue(), encoding="utf-8")
+        fs.path("results.json").write_text(json.dumps(doc, indent=2) + "\n",
+                                           encoding="utf-8")
     return rows
 
 
@@ -439,6 +471,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, runner: Runner, *, executor: str
         Where progress lines go.
     """
     out = check_output_dir(out, "--out")
+    check_executor(executor, workers)
     points_dir = out / "points"
     t0 = time.monotonic()
     records: dict[str, dict | None] = {}
@@ -453,12 +486,18 @@ def run_sweep(spec: SweepSpec, out: str | Path, runner: Runner, *, executor: str
     log(f"sweep {spec.path.name}: {len(spec.points)} points of {spec.workload}, "
         f"{outcome.skipped} already done, {len(todo)} to run")
     if todo:
+        made = [d for d in (points_dir, out) if not d.exists()]
         points_dir.mkdir(parents=True, exist_ok=True)
         try:
             _run_points(spec, todo, points_dir, runner, records, outcome, executor, workers,
                         cache, job_cores, job_memory, log)
         finally:
-            outcome.rows = _combine(spec, out, records)
+            if outcome.ran or outcome.skipped:   # something to keep: the tables say what
+                outcome.rows = _combine(spec, out, records)
+            else:                                # refused before any point ran: no trace
+                for d in made:
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
             outcome.wall_s = time.monotonic() - t0
     else:
         outcome.rows = _combine(spec, out, records)
@@ -537,12 +576,13 @@ def _record(spec: SweepSpec, pt: Point, res: dict, points_dir: Path, records: di
         rec = {"sweep": meta, "error": res["error"]}
         if res.get("traceback"):
             rec["traceback"] = res["traceback"]
-        outcome.failed += 1
     else:
         rec = {"sweep": meta, "ok": bool(res.get("ok")), "summary": res.get("summary", ""),
                **({"printed": res["printed"]} if "printed" in res else {}),
                "result": res["result"]}
-        outcome.not_ok += not rec["ok"]
+    write_json(points_dir / f"{pt.name}.json", rec)    # counted once it is kept
+    outcome.failed += "error" in rec
+    outcome.not_ok += "error" not in rec and not rec["ok"]
     outcome.ran += 1
     result = rec.get("result") or {}
     rec = stamp(rec, "pimforge.sweep.point", 1)

@@ -40,9 +40,11 @@ point only).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import itertools
 import json
+import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -50,11 +52,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pimforge.gen.config import Config, load_config, to_dict
+from pimforge.gen.config import Config, load_config, preset_names, to_dict
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.registry import get_workload
 
-__all__ = ["Option", "Point", "SpecError", "SweepSpec", "load_spec", "config_field_exists"]
+__all__ = ["MAX_POINTS", "Option", "Point", "SpecError", "SweepSpec", "load_spec",
+           "config_field_exists"]
+
+#: The most points a spec may expand to unless the user raises it (``--max-points``):
+#: a larger grid is refused, with its count, before it is expanded.
+MAX_POINTS = 10_000
 
 _TOP_KEYS = {"description", "workload", "config", "set", "options", "axes", "zip", "report"}
 #: Options ``pimforge run`` adds to every workload that a spec sets otherwise: the
@@ -213,13 +220,37 @@ class _Reader:
             raise self.fail(f"config must be a preset name or a .toml path, not {value!r}")
         if value.endswith(".toml") or "/" in value:
             p = Path(value)
-            return str(p if p.is_absolute() else (self.path.parent / p).resolve())
+            p = p if p.is_absolute() else (self.path.parent / p).resolve()
+            if not p.is_file():
+                raise self.fail(f"config file {str(p)!r} does not exist")
+            return str(p)
+        if value not in preset_names():
+            raise self.fail(f"unknown config preset {value!r}; presets: "
+                            f"{', '.join(preset_names())} (or a path to a .toml file)")
         return value
 
+    def plain(self, value: Any, where: str, *, tables: bool = False) -> None:
+        """Refuse a value of a type the spec does not take: a TOML date or time anywhere,
+        an inline table where a value (or a list of values) goes."""
+        if isinstance(value, (datetime.date, datetime.time)):
+            raise self.fail(f"{where} is a TOML date or time ({value.isoformat()}); give a "
+                            "string, number or boolean")
+        if isinstance(value, dict):
+            if not tables:
+                raise self.fail(f"{where} is a table; give a string, number, boolean or a "
+                                "list of them")
+            for k, v in value.items():
+                self.plain(v, f"{where}.{k}" if where else k, tables=tables)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.plain(v, f"{where}[{i}]")
 
-def load_spec(path: str | Path, options: Callable[[str], Mapping[str, Option]]) -> SweepSpec:
+
+def load_spec(path: str | Path, options: Callable[[str], Mapping[str, Option]], *,
+              max_points: int = MAX_POINTS) -> SweepSpec:
     """Read and check the spec at *path*; ``options(workload)`` gives the workload's
-    parser options by flag.
+    parser options by flag. A grid of more than *max_points* points is refused (with
+    its count) before it is expanded.
 
     Raises
     ------
@@ -237,6 +268,10 @@ def load_spec(path: str | Path, options: Callable[[str], Mapping[str, Option]]) 
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"sweep spec {str(p)!r} is not valid TOML: {e}") from None
     r = _Reader(p, {})
+    r.plain(data, "", tables=True)
+    for name in ("set", "options", "axes", "zip"):
+        for k, v in r.table(data, name).items():
+            r.plain(v, f"[{name}] {k}")
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise r.fail(f"unknown key {unknown[0]!r}; a spec has "
@@ -310,6 +345,10 @@ def load_spec(path: str | Path, options: Callable[[str], Mapping[str, Option]]) 
     if not isinstance(description, str):
         raise r.fail("description must be a string")
 
+    count = math.prod(len(v) for v in axes.values()) * min(lengths, default=1)
+    if count > max_points:
+        raise r.fail(f"the grid has {count:,} points, more than {max_points:,}; vary fewer "
+                     "keys, or give --max-points N to run that many")
     combos = [dict(zip(axes, c)) for c in itertools.product(*axes.values())]
     zips = [dict(zip(zipped, c)) for c in zip(*zipped.values())] if zipped else [{}]
     points = [_point(r, workload, fixed, {**a, **z}) for a in combos for z in zips]

@@ -60,8 +60,9 @@ import numpy as np
 
 from pimforge.gen.errors import PimforgeError, UnknownNameError
 
-__all__ = ["BENCHES", "ImageBench", "ImageInputError", "bilateral_grid", "blur", "brighten",
-           "check_input", "downsample", "histogram", "interpolate", "interpolate_levels",
+__all__ = ["BENCHES", "PARAM_RANGES", "ImageBench", "ImageInputError", "bilateral_grid",
+           "blur", "brighten", "check_input", "check_param", "downsample", "histogram",
+           "interpolate", "interpolate_levels",
            "laplacian_depth", "local_laplacian", "reference", "remap_lut", "resolve_params",
            "shift", "stencil_chain", "stencil_weights", "upsample"]
 
@@ -627,6 +628,31 @@ def _check_levels(b: ImageBench, key: str, value, img: np.ndarray, cap: int) -> 
     return int(value)
 
 
+#: The range of each real-valued parameter, ``(bench, name) -> (lo, hi)``: beyond it
+#: the FP32 pipeline overflows or loses the result, and a run would report a mismatch
+#: as if the hardware were wrong.
+PARAM_RANGES: Mapping[tuple[str, str], tuple[float, float]] = MappingProxyType({
+    ("brighten", "a"): (-1000.0, 1000.0),
+    ("local_laplacian", "alpha"): (0.0, 10.0),
+    ("local_laplacian", "beta"): (0.0, 10.0),
+    ("bilateral_grid", "r_sigma"): (0.001, 1.0),
+})
+
+
+def check_param(name: str, key: str, value) -> None:
+    """Raise :class:`ImageInputError` unless *value* of parameter *key* of *name* is a
+    finite number in :data:`PARAM_RANGES` (a real-valued one), checked with the inputs,
+    before any run."""
+    rng = PARAM_RANGES.get((name, key))
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ImageInputError(f"{name}: {key} must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ImageInputError(f"{name}: {key} must be a finite number, not {value!r}")
+    if rng is not None and not rng[0] <= value <= rng[1]:
+        raise ImageInputError(f"{name}: {key} must be between {rng[0]:g} and {rng[1]:g}, "
+                              f"not {value!r}")
+
+
 def resolve_params(name: str, img: np.ndarray, **params) -> dict:
     """The parameters a run of *name* on *img* uses: defaults, overrides and size-derived values.
 
@@ -641,6 +667,9 @@ def resolve_params(name: str, img: np.ndarray, **params) -> dict:
         known = ", ".join(b.params) or "none"
         raise ImageInputError(f"{name}: unknown parameter {', '.join(unknown)} "
                               f"(parameters: {known})")
+    for k, v in params.items():
+        if v is not None:
+            check_param(name, k, v)
     p = {**b.params, **params}
     h, w = img.shape[:2]
     if name == "interpolate":
