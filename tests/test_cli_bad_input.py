@@ -112,8 +112,26 @@ def test_bad_argument_is_one_line_exit_2_nothing_written(cmd, opt, action, tmp_p
         assert sorted(tmp_path.rglob("*")) == before, (argv, "wrote something")
 
 
+#: Commands whose only validated argument is positional, with their bad values.
+POSITIONAL_CASES = {"examples": lambda tmp: ["", str(tmp / "afile"), str(tmp / "afile" / "x")]}
+
+
+@pytest.mark.parametrize("cmd", sorted(POSITIONAL_CASES))
+def test_bad_positional_is_one_line_exit_2_nothing_written(cmd, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    before = sorted(tmp_path.rglob("*"))
+    for bad in POSITIONAL_CASES[cmd](tmp_path):
+        with pytest.raises(SystemExit) as e:
+            raise SystemExit(main([cmd, bad]))
+        err = capsys.readouterr().err
+        assert e.value.code == 2, (cmd, bad, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, (cmd, bad, err)
+        assert sorted(tmp_path.rglob("*")) == before, (cmd, bad, "wrote something")
+
+
 def test_every_command_is_covered():
-    covered = {" ".join(c) for c, _, _ in CASES}
+    covered = {" ".join(c) for c, _, _ in CASES} | set(POSITIONAL_CASES)
     every = {" ".join(c) for c, _ in _subcommands()}
     # config takes only --set; verilog/regress/run have validated options: all must appear
     assert every - covered <= {"config"}, every - covered
