@@ -24,7 +24,7 @@ from pimforge.rtl.params import ParameterError
 from .args import int_range, nonempty, number_range, out_dir, out_file
 from .errors import PimforgeError
 from .output import check_output_dir, write_json
-from .provenance import invocation, pimforge_version, stamp
+from .provenance import invocation, name_config, pimforge_version, stamp
 from .registry import blocks, commands, explorers, get_block, resolve, workloads
 
 # Everything heavier than the registry (the config tree and Amaranth, the Verilator
@@ -60,6 +60,7 @@ def resolve_config(args) -> None:
     from .config import load_config, parse_overrides
 
     spec = args.config if args.config is not None else args._default_config
+    name_config(spec)               # what the results record as `config`
     args.config = load_config(spec, parse_overrides(args.overrides))
 
 
