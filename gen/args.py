@@ -267,6 +267,8 @@ def add_config_positional(p: argparse.ArgumentParser, default: str = "default") 
 def resolve_config(args) -> None:
     """Replace ``args.config`` (a name or path) by the resolved config with ``--set``."""
     from .config import load_config, parse_overrides  # the config tree imports Amaranth
+    from .provenance import name_config
 
     spec = args.config if args.config is not None else args._default_config
+    name_config(spec)               # what the results record as `config`
     args.config = load_config(spec, parse_overrides(args.overrides))

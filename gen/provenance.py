@@ -8,8 +8,9 @@ two results with the same hash were made from the same parameters) and ``argv``
 result; :func:`csv_comment` writes them as a ``#`` line for the top of a CSV file.
 
 :func:`pimforge.gen.cli.main` records the command line and the config the user
-named for the duration of a command (:func:`invocation`); a result built outside a
-command (a library call, a test) falls back on ``sys.argv`` and the config's name.
+named for the duration of a command (:func:`invocation`, and :func:`name_config` where
+the config is resolved); a result built outside a command (a library call, a test)
+falls back on ``sys.argv`` and the config's name.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PROVENANCE_FIELDS", "config_sha256", "config_spec", "csv_comment", "invocation",
-           "pimforge_version", "read_csv_comment", "stamp"]
+           "name_config", "pimforge_version", "read_csv_comment", "stamp"]
 
 #: The keys :func:`stamp` puts first in every result.
 PROVENANCE_FIELDS = ("schema", "schema_version", "pimforge_version", "config",
                      "config_sha256", "argv")
 
-_current: list[tuple[list[str], str | None]] = []
+_current: list[list] = []          # [argv, config as named] of the commands running
 
 
 @functools.cache
@@ -58,11 +59,18 @@ def config_spec(spec: str | Path | None) -> str:
 def invocation(argv: list[str], config: str | Path | None = None) -> Iterator[None]:
     """Within the block, results record *argv* and the config named *config* (a preset
     name or a TOML path, None when the command takes none)."""
-    _current.append((list(argv), None if config is None else config_spec(config)))
+    _current.append([list(argv), None if config is None else config_spec(config)])
     try:
         yield
     finally:
         _current.pop()
+
+
+def name_config(config: str | Path | None) -> None:
+    """Record that the running command resolved the config the user named *config* (a
+    preset name or a TOML path): its results say so."""
+    if _current:
+        _current[-1][1] = config_spec(config)
 
 
 def config_sha256(config: Any) -> str:

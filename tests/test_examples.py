@@ -29,3 +29,12 @@ def test_examples_refuse_to_replace_files_unless_forced(tmp_path, capsys):
     assert (out / "ipim_stencil.s").read_text() == "mine\n"
     assert main(["examples", str(out), "--force"]) == 0
     assert (out / "ipim_stencil.s").read_text() != "mine\n"
+
+
+def test_a_file_in_the_way_of_dir_is_one_line_and_writes_nothing(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    for bad in (str(tmp_path / "afile"), ""):
+        assert main(["examples", bad]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

@@ -70,8 +70,10 @@ def test_sweep_two_workers_table_failure_and_resume(tmp_path, capsys):
     ref = json.loads(direct.read_text())
     mn1 = json.loads((out / "points" / "net=Caps-MN1.json").read_text())
     assert mn1["ok"] is True and mn1["sweep"]["point"] == {"net": "Caps-MN1"}
-    # argv: the point's own command line (the spec's options in its order), not this one
-    drop = {"wall_s", "rtl_cycles_per_s", "argv"}
+    drop = {"wall_s", "rtl_cycles_per_s", "argv"}     # the same options, in another order
+    assert mn1["result"]["argv"][:2] == ["run", "capsnet"] and sorted(
+        mn1["result"]["argv"][2:]) == sorted([*ref["argv"][2:-2], "--config", "default",
+                                               "--threads", "1"])
     assert {k: v for k, v in mn1["result"].items() if k not in drop} == \
         {k: v for k, v in ref.items() if k not in drop}
     assert int(rows["Caps-MN1"]["result.cycles"]) == ref["cycles"]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
+from tqdm import tqdm
 
 from pimforge.gen.args import in_file, out_dir
 from pimforge.gen.errors import PimforgeError
@@ -187,7 +188,18 @@ def run(args: argparse.Namespace, config) -> ImageResult:
     benches: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     dumps = []
-    for b in args.bench:
+    # A bar on a terminal's stderr for --bench all (disable=None: none in logs and pipes)
+    bar = tqdm(args.bench, desc="benchmarks", unit="bench", leave=False,
+               disable=None if len(args.bench) > 1 else True)
+
+    def say(line: str) -> None:
+        if bar.disable:
+            print(line, flush=True)
+        else:
+            bar.write(line)
+
+    for b in bar:
+        bar.set_postfix_str(b)
         img = inputs[b]
         try:
             r = run_bench(b, img, config, opt=args.opt, engine=args.engine, **params[b])
@@ -197,12 +209,12 @@ def run(args: argparse.Namespace, config) -> ImageResult:
             # --bench all: a benchmark whose program or arrays do not fit this size
             skipped[b] = (f"it does not compile for {config.name} at "
                           f"{args.size[0]}x{args.size[1]} ({e})")
-            print(f"{b}: skipped, {skipped[b]}", flush=True)
+            say(f"{b}: skipped, {skipped[b]}")
             continue
         benches[b] = {**r.to_json(), "params": resolve_params(b, img, **params[b])}
         dumps.append((b, img, r))
-        print(f"{b}: {'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
-              f"(max error {r.max_abs_error:.2e})", flush=True)
+        say(f"{b}: {'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
+            f"(max error {r.max_abs_error:.2e})")
     res = ImageResult(config=config.name, source=str(args.image or args.photo),
                       size=list(args.size), engine=args.engine, opt=args.opt, benches=benches,
                       skipped=skipped)

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
+from tqdm import tqdm
 
 from pimforge.gen.args import int_range, nonempty, out_dir, seed
 from pimforge.gen.errors import PimforgeError
@@ -167,16 +167,20 @@ def run(args: argparse.Namespace, config) -> DnnResult:
     net = scale_network(network(args.net), args.scale, args.layers)
     mapping = map_scaled(net, config, args.mapper, args.scale)     # before any build
     exe = array_driver(config) if args.scale > 1 else None
-    tty = sys.stderr.isatty()
+    # A bar on a terminal's stderr only (disable=None): logs and pipes stay clean.
+    bar = tqdm(total=len(net.layers), desc=f"{args.net} layers", unit="layer", disable=None,
+               leave=False)
 
     def progress(name: str) -> None:
-        if tty:
-            print(f"\r{name:40s}", end="", file=sys.stderr, flush=True)
+        bar.set_postfix_str(name, refresh=False)
+        bar.update()
 
-    r = run_network(net, config, mapper=args.mapper, scale=args.scale, seed=args.seed,
-                    exe=exe, keep=args.dump is not None, progress=progress, mapping=mapping)
-    if tty:
-        print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+    try:
+        r = run_network(net, config, mapper=args.mapper, scale=args.scale, seed=args.seed,
+                        exe=exe, keep=args.dump is not None, progress=progress,
+                        mapping=mapping)
+    finally:
+        bar.close()
     if args.dump is not None:
         for lr in r.layers:
             _dump(args.dump, lr, config)

@@ -23,6 +23,8 @@ import math
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from pimforge.gen.args import AppendUnique, int_range, number_range, out_dir, seed
 from pimforge.gen.errors import UnknownNameError
 from pimforge.gen.output import FileSet, check_output_dir
@@ -133,21 +135,32 @@ def run(args) -> int:
     curves: dict[str, list[float]] = {}
 
     done: list[Record] = []
+    bar = None
 
     def progress(r: Record) -> None:
         done.append(r)
         best = min(x.cost for x in done if x.method == r.method)
-        print(f"  {r.method:6s} {r.iteration:4d}  area {r.area_mm2:7.2f} mm^2  EDP "
-              f"{r.cost:.4g} J s  best {best:.4g}" + (f"  ({r.error})" if r.error else ""),
-              flush=True)
+        line = (f"  {r.method:6s} {r.iteration:4d}  area {r.area_mm2:7.2f} mm^2  EDP "
+                f"{r.cost:.4g} J s  best {best:.4g}" + (f"  ({r.error})" if r.error else ""))
+        if bar.disable:
+            print(line, flush=True)
+        else:
+            bar.write(line)
+        bar.update()
 
     for m in methods:
         print(f"{m}: {args.init} initial + {args.iterations} suggested architectures, nets "
               f"{', '.join(nets)}", flush=True)
         t = time.perf_counter()
-        recs = explore(m, space, evaluator, iterations=args.iterations, seed=args.seed,
-                       init=args.init, candidates=args.candidates,
-                       area_samples=args.area_samples, progress=progress)
+        # A bar of the evaluations on a terminal's stderr (disable=None: none in logs)
+        bar = tqdm(total=args.init + args.iterations, desc=m, unit="eval", leave=False,
+                   disable=None)
+        try:
+            recs = explore(m, space, evaluator, iterations=args.iterations, seed=args.seed,
+                           init=args.init, candidates=args.candidates,
+                           area_samples=args.area_samples, progress=progress)
+        finally:
+            bar.close()
         seconds[m] = round(time.perf_counter() - t, 3)
         records += [(args.seed, r) for r in recs]
         curves[m] = top3_quality([r.cost for r in recs]).tolist()
