@@ -15,7 +15,11 @@ case that runs past ``--timeout`` started real work and fails.
 
 A few cases are documented valid invocations (listing presets, ``--list``):
 they must exit 0, print no traceback and write nothing -- they show that the
-harness itself can pass.
+harness itself can pass. A few run with a file-size limit standing in for a full
+disk (``RLIMIT_FSIZE``, with ``SIGXFSZ`` ignored so that writes fail with
+``EFBIG``): they must exit 1 (the work was done, its result could not be stored)
+with one line naming the folder, and write nothing. A stderr line longer than
+500 characters (an echoed garbage token) breaks the promise too.
 
 The table (case, command, outcome) goes to ``--out`` as Markdown, written
 atomically; the exit status is 1 when any case breaks the promise.
@@ -29,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -60,6 +66,13 @@ class Case:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     valid: bool = False
+    #: A file-size limit in bytes (a full disk): the case must exit 1, not 2.
+    fsize: int | None = None
+
+    @property
+    def status(self) -> int:
+        """The exit status the promise asks for."""
+        return 0 if self.valid else 1 if self.fsize is not None else 2
 
     @property
     def command(self) -> str:
@@ -82,10 +95,13 @@ class Outcome:
         out = []
         if self.status is None:
             out.append("still running at the timeout (started real work)")
-        elif self.status != (0 if self.case.valid else 2):
+        elif self.status != self.case.status:
             out.append(f"exit {self.status}")
         if not self.case.valid and self.status is not None and self.stderr_lines != 1:
             out.append(f"{self.stderr_lines} stderr lines")
+        longest = max((len(ln) for ln in self.stderr.splitlines()), default=0)
+        if longest > MAX_LINE:
+            out.append(f"a stderr line of {longest} characters")
         if self.traceback:
             out.append("traceback")
         if self.written:
@@ -97,6 +113,9 @@ class Outcome:
     def holds(self) -> bool:
         return not self.problems
 
+
+#: The longest stderr line a case may print (what echoes a 64 KiB token fails).
+MAX_LINE = 500
 
 # -- the cases -----------------------------------------------------------------------
 
@@ -111,6 +130,28 @@ def _fixtures(folder: Path) -> None:
     (folder / "wrong_type.toml").write_text("[hmc]\nvaults = \"four\"\n")
     (folder / "bad_value.toml").write_text("[hmc]\nvaults = 6\n")
     (folder / "a_dir.toml").mkdir()
+    (folder / "p.s").write_text("halt\n")
+    (folder / "big.s").write_text("nop\n" * 70_000)        # past any program memory
+    (folder / "garbage.s").write_text("x" * 65536 + "\n")
+    (folder / "inf.s").write_text("seti_vsm [0], fp32(1e400)\n")
+    os.symlink("loop2", folder / "loop1")
+    os.symlink("loop1", folder / "loop2")
+    (folder / "cache_sub").mkdir()
+    (folder / "cache_sub" / "verilated").write_text("a file where a folder goes\n")
+    head = ('workload = "capsnet"\n[options]\nscale = 64\nmodel-only = true\n'
+            'threads = 1\n')
+    (folder / "sweep_ok.toml").write_text(head + '[axes]\nnet = ["Caps-MN1"]\n')
+    (folder / "sweep_date.toml").write_text(head + '[axes]\nnet = [1979-05-27]\n')
+    (folder / "sweep_table.toml").write_text(head + '[axes]\nnet = [{ n = 1 }]\n')
+    ten = "[" + ", ".join(map(str, range(1, 11))) + "]"
+    (folder / "sweep_huge.toml").write_text(     # 10^6 points
+        head.replace("threads = 1\n", "") + f'[axes]\nnet = ["Caps-MN1"]\nseed = {ten}\n'
+        f'freq = {ten}\n"hmc.vaults" = {ten}\n"hmc.tck_ns" = {ten}\nfreq_mhz = {ten}\n'
+        f'threads = {ten}\n')
+    (folder / "sweep_preset.toml").write_text('config = "no_such_preset"\n' + head
+                                              + '[axes]\nnet = ["Caps-MN1"]\n')
+    (folder / "sweep_workload.toml").write_text('workload = "warp"\n[axes]\nnet = [1]\n')
+    (folder / "sweep_key.toml").write_text(head + '[axes]\nwarp = [1]\n')
     if not ROOT:
         (folder / "ro").mkdir()
         (folder / "ro").chmod(0o555)
@@ -409,6 +450,83 @@ def build_cases() -> list[Case]:
                *_ints("--flit-bits", ["0", "-1", "abc"]),
                *_ints("--time-limit", ["0", "-1", "abc"]),
                *_bad_outputs("--json", ".json")], after=True)
+    c.append(Case("schedule sharing: an ILP too big to build within --time-limit",
+                  (*sh, "--mesh", "64x64", "--set-size", "256", "--time-limit", "10")))
+
+    # sweep
+    sw = ["sweep"]
+    c += [Case("sweep: no spec", ("sweep",)),
+          Case("valid: sweep --list", ("sweep", "sweep_ok.toml", "--list"), valid=True)]
+    c += _opt(sw, ["--out", "o"],
+              [("spec missing", ["nothere.toml"]), ("spec empty", [""]),
+               ("spec is a folder", ["adir"]), ("spec not TOML", ["bad_syntax.toml"]),
+               ("spec not UTF-8", ["bad_utf8.toml"]),
+               ("spec with a TOML date", ["sweep_date.toml"]),
+               ("spec with an inline table as a value", ["sweep_table.toml"]),
+               ("spec grid of a million points", ["sweep_huge.toml"]),
+               ("spec grid past --max-points", ["sweep_ok.toml", "--max-points", "0"]),
+               ("spec naming a preset that does not exist", ["sweep_preset.toml"]),
+               ("spec naming an unknown workload", ["sweep_workload.toml"]),
+               ("spec with an unknown key", ["sweep_key.toml"]),
+               ("--executor unknown", ["sweep_ok.toml", "--executor", "mpi"]),
+               ("--executor slurm without sbatch",
+                ["sweep_ok.toml", "--executor", "slurm", "--workers", "2"]),
+               ("--executor slurm without --workers", ["sweep_ok.toml", "--executor", "slurm"]),
+               *_ints("--workers", ["0", "-1", "abc"])])
+    c += _opt(sw, ["sweep_ok.toml"], [*_bad_dirs("--out"),
+                                       ("--out a symbolic link loop", ["--out", "loop1"])])
+    c.append(Case("sweep: spec as the output folder", ("sweep", "sweep_ok.toml", "--out",
+                                                       "sweep_ok.toml")))
+
+    # simb: big or hostile program files
+    sb = ["simb"]
+    c += _opt(sb, [], [
+        ("asm: a program past the largest program memory", ["asm", "big.s"]),
+        ("run: a program past the config's program memory", ["run", "big.s"]),
+        ("asm: a 64 KiB garbage token", ["asm", "garbage.s"]),
+        ("asm: fp32 literal that overflows to inf", ["asm", "inf.s"]),
+        ("asm: output is the input", ["asm", "p.s", "-o", "p.s"]),
+        ("asm: output is the input through a path", ["asm", "p.s", "-o", "./adir/../p.s"]),
+        ("asm: empty file name", ["asm", ""]),
+        ("disasm: a 64 KiB garbage token", ["disasm", "garbage.s"])])
+
+    # outputs that clobber each other, paths and caches
+    c.append(Case("noc: --json and --png the same file",
+                  ("noc", "--json", "r.json", "--png", "./r.json")))
+    c.append(Case("verilog: config name empty", ("verilog", "", "--out", "o")))
+    c.append(Case("verilog: --out a symbolic link loop", ("verilog", "--out", "loop1/sub")))
+    c.append(Case("membench: PIMFORGE_CACHE with a subfolder that is a file",
+                  ("membench", "--json", "r.json"), env=(("PIMFORGE_CACHE", "cache_sub"),)))
+    c.append(Case("config: a name too long for the file system", ("config", "n" * 5000)))
+    c.append(Case("config: --set an integer of 70000 digits",
+                  ("config", "--set", "hmc.vaults=" + "9" * 70000)))
+
+    # --param values
+    for name, extra in (("--param not finite", ["--param", "a=nan"]),
+                        ("--param overflowing", ["--param", "a=1e400"]),
+                        ("--param out of the bench's range", ["--param", "a=1e308"]),
+                        ("--param twice", ["--param", "a=2", "--param", "a=3"])):
+        c.append(Case(f"run image: {name}", ("run", "image", "--bench", "brighten",
+                                             "--engine", "iss", *extra)))
+        c.append(Case(f"compile image: {name}", ("compile", "image", "--bench", "brighten",
+                                                 *extra)))
+
+    # a full disk (a file-size limit): exit 1, one line naming the folder, nothing written
+    caps = ("run", "capsnet", "--net", "Caps-MN1", "--model-only", "--scale", "64")
+    for name, argv in (("run capsnet --dump", (*caps, "--dump", "d")),
+                       ("run capsnet --json", (*caps, "--json", "r.json")),
+                       ("compile image -o", ("compile", "image", "--bench", "blur", "-o",
+                                             "b.s")),
+                       ("schedule sharing --json", ("schedule", "sharing", "--mesh", "4x4",
+                                                    "--method", "tsp", "--json", "s.json")),
+                       ("simb run --dump", ("simb", "run", "p.s", "--dump", "sd")),
+                       ("run image --json", ("run", "image", "--bench", "brighten",
+                                             "--engine", "iss", "--size", "16x16", "--json",
+                                             "i.json")),
+                       ("run image --dump", ("run", "image", "--bench", "brighten",
+                                             "--engine", "iss", "--size", "16x16", "--dump",
+                                             "id"))):
+        c.append(Case(f"full disk: {name}", argv, fsize=64))
     return c
 
 
@@ -430,6 +548,14 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _limit(nbytes: int):
+    """A child's file-size limit: a write past it fails with EFBIG, as on a full disk."""
+    def pre() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return pre
+
+
 def run_case(case: Case, timeout: float = 30.0) -> Outcome:
     """Run *case* in a fresh temporary folder and record what it did."""
     with tempfile.TemporaryDirectory(prefix="pimforge-survey-") as tmp:
@@ -444,7 +570,8 @@ def run_case(case: Case, timeout: float = 30.0) -> Outcome:
         proc = subprocess.Popen([sys.executable, "-m", "pimforge.gen.cli", *case.argv],
                                 cwd=folder, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=None if case.fsize is None else _limit(case.fsize))
         try:
             _, err = proc.communicate(timeout=timeout)
             status: int | None = proc.returncode
@@ -470,7 +597,8 @@ def table(outcomes: list[Outcome]) -> str:
             f"{len(bad)} do not", "",
             "Each case runs in a fresh temporary folder; a bad invocation holds when it exits "
             "with status 2 and one stderr line, no traceback, nothing written (a documented "
-            "valid one: status 0, nothing written).", "",
+            "valid one: status 0, nothing written; one on a full disk: status 1, one line, "
+            "nothing written).", "",
             *md_header(["case", "command", "outcome"], "| --- | --- | --- |")]
 
     def cell(s: str) -> str:
@@ -496,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c in CASES if not args.pattern or args.pattern in c.name]
     if not cases:
         p.error(f"no case matches {args.pattern!r}")
+    print(f"running {len(cases)} cases, {args.jobs} at a time", flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         outcomes = list(pool.map(lambda c: run_case(c, args.timeout), cases))
     write_text(args.out, table(outcomes))

@@ -31,12 +31,15 @@ def _subcommands():
 def _bad_values(action, tmp_path):
     t = action.type
     name = getattr(t, "__name__", "")
-    if t is A.out_file:
+    if t in (A.out_file, A.out_dir):
         (tmp_path / "afile").write_text("x")
-        return [str(tmp_path / "afile" / "r.json"), ""]
-    if t is A.out_dir:
-        (tmp_path / "afile").write_text("x")
-        return [str(tmp_path / "afile"), ""]
+        if not (tmp_path / "loop1").is_symlink():
+            (tmp_path / "loop1").symlink_to("loop2")
+            (tmp_path / "loop2").symlink_to("loop1")
+        loops = [str(tmp_path / "loop1"), str(tmp_path / "loop2" / "sub")]
+        if t is A.out_file:
+            return [str(tmp_path / "afile" / "r.json"), "", *loops]
+        return [str(tmp_path / "afile"), "", *loops]
     if t is A.nonempty or t is A.in_file:
         return ["", "  "]
     if name == "int":
@@ -136,3 +139,33 @@ def test_every_command_is_covered():
     # config takes only --set; examples only a folder (POSITIONAL_CASES); verilog/regress/run
     # have validated options: all must appear
     assert every - covered <= {"config"}, every - covered
+
+
+PATH_CASES = []
+for cmd, p in _subcommands():
+    outs = [a for a in p._actions if a.option_strings and a.type in (A.out_file, A.out_dir)]
+    files = [a for a in outs if a.type is A.out_file]
+    if len(files) >= 2:
+        PATH_CASES.append((cmd, [files[0].option_strings[-1], files[1].option_strings[-1]]))
+
+
+@pytest.mark.parametrize("cmd, opts", PATH_CASES, ids=[" ".join(c) for c, _ in PATH_CASES])
+def test_two_outputs_on_one_path_are_refused(cmd, opts, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = dict((tuple(c), q) for c, q in _subcommands())[tuple(cmd)]
+    req, base = _required(p, tmp_path), []
+    while req:
+        a = req.pop(0)
+        if a in opts:
+            req.pop(0)          # and its value: given below
+        else:
+            base.append(a)
+    argv = [*cmd, *base, opts[0], "r.json", opts[1], str(tmp_path / "r.json")]
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is the same file as" in err[0], (argv, err)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_path_cases_exist():
+    assert len(PATH_CASES) >= 2, PATH_CASES     # noc --json/--png, membench --json/--trace

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import warnings
 from dataclasses import replace
 
@@ -51,8 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--flit-bits", type=int_range(32, 512), default=64,
                    help="flit payload bits (default 64, as in Fig. 12)")
     s.add_argument("--time-limit", type=number_range(0.1, 86400.0), default=60.0,
-                   help="ILP time limit in seconds (default 60); past it the best schedule "
-                        "found is kept and the gap reported")
+                   help="ILP time limit in seconds (default 60), building included; past "
+                        "it the best schedule found is kept and the gap reported (a model too "
+                        "big to build in it is refused up front)")
     s.add_argument("--seed", type=seed, default=0, help="solver and local-search seed")
     s.add_argument("--rtl", action="store_true",
                    help="also run the schedule on the mesh NoC RTL (Verilator)")
@@ -77,6 +79,12 @@ def run(args) -> int:
         from .. import verilator as vl
 
         vl.preflight()
+    if args.method == "ilp":     # a model too big to build is refused before the warning
+        sharing.check_ilp_size(mesh, sharing.sharing_sets(mesh, args.set_size, args.stride),
+                               args.time_limit)
+    warn = sharing.size_warning(args.method, args.set_size)
+    if warn:
+        print(f"pimforge schedule: warning: {warn}", file=sys.stderr, flush=True)
     sched = sharing.schedule(args.method, mesh, args.set_size, args.stride, args.bytes,
                              flit_bits, packet_flits=args.packet_flits,
                              time_limit=args.time_limit, seed=args.seed)

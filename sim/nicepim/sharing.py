@@ -50,9 +50,9 @@ from pimforge.gen.errors import PimforgeError, ToolMissingError
 from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
-__all__ = ["METHODS", "Mesh", "Schedule", "SharingError", "hamilton_edges", "link_loads",
-           "schedule", "schedule_ilp", "schedule_shp", "schedule_tsp", "set_shape",
-           "sharing_sets", "valid_cycle"]
+__all__ = ["METHODS", "Mesh", "Schedule", "SharingError", "check_ilp_size", "hamilton_edges",
+           "ilp_size", "link_loads", "schedule", "schedule_ilp", "schedule_shp",
+           "schedule_tsp", "set_shape", "sharing_sets", "size_warning", "valid_cycle"]
 
 METHODS = ("ilp", "tsp", "shp")
 
@@ -456,6 +456,16 @@ def _min_hop_cycle(mesh: Mesh, members: Sequence[int], seed: int) -> tuple[list[
     return _read_cycle(sol, x, members), info
 
 
+def _left(deadline: float, what: str) -> float:
+    """Seconds left before *deadline*; past it, a :class:`SharingError` naming *what*
+    (the time limit covers building the model, not only solving it)."""
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        raise SharingError(f"{what}: --time-limit ran out while building the model; raise "
+                           "it, give a smaller --set-size, or use --method shp")
+    return left
+
+
 def schedule_tsp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
                  seed: int = 0) -> Schedule:
     """Each set on its own minimum-hop Hamilton cycle (the TSP baseline of Fig. 12)."""
@@ -630,12 +640,14 @@ def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
     returned with ``optimal = False`` and the gap to the solver's bound.
     """
     t0 = time.perf_counter()
+    deadline = math.inf if time_limit is None else t0 + time_limit
     notes = []
     m = _Model()
     z = m.var(0, math.inf, cost=1.0)
     xs, us = [], []
     on_link: dict[tuple[int, int], list[int]] = {}
-    for s in sets:
+    for k, s in enumerate(sets):
+        _left(deadline, f"the ILP ({k} of {len(sets)} sets built)")
         x, u = _cycle_vars(m, s)
         xs.append(x)
         us.append(u)
@@ -691,6 +703,55 @@ def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
                     optimal=optimal, gap=gap, bound=bound, notes=notes)
 
 
+#: Measured cost of building the ILP (16x16 to 64x64 meshes, sets of 16 to 64): about
+#: 1.9 us and 190 bytes per route entry (a successor variable on one link).
+BUILD_S_PER_ENTRY = 1.9e-6
+BUILD_BYTES_PER_ENTRY = 190
+
+
+def ilp_size(mesh: Mesh, sets: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """``(binaries, route entries)`` of the ILP of *sets*: a successor variable per
+    ordered pair of a set, entered once per link its route crosses."""
+    binaries = sum(len(s) * (len(s) - 1) for s in sets)
+    entries = sum(mesh.hops(a, b) for s in sets for a in s for b in s if a != b)
+    return binaries, entries
+
+
+#: Largest set whose exact minimum-hop cycle (the TSP baseline, and the ILP's warm
+#: start) is found in seconds here: about 12 s at 32 nodes, over a minute at 48.
+TSP_SET_NODES = 32
+
+
+def size_warning(method: str, set_size: int) -> str | None:
+    """A warning, given before the work, when *method* solves exact minimum-hop cycles
+    of sets too big to finish in minutes (no time limit bounds that solver)."""
+    if method in ("ilp", "tsp") and set_size > TSP_SET_NODES:
+        return (f"the exact minimum-hop cycle of a set of {set_size} nodes (the TSP "
+                f"baseline{', the ILP warm start' if method == 'ilp' else ''}) may take far "
+                f"longer than --time-limit: about 12 s at {TSP_SET_NODES} nodes here and "
+                "growing steeply; --method shp, or a smaller --set-size, finishes")
+    return None
+
+
+def check_ilp_size(mesh: Mesh, sets: Sequence[Sequence[int]], time_limit: float,
+                   memory: int | None = None) -> None:
+    """Refuse, before building it, an ILP whose building alone would take longer than
+    *time_limit* seconds or more than half of *memory* bytes (default: this machine's
+    RAM), with the estimate."""
+    binaries, entries = ilp_size(mesh, sets)
+    build_s = entries * BUILD_S_PER_ENTRY
+    need = entries * BUILD_BYTES_PER_ENTRY
+    if memory is None:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if build_s > time_limit or need > memory // 2:
+        raise SharingError(
+            f"the ILP of {len(sets)} set(s) of {len(sets[0])} nodes on a {mesh.rows}x"
+            f"{mesh.cols} mesh has {binaries:,} binaries and {entries:,} route entries: "
+            f"building it alone takes about {build_s:.0f} s and {need / 2**30:.1f} GiB "
+            f"(--time-limit {time_limit:g} s); give a smaller --set-size, --method shp, or "
+            "a longer --time-limit")
+
+
 def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
              flit_bits: int, *, packet_flits: int = 16, time_limit: float | None = 60.0,
              seed: int = 0) -> Schedule:
@@ -702,6 +763,8 @@ def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
         raise SharingError(f"--packet-flits must be at least 1, not {packet_flits}")
     F = _part_flits(nbytes, flit_bits)
     sets = sharing_sets(mesh, set_size, stride)
+    if method == "ilp" and time_limit is not None:
+        check_ilp_size(mesh, sets, time_limit)
     if method == "shp":
         sched = schedule_shp(mesh, sets, F)
     elif method == "tsp":
