@@ -6,7 +6,7 @@ from ..registry import Accelerator, Bench, Block, Command, Section, Workload
 
 __all__ = ["ACCELERATOR"]
 
-_TB = "pimforge.verif.tb"
+_TB = "pimforge.verif.tb.capsnet"
 
 ACCELERATOR = Accelerator(
     name="capsnet",
@@ -26,11 +26,11 @@ ACCELERATOR = Accelerator(
               "PIM-CapsNet cube: vault computes and operand ports on the HMC memory system"),
     ),
     benches=(
-        Bench("capsnet_pe", "capsnet_pe", f"{_TB}.capsnet_pe"),
+        Bench("capsnet_pe", "capsnet_pe", f"{_TB}.pe"),
         # Single-cycle adder (one MAC lane, no reduction), no Newton step, no recovery.
         # (Four lanes with two Newton steps is covered in the Amaranth simulator by
         # tests/test_capsnet_pe.py; its Verilator build alone takes two minutes.)
-        Bench("capsnet_pe_la1_n0", "capsnet_pe", f"{_TB}.capsnet_pe",
+        Bench("capsnet_pe_la1_n0", "capsnet_pe", f"{_TB}.pe",
               overrides={"fp.add_latency": 1, "fp.mul_latency": 2, "pe.newton_steps": 0,
                          "pe.exp_recovery": False}),
         # Four lanes keep the Verilator build short; the 16-lane port runs inside hmc_capsnet.
@@ -39,7 +39,7 @@ ACCELERATOR = Accelerator(
         # The whole cube on the default preset (2 vaults, 2 links) with the capsnet
         # mapping, 4 PEs and 4 banks of 16 rows per vault (a shorter Verilator build):
         # a compiled routing workload end to end.
-        Bench("hmc_capsnet_routing", "hmc_capsnet", f"{_TB}.hmc_capsnet",
+        Bench("hmc_capsnet_routing", "hmc_capsnet", f"{_TB}.cube",
               overrides={"capsnet.pes_per_vault": 4, "capsnet.imem_instructions": 64,
                          "hmc.mapping": "capsnet", "hmc.banks_per_vault": 4,
                          "hmc.capacity_per_vault": 4 * 16 * 256, "hmc.queue_depth": 8}),
