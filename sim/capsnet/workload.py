@@ -289,8 +289,9 @@ class CapsNetRun(WorkloadResult):
     dimension_rule: str | None = None
     dimension_cycles: dict[str, int] | None = None
     #: Where the RTL's cycles over :attr:`timing_model_cycles` go, by measured parts
-    #: (:func:`~pimforge.sim.capsnet.overhead.cycles_over_ideal`); None without an RTL run.
-    cycles_over_ideal: dict | None = field(default=None, metadata=OMIT_IF_NONE)
+    #: (:func:`~pimforge.sim.capsnet.overhead.cycles_over_ideal`); None without an RTL run
+    #: or when read back from a result written before it existed.
+    cycles_over_ideal: dict | None = None
 
     @property
     def ok(self) -> bool:
