@@ -19,7 +19,7 @@ from pimforge.rtl.capsnet.isa import Hold, Opcode
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.networks import CapsNetSpec
-from pimforge.sim.capsnet.overhead import cycles_over_ideal
+from pimforge.sim.capsnet.overhead import PARTS, cycles_over_ideal
 from pimforge.sim.capsnet.rtl_run import build_vault_driver, run_on_rtl
 from pimforge.sim.capsnet.timing import program_cycles
 from pimforge.sim.capsnet.workload import pe_latency
@@ -144,6 +144,8 @@ def test_cycles_over_ideal_breakdown(cfg):
         assert b["over"] == run.cycles - timing["cycles"] > 0, kw
         assert sum(b["parts"].values()) == b["over"], (kw, b)
         assert b["parts"]["unaccounted"] == 0, (kw, b)
+        for ph in b["per_phase"]:
+            assert ph["over"] == sum(ph[k] for k in PARTS), (kw, ph)
         assert b["parts"]["hidden_by_other_vaults"] <= 0
         assert (b["parts"]["bandwidth_stalls"] + b["parts"]["vault_request_stalls"]
                 <= sum(run.bandwidth_stalls) + sum(run.vault_request_stalls))

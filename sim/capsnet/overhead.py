@@ -39,8 +39,8 @@ def cycles_over_ideal(run: RTLRun, timing: dict) -> dict:
 
     *timing* is :func:`~pimforge.sim.capsnet.timing.program_cycles` of the same
     programs. Returns ``{"cycles", "ideal_cycles", "over", "parts": {PARTS...},
-    "last_vault": [v* per phase]}``; ``hidden_by_other_vaults`` is negative (it
-    is subtracted).
+    "last_vault": [v* per phase], "per_phase": [{"over", PARTS...} per phase]}``;
+    ``hidden_by_other_vaults`` is negative (it is subtracted).
     """
     ideal_len, rtl_len = timing["phase_cycles"], run.phase_cycles
     ideal_busy = timing["phase_busy"]
@@ -48,16 +48,19 @@ def cycles_over_ideal(run: RTLRun, timing: dict) -> dict:
         raise ValueError(f"the RTL run has {len(rtl_len)} phases, the timing model "
                          f"{len(ideal_len)}: not the same programs")
     parts = dict.fromkeys(PARTS, 0)
-    last = []
+    last, per_phase = [], []
     for p, (busy, b_ideal) in enumerate(zip(run.phase_busy, ideal_busy)):
         vrs, bw = run.phase_vault_request_stalls[p], run.phase_bandwidth_stalls[p]
         v = max(range(len(busy)), key=lambda k: (busy[k], -(vrs[k] + bw[k])))
         last.append(v)
-        parts["vault_request_stalls"] += vrs[v]
-        parts["bandwidth_stalls"] += bw[v]
-        parts["hidden_by_other_vaults"] -= max(b_ideal) - b_ideal[v]
-        parts["barrier_and_crossbar"] += ((rtl_len[p] - max(busy))
-                                          - (ideal_len[p] - max(b_ideal)))
-        parts["unaccounted"] += busy[v] - vrs[v] - bw[v] - b_ideal[v]
+        ph = {"over": rtl_len[p] - ideal_len[p], "bandwidth_stalls": bw[v],
+              "vault_request_stalls": vrs[v],
+              "hidden_by_other_vaults": -(max(b_ideal) - b_ideal[v]),
+              "barrier_and_crossbar": (rtl_len[p] - max(busy)) - (ideal_len[p] - max(b_ideal)),
+              "unaccounted": busy[v] - vrs[v] - bw[v] - b_ideal[v]}
+        per_phase.append(ph)
+        for k in PARTS:
+            parts[k] += ph[k]
     return {"cycles": run.cycles, "ideal_cycles": timing["cycles"],
-            "over": run.cycles - timing["cycles"], "parts": parts, "last_vault": last}
+            "over": run.cycles - timing["cycles"], "parts": parts, "last_vault": last,
+            "per_phase": per_phase}
