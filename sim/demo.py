@@ -50,6 +50,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=out_file, help="write the routing run's results JSON here")
 
 
+def _over_ideal_lines(res, cfg) -> str:
+    """Where the cycles over the ideal-memory time went, and what the TSVs moved."""
+    o = res.cycles_over_ideal
+    p = o["parts"]
+    lines = [f"  cycles over the ideal memory: {o['over']:,} = TSV bandwidth stalls "
+             f"{p['bandwidth_stalls']:,} + bank conflict (vault request) stalls "
+             f"{p['vault_request_stalls']:,} - overlapped with other vaults' work "
+             f"{-p['hidden_by_other_vaults']:,} + barrier/crossbar "
+             f"{p['barrier_and_crossbar']:,} + unaccounted {p['unaccounted']:,} "
+             f"(stalls of the last vault at each barrier)"]
+    d = res.dram
+    if d.get("model") == "banked":
+        moved = 16 * (d["blocks_read"] + d["blocks_written"])
+        tsv = cfg.hmc.vault_bw_gbs * 1e9 / (cfg.freq_mhz * 1e6)
+        lanes = 8 * sum(res.reads) + 4 * sum(res.writes)
+        rate = moved / res.vaults / res.cycles
+        lines.append(f"  DRAM: the TSVs moved {moved:,} B ({rate:.1f} B/cycle per vault on "
+                     f"average, peak {tsv:.1f}) for the {lanes:,} B of operands and results "
+                     f"the lanes used (the rest came from the stationary-operand registers, "
+                     f"lane broadcasts and the operand port's buffers); "
+                     f"{d['row_misses']:,} row misses, {d['row_hits']:,} hits")
+    return "\n".join(lines)
+
+
 def run(args) -> int:
 
     t_start = time.monotonic()
@@ -94,6 +118,8 @@ def run(args) -> int:
           f"inter-vault {res.intervault_bytes:,} B; vault request stalls "
           f"{res.vault_request_stalls}; energy {1e6 * res.energy_j['total']:.2f} uJ (model)")
     print(f"  per equation, busiest vault: {res.per_equation_cycles_busiest_vault}")
+    if res.cycles_over_ideal is not None:
+        print(_over_ideal_lines(res, cfg))
     ok = res.ok
     print(f"  RTL vs ISA golden model (every memory word and v): "
           f"{'bit-exact' if ok else 'DIFFERENT'}")

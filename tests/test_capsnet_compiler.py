@@ -174,6 +174,25 @@ def test_normalize_merges_and_permutes():
     assert (n.n3, n.g, n.a_s3, n.d_s3) == (40, 1, 1, 1)
 
 
+def test_normalize_breaks_a_tie_by_the_blocks_the_lanes_touch():
+    # Eq. 2's shape on the H distribution (the demo's): the batch loop (16, u_hat's batch
+    # stride) and the capsule-component loop (16, stride 1) take as many issue cycles;
+    # the lanes go over the components, so a lane vector of u_hat is 4 blocks, not 16.
+    ins = Instr(Opcode.FLOW, flow=Flow.MAC, n1=5, n2=16, n3=16, g=64, a=49216, a_s1=16,
+                a_s2=1, a_s3=12352, a_se=192, b=246848, b_s1=1, b_se=5, d=247168, d_s1=16,
+                d_s2=1, d_s3=80)
+    n = normalize(ins, 16)
+    assert (n.n3, n.a_s3, n.b_s3, n.d_s3) == (16, 1, 0, 1)
+    assert (n.n1, n.n2, n.a_s2, n.d_s2) == (5, 16, 12352, 80) and n.outputs == ins.outputs
+    # fewer issue cycles still come first: a 20-long strided loop over a 16-long unit one
+    ins = Instr(Opcode.FLOW, flow=Flow.MAC, n1=16, n2=20, g=2, a=0, a_s1=1, a_s2=64, a_se=16,
+                d=5000, d_s1=1, d_s2=16)
+    assert normalize(ins, 16).n3 == 16
+    ins = Instr(Opcode.FLOW, flow=Flow.MAC, n1=32, n2=20, g=2, a=0, a_s1=1, a_s2=64, a_se=32,
+                d=5000, d_s1=1, d_s2=32)
+    assert (normalize(ins, 16).n3, normalize(ins, 16).a_s3) == (32, 1)
+
+
 def test_normalize_holds_the_stationary_operand():
     # Eq. 1's shape: W (a) does not depend on the batch loop; it becomes o2 and a is held
     ins = Instr(Opcode.FLOW, flow=Flow.MAC, n1=100, n2=36, n3=160, g=8, a=5000, a_s2=1280,

@@ -19,7 +19,10 @@ from pimforge.rtl.capsnet.isa import Hold, Opcode
 from pimforge.rtl.capsnet.pe import Flow
 from pimforge.sim.capsnet.compiler import compile_routing
 from pimforge.sim.capsnet.networks import CapsNetSpec
+from pimforge.sim.capsnet.overhead import PARTS, cycles_over_ideal
 from pimforge.sim.capsnet.rtl_run import build_vault_driver, run_on_rtl
+from pimforge.sim.capsnet.timing import program_cycles
+from pimforge.sim.capsnet.workload import pe_latency
 from pimforge.verif.models.capsnet.isa import execute
 from pimforge.verif.models.capsnet.pe import PEModel
 
@@ -114,3 +117,40 @@ def test_vault_bw_validation():
     with pytest.raises(ConfigError, match="hmc.vault_bw_gbs must be a positive number"):
         from_dict(Config, {"hmc": {"vault_bw_gbs": 0}})
     assert load_config("hmc_gen3").hmc.vault_bw_gbs == 16.0
+
+
+def test_cycles_over_ideal_breakdown(cfg):
+    """The demo's breakdown: with an always-ready memory every vault's per-phase busy
+    cycles are the timing model's; with the banked DRAM the last vault at each barrier
+    is late by exactly its counted stalls, and the parts sum to the cycles over ideal."""
+    rng = np.random.default_rng(SEED + 1)
+    print("seed", SEED + 1)
+    net = CapsNetSpec("tiny", "none", batch=4, n_l=24, n_h=3, iterations=2)
+    u = rng.normal(0, 1, (net.batch, net.n_l, 8)).astype(np.float32)
+    W = rng.normal(0, 0.3, (net.n_l, net.n_h, 16, 8)).astype(np.float32)
+    comp = compile_routing(net, "B", cfg)
+    mems = comp.memories(u, W)
+    ex = execute(comp.programs, [m.copy() for m in mems], PEModel(cfg))
+    timing = program_cycles(ex.stats, comp.vaults, ex.phases, pe_latency(cfg), cfg)
+    exe = build_vault_driver(cfg)
+    ideal = run_on_rtl(comp, mems, cfg, exe=exe, dram="ideal")
+    assert ideal.phase_busy == timing["phase_busy"]
+    assert ideal.phase_cycles == timing["phase_cycles"] and ideal.cycles == timing["cycles"]
+    zero = cycles_over_ideal(ideal, timing)
+    assert zero["over"] == 0 and set(zero["parts"].values()) == {0}
+    for kw in ({}, {"hold_blocks": False}, {"prefetch": False}):
+        run = run_on_rtl(comp, mems, cfg, exe=exe, **kw)
+        b = cycles_over_ideal(run, timing)
+        assert b["over"] == run.cycles - timing["cycles"] > 0, kw
+        assert sum(b["parts"].values()) == b["over"], (kw, b)
+        assert b["parts"]["unaccounted"] == 0, (kw, b)
+        for ph in b["per_phase"]:
+            assert ph["over"] == sum(ph[k] for k in PARTS), (kw, ph)
+        assert b["parts"]["hidden_by_other_vaults"] <= 0
+        assert (b["parts"]["bandwidth_stalls"] + b["parts"]["vault_request_stalls"]
+                <= sum(run.bandwidth_stalls) + sum(run.vault_request_stalls))
+        # per phase and vault: active cycles = the model's + the counted stalls
+        for p, busy in enumerate(run.phase_busy):
+            for v, n in enumerate(busy):
+                assert n == (timing["phase_busy"][p][v] + run.phase_vault_request_stalls[p][v]
+                             + run.phase_bandwidth_stalls[p][v]), (kw, p, v)

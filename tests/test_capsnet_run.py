@@ -127,6 +127,12 @@ def test_demo_classifies_digits_on_the_rtl(tmp_path, capsys):
     d = res["demo"]
     assert len(d["labels"]) == 4 and d["rtl_classes"] == d["float64_classes"]
     assert d["rtl_accuracy"] >= 0.75       # the trained net is ~97 % on held-out digits
+    # where the cycles over the ideal memory went: measured parts that add up
+    o = res["cycles_over_ideal"]
+    assert o["over"] == res["cycles"] - res["timing_model_cycles"] > 0
+    assert sum(o["parts"].values()) == o["over"] and o["parts"]["unaccounted"] == 0
+    assert f"cycles over the ideal memory: {o['over']:,} = " in text
+    assert res["cycles"] < 1.5 * res["timing_model_cycles"]
     assert main(["demo", "--batch", "0"]) == 2
     assert "--batch" in capsys.readouterr().err
 

@@ -58,8 +58,14 @@ def test_operand_port_parameters_are_checked():
     kw = dict(vault_bits=1, addr_bits=amap.addr_bits, word_address=fn)
     with pytest.raises(ValueError, match="lanes must be an integer between 1 and 64, not 0"):
         OperandPort(lanes=0, **kw)
-    with pytest.raises(ValueError, match="tag_bits must give at least 2\\*lanes = 64"):
+    with pytest.raises(ValueError, match="tag_bits must give at least 2\\*lanes \\+ "
+                                         "prefetch_blocks = 64 tags"):
         OperandPort(lanes=32, tag_bits=5, **kw)
+    # with hints, the prefetch buffer's tags follow the read slots' (2*lanes + 2*lanes)
+    with pytest.raises(ValueError, match="prefetch_blocks = 128 tags"):
+        OperandPort(lanes=32, tag_bits=6, prefetch=8, **kw)
+    with pytest.raises(ValueError, match="prefetch must be an integer between 0 and 1024"):
+        OperandPort(lanes=4, prefetch=-1, **kw)
     with pytest.raises(ValueError, match="write_depth must be an integer between 2 and 1024"):
         OperandPort(lanes=4, write_depth=1, **kw)
 
@@ -69,6 +75,7 @@ def test_port_config_follows_the_config(preset):
     kw = port_config(cfg)
     assert kw["lanes"] == cfg.capsnet.pes_per_vault
     assert kw["vault_bits"] == 5 and kw["write_depth"] >= 8
+    assert kw["prefetch"] == cfg.capsnet.prefetch_bundles      # the vault's hint depth
 
 
 def test_cube_ports_follow_the_config():

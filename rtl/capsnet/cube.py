@@ -69,7 +69,8 @@ class HMCCapsNet(wiring.Component):
         self.memory = HMCMemory(hmc=h)
         kw = port_config(cfg)
         oname = leaf_name("capsnet_operand_port", digest=(
-            kw["lanes"], kw["vault_bits"], kw["addr_bits"], kw["write_depth"], self.memory.amap))
+            kw["lanes"], kw["vault_bits"], kw["addr_bits"], kw["write_depth"], kw["prefetch"],
+            self.memory.amap))
         self.ports = [Leaf(oname, lambda: OperandPort(**kw)) for _ in range(V)]
         self.computes = [vault_mod.vault_leaf(cfg) for _ in range(V)]
         self.pe_latency = self.computes[0].pe_latency
@@ -124,8 +125,9 @@ class HMCCapsNet(wiring.Component):
             vc, op = self.computes[v], self.ports[v]
             m.submodules[f"compute{v}"] = vc
             m.submodules[f"port{v}"] = op
-            # The lane bundles: reads, posted writes and inter-vault sends.
+            # The lane bundles: reads, their prefetch hints, posted writes and sends.
             wiring.connect(m, vc.rd, op.rd)
+            wiring.connect(m, vc.pf, op.pf)
             wiring.connect(m, vc.wr, op.wr)
             wiring.connect(m, vc.send, op.send)
             m.d.comb += [

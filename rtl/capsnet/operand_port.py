@@ -37,9 +37,25 @@ Operation, one bundle at a time (simple and correct before fast):
   are written directly; partial ones are read, merged with the lanes' words
   and written back. The lock is held until every write is acknowledged.
 
+* Prefetch hints (``pf``, with ``prefetch`` > 0): the vault compute announces
+  each read bundle up to ``capsnet.prefetch_bundles`` bundles before it presents
+  it on ``rd`` (:class:`~pimforge.rtl.capsnet.lanes.LaneHintSignature`). The
+  hints wait in a FIFO of ``prefetch`` entries; a prefetch walker takes them in
+  order, at most ``LOOKAHEAD`` bundles ahead of the reads, and requests each
+  distinct block of a hinted bundle that is not already in the prefetch buffer
+  (``prefetch_blocks`` blocks, replaced in turn, never while a request for the
+  entry is in flight) whenever the port's request stream is free and no write
+  bundle is in progress; its tags follow the ``2*lanes`` tags of the read slots.
+  A read bundle takes its words from the buffer (or waits for a block on its
+  way there) instead of requesting them. A block write of this vault's block
+  (a write or a send to itself) drops the buffer's copy (a response still in
+  flight for it is discarded), and ``flush`` drops them all, so a read sees
+  every write posted before it as without hints.
+
 Throughput (documented cost of the simple scheme): a read bundle takes
 ``4 + d + L`` cycles for ``d`` distinct uncached blocks and a read latency
-``L`` of the memory system (4 cycles when every block is cached); a write
+``L`` of the memory system (4 cycles when every block is cached or prefetched:
+with hints the walker's requests overlap the previous bundles); a write
 bundle ``4 + d + w`` (+ ``L`` when a block is partial) for ``d`` distinct
 blocks after the lock, and reads wait for queued writes. Nothing overlaps
 across bundles.
@@ -67,17 +83,23 @@ tag_bits : int
     Tag width of the PE port (``2 * lanes`` tags are used).
 write_depth : int
     Depth of the FIFO of posted write and send bundles.
+prefetch : int
+    Depth of the hint FIFO: the most announced, unread bundles of the vault
+    compute (``capsnet.prefetch_bundles``); 0 ignores the hints.
+prefetch_blocks : int
+    Blocks of the prefetch buffer (0: ``2 * lanes``).
 
 Attributes
 ----------
-rd, wr, send : the vault compute's lane bundles, flipped (:mod:`pimforge.rtl.capsnet.lanes`)
+rd, pf, wr, send : the vault compute's lane bundles and hints, flipped
+    (:mod:`pimforge.rtl.capsnet.lanes`)
 vault_id : this vault's index
 flush : empty the read cache (at barriers)
 mem, mem_resp : the PE port (request source, response sink)
 lock_req, lock_vault, lock_grant : destination-vault lock for block writes
 idle : no write or send queued or in flight, no read in progress
-overflow : sticky, a posted bundle was lost: FIFO full, or a write and a send
-    posted in one cycle (an error)
+overflow : sticky, a posted bundle or a hint was lost: FIFO full, or a write and a
+    send posted in one cycle (an error)
 """
 
 from __future__ import annotations
@@ -95,12 +117,15 @@ from ..mem.crossbar import master_request_layout, master_response_layout
 from ..params import ParameterError, check_int
 from . import pe as pe_mod
 from .isa import ADDR_BITS, STRIDE_BITS
-from .lanes import LaneReadSignature, LaneSendSignature, LaneWriteSignature
+from .lanes import LaneHintSignature, LaneReadSignature, LaneSendSignature, LaneWriteSignature
 
 __all__ = ["OperandPort", "compiler_placement", "from_config", "port_config"]
 
 WORD_BITS = 32
 BLOCK_WORDS = 4     # 16 B blocks of 32-bit words
+#: Hinted bundles the prefetch walker may take ahead of the read bundles (the one
+#: being read counts): more only evicts what the next bundle needs from the buffer.
+LOOKAHEAD = 2
 
 
 def _lowest(m: Module, vec: Signal, name: str) -> tuple[Signal, Signal]:
@@ -127,13 +152,19 @@ class OperandPort(wiring.Component):
     """Adapter between a vault compute's lane bundles and its HMC PE port (module doc)."""
 
     def __init__(self, *, lanes: int, vault_bits: int, addr_bits: int,
-                 word_address: Callable, tag_bits: int = 8, write_depth: int = 32):
+                 word_address: Callable, tag_bits: int = 8, write_depth: int = 32,
+                 prefetch: int = 0, prefetch_blocks: int = 0):
         check_int("lanes", lanes, 1, 64)
         check_int("vault_bits", vault_bits, 0, 8)
-        if not isinstance(tag_bits, int) or not (2 * lanes) <= (1 << tag_bits) <= (1 << 16):
-            raise ParameterError(f"tag_bits must give at least 2*lanes = {2 * lanes} tags and "
-                                 f"at most 16 bits, not {tag_bits!r}")
         check_int("write_depth", write_depth, 2, 1024)
+        check_int("prefetch", prefetch, 0, 1024)
+        check_int("prefetch_blocks", prefetch_blocks, 0, 256)
+        self.prefetch = prefetch
+        self.prefetch_blocks = (prefetch_blocks or 2 * lanes) if prefetch else 0
+        tags = 2 * lanes + self.prefetch_blocks
+        if not isinstance(tag_bits, int) or not tags <= (1 << tag_bits) <= (1 << 16):
+            raise ParameterError(f"tag_bits must give at least 2*lanes + prefetch_blocks = "
+                                 f"{tags} tags and at most 16 bits, not {tag_bits!r}")
         self.lanes, self.vault_bits, self.addr_bits = lanes, vault_bits, addr_bits
         self.word_address, self.tag_bits = word_address, tag_bits
         self.write_depth = write_depth
@@ -145,6 +176,7 @@ class OperandPort(wiring.Component):
         rs = master_response_layout(tag_bits, BLOCK_WORDS * WORD_BITS)
         super().__init__({
             "rd": In(LaneReadSignature(**lane_kw)),
+            "pf": In(LaneHintSignature(**lane_kw)),
             "wr": In(LaneWriteSignature(**lane_kw)),
             "send": In(LaneSendSignature(**lane_kw)),
             "vault_id": In(vb), "flush": In(1),
@@ -155,6 +187,9 @@ class OperandPort(wiring.Component):
         self.entry = data.StructLayout({"vault": vb, "mask": n, "addr": WORD_BITS,
                                         "stride": signed(STRIDE_BITS),
                                         "data": WORD_BITS * n})
+        self.hint = data.StructLayout({"mask": n, "a_addr": ADDR_BITS,
+                                       "a_stride": signed(STRIDE_BITS), "b_addr": ADDR_BITS,
+                                       "b_stride": signed(STRIDE_BITS)})
 
     def elaborate(self, platform):
         m = Module()
@@ -206,14 +241,37 @@ class OperandPort(wiring.Component):
 
         req, resp = self.mem, self.mem_resp
         m.d.comb += [resp.ready.eq(1), req.payload.tag.eq(0)]
+        # The read slots' and write blocks' requests (main_req) and the prefetch
+        # walker's (pf_issue, only while main_req is low) share the request stream.
+        main_req, pf_issue = Signal(), Signal()
+        m.d.comb += req.valid.eq(main_req | pf_issue)
         fire = Signal()
-        m.d.comb += fire.eq(req.valid & req.ready)
-        got = Signal()
-        m.d.comb += got.eq(resp.valid)
+        m.d.comb += fire.eq(main_req & req.ready)
+        got = Signal()          # a response to a read slot or a write block (tag < s)
+        pf_got = Signal()       # a response to a prefetch (tag >= s)
+        m.d.comb += [got.eq(resp.valid & (resp.payload.tag < s)),
+                     pf_got.eq(resp.valid & (resp.payload.tag >= s))]
         m.d.comb += self.rd.a_data.eq(Cat(*wdat[:n])), self.rd.b_data.eq(Cat(*wdat[n:]))
 
-        # Outstanding requests: +1 per accepted request, -1 per response.
+        # Outstanding main requests: +1 per accepted request, -1 per response.
         m.d.sync += outst.eq(outst + fire - got)
+
+        # ---- prefetch buffer: blocks of hinted bundles, filled by the walker -----
+        P = self.prefetch_blocks
+        pblk = [Signal(WORD_BITS - 2, name=f"pblk{e}") for e in range(P)]
+        pdat = [Signal(BLOCK_WORDS * WORD_BITS, name=f"pdat{e}") for e in range(P)]
+        pvalid, pbusy, pstale = Signal(max(1, P)), Signal(max(1, P)), Signal(max(1, P))
+        # A prefetch response for entry e this cycle, and the entries usable by a read.
+        got_e = [Signal(name=f"pf_got{e}") for e in range(P)]
+        for e in range(P):
+            m.d.comb += got_e[e].eq(pf_got & (resp.payload.tag == s + e))
+        waitm = Signal(s)       # read slots waiting for their block's prefetch response
+        # Prefetch responses fill their entries (a stale one is dropped); a write's
+        # invalidation (assigned after this) wins over a fill in the same cycle.
+        for e in range(P):
+            with m.If(got_e[e]):
+                m.d.sync += [pbusy[e].eq(0), pstale[e].eq(0), pvalid[e].eq(~pstale[e]),
+                             pdat[e].eq(resp.payload.data)]
 
         head = data.View(self.entry, Signal(self.entry.size, name="head"))
 
@@ -227,9 +285,9 @@ class OperandPort(wiring.Component):
                 m.d.sync += [word[i].eq((head.addr + head.stride * i)[:WORD_BITS]),
                              wdat[i].eq(head.data[WORD_BITS * i:WORD_BITS * (i + 1)])]
 
-        with m.FSM(name="op"):
+        with m.FSM(name="op") as fsm:
             with m.State("IDLE"):
-                m.d.comb += self.idle.eq(~wq.r_rdy & ~posted)
+                m.d.comb += self.idle.eq(~wq.r_rdy & ~posted & ~pbusy.any())
                 with m.If(wq.r_rdy):
                     capture_write(wq)
                     m.next = "WLOCK"
@@ -247,13 +305,24 @@ class OperandPort(wiring.Component):
             # ---- read bundle: slots whose block is cached take it from there -----
             with m.State("LOOKUP"):
                 hit = Signal(s)
+                wait = Signal(s)
                 for i in range(s):
+                    # The prefetch buffer: a block there (or arriving now) is a hit, one
+                    # on its way is waited for.
+                    for e in range(P):
+                        same_blk = ~pstale[e] & (pblk[e] == block_of(word[i]))
+                        with m.If(same_blk & (pvalid[e] | got_e[e])):
+                            m.d.comb += hit[i].eq(1)
+                            m.d.sync += wdat[i].eq(Mux(got_e[e], resp.payload.data, pdat[e])
+                                                   .word_select(word[i][:2], WORD_BITS))
+                        with m.Elif(same_blk & pbusy[e]):
+                            m.d.comb += wait[i].eq(1)
                     half = range(n) if i < n else range(n, s)   # a slots vs a entries
                     for j in half:
                         with m.If(cval[j] & (cblk[j] == block_of(word[i]))):
                             m.d.comb += hit[i].eq(1)
                             m.d.sync += wdat[i].eq(cdat[j].word_select(word[i][:2], WORD_BITS))
-                m.d.sync += pend.eq(pend & ~hit)
+                m.d.sync += [pend.eq(pend & ~hit & ~wait), waitm.eq(pend & ~hit & wait)]
                 m.next = "READ"
 
             # ---- read bundle: one request per distinct block ---------------
@@ -262,13 +331,27 @@ class OperandPort(wiring.Component):
                 w_t = Signal(WORD_BITS)
                 m.d.comb += w_t.eq(_select(pick, word))
                 m.d.comb += [
-                    req.valid.eq(pend != 0), req.payload.we.eq(0),
+                    main_req.eq(pend != 0), req.payload.we.eq(0),
                     req.payload.addr.eq(self.word_address(self.vault_id, w_t)),
                     req.payload.tag.eq(idx),
                 ]
+                # Slots waiting for a prefetched block take it when it arrives (one
+                # dropped as stale is requested again).
+                refill = Signal(s)
+                for e in range(P):
+                    with m.If(got_e[e]):
+                        for i in range(s):
+                            with m.If(waitm[i] & (block_of(word[i]) == pblk[e])):
+                                with m.If(pstale[e]):
+                                    m.d.comb += refill[i].eq(1)
+                                with m.Else():
+                                    m.d.sync += wdat[i].eq(resp.payload.data.word_select(
+                                        word[i][:2], WORD_BITS))
+                                m.d.sync += waitm[i].eq(0)
+                m.d.sync += pend.eq(pend | refill)
                 with m.If(fire):
                     same = Cat(*(block_of(word[i]) == block_of(w_t) for i in range(s)))
-                    m.d.sync += pend.eq(pend & ~same)
+                    m.d.sync += pend.eq((pend & ~same) | refill)
                 r_w = Signal(WORD_BITS)
                 m.d.comb += r_w.eq(Array(word)[resp.payload.tag[:ceil_log2(s)]])
                 with m.If(got):
@@ -280,7 +363,7 @@ class OperandPort(wiring.Component):
                         with m.If(resp.payload.tag == j):
                             m.d.sync += [cdat[j].eq(resp.payload.data), cblk[j].eq(block_of(r_w)),
                                          cval[j].eq(1)]
-                with m.If((pend == 0) & (outst == 0) & ~got):
+                with m.If((pend == 0) & (outst == 0) & ~got & (waitm == 0)):
                     m.next = "RDONE"
             with m.State("RDONE"):
                 m.d.comb += self.rd.ready.eq(1)
@@ -324,7 +407,7 @@ class OperandPort(wiring.Component):
                 is_wr = Signal()
                 m.d.comb += [w_t.eq(_select(pick, word[:n])), is_wr.eq((wrq & pick) != 0)]
                 m.d.comb += [
-                    req.valid.eq(todo != 0), req.payload.we.eq(is_wr),
+                    main_req.eq(todo != 0), req.payload.we.eq(is_wr),
                     req.payload.addr.eq(self.word_address(dest, w_t)),
                     req.payload.tag.eq(idx), req.payload.data.eq(_select(pick, blk)),
                 ]
@@ -341,14 +424,75 @@ class OperandPort(wiring.Component):
                                         resp.payload.data.word_select(k, WORD_BITS))
                 taken = Signal(n)
                 m.d.comb += taken.eq(Mux(fire, pick, 0))
+                # A block write of this vault's block drops the prefetch buffer's copy.
+                with m.If(fire & is_wr & (dest == self.vault_id)):
+                    for e in range(P):
+                        with m.If(pblk[e] == block_of(w_t)):
+                            m.d.sync += [pvalid[e].eq(0), pstale[e].eq(pbusy[e])]
                 m.d.sync += [rdq.eq(rdq & ~taken), wrq.eq((wrq & ~taken) | filled)]
                 with m.If((todo == 0) & (outst == 0) & ~got):
                     m.next = "IDLE"
+        # ---- prefetch walker: hints in order, one block request when the stream is free
+        if self.prefetch:
+            writing = fsm.ongoing("WLOCK") | fsm.ongoing("WMERGE") | fsm.ongoing("WISSUE")
+            m.submodules.hq = hq = SyncFIFO(width=self.hint.size, depth=self.prefetch + 2)
+            m.d.comb += [hq.w_en.eq(self.pf.valid),
+                         hq.w_data.eq(Cat(*(getattr(self.pf, f) for f in self.hint.members)))]
+            with m.If(self.pf.valid & ~hq.w_rdy):
+                m.d.sync += self.overflow.eq(1)
+            # The walked bundle: its slots' words and the slots still to look at.
+            pw = [Signal(WORD_BITS, name=f"pw{i}") for i in range(s)]
+            ppend = Signal(s)
+            # Hints taken minus read bundles accepted: below 0 the head hint's bundle has
+            # been read already (the walker fell behind; the hint is skipped), at 0 the
+            # walked bundle has (its walk stops). The FIFO holds the unread hints and, for
+            # the cycle or two the walker lags, read ones: two entries more than announced.
+            lo = -self.prefetch - 1
+            ahead = Signal(range(lo, LOOKAHEAD + 1))
+            head = data.View(self.hint, hq.r_data)
+            load, skip, done = Signal(), Signal(), Signal()
+            m.d.comb += [done.eq(ahead <= 0),
+                         load.eq(((ppend == 0) | done) & hq.r_rdy & (ahead >= 0)
+                                 & (ahead < LOOKAHEAD)),
+                         skip.eq(hq.r_rdy & (ahead < 0))]
+            accepted = self.rd.valid & self.rd.ready
+            m.d.sync += ahead.eq(ahead + (load | skip) - (accepted & (ahead > lo)))
+            m.d.comb += hq.r_en.eq(load | skip)
+            with m.If(done):
+                m.d.sync += ppend.eq(0)
+            pick, _ = _lowest(m, ppend, "pf")
+            w_t = Signal(WORD_BITS)
+            m.d.comb += w_t.eq(_select(pick, pw))
+            same = Cat(*(block_of(pw[i]) == block_of(w_t) for i in range(s)))
+            inbuf = Signal()
+            m.d.comb += inbuf.eq(Cat(*((pvalid[e] | pbusy[e]) & ~pstale[e]
+                                       & (pblk[e] == block_of(w_t)) for e in range(P))).any())
+            vic = Signal(range(P))
+            with m.If((ppend == 0) | done):
+                pass
+            with m.Elif(inbuf):
+                m.d.sync += ppend.eq(ppend & ~same)
+            with m.Elif(~main_req & ~writing & ~pbusy.bit_select(vic, 1)):
+                m.d.comb += [pf_issue.eq(1), req.payload.we.eq(0),
+                             req.payload.addr.eq(self.word_address(self.vault_id, w_t)),
+                             req.payload.tag.eq(s + vic)]
+                with m.If(req.ready):
+                    m.d.sync += [ppend.eq(ppend & ~same), vic.eq(Mux(vic == P - 1, 0, vic + 1))]
+                    for e in range(P):
+                        with m.If(vic == e):
+                            m.d.sync += [pblk[e].eq(block_of(w_t)), pbusy[e].eq(1),
+                                         pvalid[e].eq(0), pstale[e].eq(0)]
+            with m.If(load):
+                m.d.sync += ppend.eq(Cat(head.mask, head.mask))
+                for i in range(n):
+                    m.d.sync += [pw[i].eq((head.a_addr + head.a_stride * i)[:WORD_BITS]),
+                                 pw[n + i].eq((head.b_addr + head.b_stride * i)[:WORD_BITS])]
         # At a barrier other vaults' sends have landed in this vault: forget every block.
         with m.If(self.flush):
             m.d.sync += cval.eq(0)
+            if P:
+                m.d.sync += [pvalid.eq(0), pstale.eq(pstale | pbusy)]
         return m
-
 
 def compiler_placement(hmc, mapping: str | None = None) -> tuple[AddressMap, Callable]:
     """The address map of *hmc* (``hmc.mapping`` unless *mapping* is given) and its
@@ -368,7 +512,8 @@ def port_config(cfg) -> dict:
     amap, fn = compiler_placement(cfg.hmc)
     return dict(lanes=cfg.capsnet.pes_per_vault, vault_bits=amap.vault_bits,
                 addr_bits=amap.addr_bits, word_address=fn,
-                write_depth=max(8, pe_mod.latency_from_config(cfg) + 8))
+                write_depth=max(8, pe_mod.latency_from_config(cfg) + 8),
+                prefetch=cfg.capsnet.prefetch_bundles)
 
 
 def from_config(cfg) -> OperandPort:

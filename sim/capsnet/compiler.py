@@ -206,7 +206,10 @@ def normalize(ins: Instr, lanes: int, hold_words: int = 0) -> Instr:
     Legal because the outputs of one instruction are independent (see the
     module doc); the element loop ``e`` of a reduction is never touched. The
     loop put innermost (``o3``) is the one with the fewest issue cycles
-    ``prod(other counts) * ceil(n / lanes)``, the longest on a tie.
+    ``prod(other counts) * ceil(n / lanes)``; on a tie the one whose lanes touch
+    the fewest 16 B blocks of ``a``, ``b`` and ``d`` per cycle (a stride-1 loop
+    reads a lane vector in four blocks, a strided one in one block per lane),
+    then the longest.
 
     With ``hold_words`` (the lanes' stationary-operand registers), a FLOW
     whose group fits (``g <= hold_words``) and one of whose operands does
@@ -243,9 +246,16 @@ def normalize(ins: Instr, lanes: int, hold_words: int = 0) -> Instr:
         return ins
     total = int(np.prod([n for n, _ in dims])) if dims else 1
 
+    def blocks(k):
+        # 16 B blocks the lanes touch in one issue cycle: a lane-broadcast operand
+        # one, a unit stride one per 4 lanes, a wider stride one per lane.
+        n, st = dims[k]
+        live = min(n, lanes)
+        return sum(1 if st[x] == 0 else min(live, -(-live * abs(st[x]) // 4)) for x in _OPS)
+
     def cost(k):
         n = dims[k][0]
-        return (total // n * -(-n // lanes), -n)
+        return (total // n * -(-n // lanes), blocks(k), -n)
     if dims:
         best = min(range(len(dims)), key=cost)
         dims = [d for k, d in enumerate(dims) if k != best] + [dims[best]]

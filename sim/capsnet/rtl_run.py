@@ -110,6 +110,11 @@ class RTLRun:
     blocks_remote: list[int] = field(default_factory=list)          # over the crossbar
     row_hits: list[int] = field(default_factory=list)
     row_misses: list[int] = field(default_factory=list)             # = ACTs
+    #: Per phase, per vault: active (not at a barrier) cycles and the stall cycles
+    #: among them (rd_ready low: banks behind, TSVs behind).
+    phase_busy: list[list[int]] = field(default_factory=list)
+    phase_vault_request_stalls: list[list[int]] = field(default_factory=list)
+    phase_bandwidth_stalls: list[list[int]] = field(default_factory=list)
 
     def dram_summary(self) -> dict:
         """The DRAM counters, summed over the vaults and per vault (for the run JSON)."""
@@ -214,9 +219,20 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     if any(len(x) != comp.vaults for x in per_vault.values()):
         raise SimulationError(f"vault driver reported {len(per_vault['reads'])} vaults, "
                               f"not {comp.vaults}")
+    per_phase = {k: _phase_deltas(st.ints(k), comp.vaults)
+                 for k in ("phase_busy", "phase_vault_request_stalls", "phase_bandwidth_stalls")}
     return RTLRun(out, st.int("cycles"), st.float("seconds"), st.ints("phase_cycles"),
                   xbar_wait=st.int("xbar_wait"), sends=st.int("sends"),
-                  wall_s=time.monotonic() - t0, dram=dram, **per_vault)
+                  wall_s=time.monotonic() - t0, dram=dram, **per_vault, **per_phase)
+
+
+def _phase_deltas(cumulative: list[int], vaults: int) -> list[list[int]]:
+    """Per-phase counts of the driver's per-phase cumulative snapshots (phases x vaults)."""
+    if len(cumulative) % vaults:
+        raise SimulationError(f"vault driver reported {len(cumulative)} per-phase counters, "
+                              f"not a multiple of {vaults} vaults")
+    rows = np.asarray(cumulative, dtype=np.int64).reshape(-1, vaults)
+    return np.diff(rows, axis=0, prepend=0).tolist()
 
 
 def default_threads() -> int:

@@ -28,7 +28,9 @@ __all__ = ["compiled_cycles", "program_cycles"]
 
 
 def program_cycles(stats, vaults: int, phases: int, pe_latency: int, cfg) -> dict:
-    """``{"cycles", "phase_cycles", "xbar_wait"}`` of one run (see the module doc)."""
+    """``{"cycles", "phase_cycles", "xbar_wait", "phase_busy"}`` of one run (see the
+    module doc; ``phase_busy[p][v]``: vault ``v``'s cycles in phase ``p`` until it
+    waits at its barrier or has halted, the barrier's 3 included)."""
     lanes = cfg.capsnet.pes_per_vault
     bw = cfg.capsnet.intervault_bw_gbs * 1e9 / (cfg.freq_mhz * 1e6)
     busy = defaultdict(int)
@@ -52,7 +54,10 @@ def program_cycles(stats, vaults: int, phases: int, pe_latency: int, cfg) -> dic
         else:   # the driver counts the cycle that sees every vault halted
             phase_cycles.append(natural + 1)
             total += natural + 1
-    return {"cycles": total, "phase_cycles": phase_cycles, "xbar_wait": wait}
+    # A vault reaches its barrier (or halts) 3 cycles after its last instruction.
+    phase_busy = [[busy[p, v] + 3 for v in range(vaults)] for p in range(phases)]
+    return {"cycles": total, "phase_cycles": phase_cycles, "xbar_wait": wait,
+            "phase_busy": phase_busy}
 
 
 def compiled_cycles(programs, vaults: int, pe_latency: int, cfg) -> int:

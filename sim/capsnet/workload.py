@@ -76,6 +76,7 @@ from .energy import pim_energy
 from .gpu_models import GPUModelTime, gpu_models
 from .gpu_roofline import roofline
 from .networks import CapsNetSpec, network
+from .overhead import cycles_over_ideal
 from .pipeline import routing_from_run, whole_network, whole_network_table
 from .rtl_run import build_vault_driver, run_on_rtl
 from .timing import compiled_cycles, program_cycles
@@ -290,6 +291,10 @@ class CapsNetRun(WorkloadResult):
     #: back from a result written before they existed.
     dimension_rule: str | None = None
     dimension_cycles: dict[str, int] | None = None
+    #: Where the RTL's cycles over :attr:`timing_model_cycles` go, by measured parts
+    #: (:func:`~pimforge.sim.capsnet.overhead.cycles_over_ideal`); None without an RTL run
+    #: or when read back from a result written before it existed.
+    cycles_over_ideal: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -679,6 +684,7 @@ def assemble(net: CapsNetSpec, cfg: Config, opts: CapsNetRunOptions, dist: Distr
                          rtl_loop=rtl.seconds if rtl else None, isa_model=model.seconds,
                          total=time.monotonic() - t_start),
         rtl_cycles_per_s=rtl.cycles / max(rtl.seconds, 1e-9) if rtl else None,
+        cycles_over_ideal=cycles_over_ideal(rtl, model.timing) if rtl else None,
     )
 
 

@@ -323,6 +323,16 @@ int main(int argc, char** argv) {
     }
     std::vector<long> rd(nv, 0), wr(nv, 0), busy(nv, 0), sent(nv, 0), recv(nv, 0);
     std::vector<long> phase_cycles;
+    // Per phase and vault, the cumulative active cycles and stall counters at the
+    // phase's end (phases x vaults, flattened): the cycles-over-ideal breakdown.
+    std::vector<long> phase_busy, phase_vrs, phase_bw;
+    auto phase_snapshot = [&]() {
+        for (int i = 0; i < nv; i++) {
+            phase_busy.push_back(busy[i]);
+            phase_vrs.push_back(dram[i].vrs);
+            phase_bw.push_back(dram[i].bw_stall);
+        }
+    };
     long cycle = 0, phase_start = 0, xbar_wait = 0, sends = 0;
     std::vector<int> err(nv, 0);
     // Start every controller at instruction 0.
@@ -543,6 +553,7 @@ int main(int argc, char** argv) {
                 for (int i = 0; i < nv; i++) if (err[i]) { rc = err[i]; done = true; }
                 if (rel) {
                     phase_cycles.push_back(cycle - phase_start);
+                    phase_snapshot();
                     phase_start = cycle + 1;
                     phase_no++;
                     for (int i = 0; i < nv; i++) {
@@ -565,6 +576,7 @@ int main(int argc, char** argv) {
     cycle++;   // the cycle that sees every vault halted counts
     for (int k = 0; k < T; k++) sends += sends_t[k];
     phase_cycles.push_back(cycle - phase_start);
+    phase_snapshot();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (int i = 0; i < nv; i++) pf::write_words(dir + "/out" + std::to_string(i) + ".bin", mem[i]);
     pf::Stats st(dir + "/stats.txt");
@@ -588,5 +600,8 @@ int main(int argc, char** argv) {
     per_vault("row_hits", &Dram::hits);
     per_vault("row_misses", &Dram::misses);
     st.put("phase_cycles", phase_cycles);
+    st.put("phase_busy", phase_busy);
+    st.put("phase_vault_request_stalls", phase_vrs);
+    st.put("phase_bandwidth_stalls", phase_bw);
     return 0;
 }

@@ -16,8 +16,10 @@ zero), checks every vault's DRAM commands against the timing rules
 (:class:`~pimforge.verif.models.dram_timing.TimingChecker`) and scores the PE
 ports: tags unique while in flight, one response per request with its
 ``we``, addresses only inside the placed memory images, operand reads only
-from the own vault, and the data of every read response that no write could
-have raced equal to the blocks written so far. The run's cycle count is
+from the own vault, prefetches (the operand ports' requests for the vaults'
+prefetch hints, tags from ``2 * lanes`` on) from the own vault and in every vault,
+and the data of every read response that no write could have raced equal to
+the blocks written so far. The run's cycle count is
 logged beside the ISA timing model's count with an ideal memory
 (:func:`~pimforge.sim.capsnet.timing.program_cycles`).
 """
@@ -86,6 +88,7 @@ class CubeEnv:
         self.version = collections.Counter()
         self.writes_in_flight = collections.Counter()
         self.pe_stats = collections.Counter()
+        self.pe_prefetch: set[int] = set()     # vaults whose port issued a prefetch
 
     def arr_index(self, d):
         h = self.h
@@ -169,6 +172,12 @@ class CubeEnv:
                 self.errors.append(f"{c}: pe{v} tag {q['tag']} reused while in flight")
             if blk not in self.where or q["addr"] & 0xF != self.place(0, 0) & 0xF:
                 self.errors.append(f"{c}: pe{v} address {q['addr']:#x} outside the images")
+            elif not q["we"] and q["tag"] >= 2 * self.cfg.capsnet.pes_per_vault:
+                self.pe_stats["prefetch_reads"] += 1
+                self.pe_prefetch.add(v)
+                if self.where[blk][0] != v:
+                    self.errors.append(f"{c}: pe{v} prefetch of vault {self.where[blk][0]}'s "
+                                       f"block {blk:#x}")
             elif not q["we"] and self.where[blk][0] != v:
                 # Only the read-modify-write of a send into a partial block reads a peer.
                 self.pe_stats["remote_reads"] += 1
@@ -267,6 +276,9 @@ async def routing_end_to_end(dut):
                   cycles, ideal["cycles"], cycles / ideal["cycles"], barriers,
                   dict(env.pe_stats))
     assert env.pe_stats["checked_reads"] > 100 and env.pe_stats["remote_writes"] > 0
+    # Every vault's operand port serves its controller's prefetch hints (if it has any).
+    want = set(range(comp.vaults)) if cfg.capsnet.prefetch_bundles else set()
+    assert env.pe_prefetch == want, env.pe_prefetch
     if os.environ.get("PIMFORGE_TOP_JSON"):     # for scripts/capsnet/hmc_capsnet_cycles.py
         with open(os.environ["PIMFORGE_TOP_JSON"], "w") as f:
             json.dump({"net": NET.name, "dim": DIM, "batch": NET.batch, "n_l": NET.n_l,

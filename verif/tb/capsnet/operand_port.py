@@ -14,12 +14,23 @@ unique while in flight, cube addresses carry the compiler's placement
 (vault field, sub-page indicator), a read bundle requests each distinct block
 exactly once, block writes only under the lock of their vault, ``overflow``
 never rises unless the FIFO is overrun on purpose.
+
+Prefetch hints (``hints=True``): like the vault compute, the bench announces
+every read bundle on ``pf`` before (or in the cycle) it presents it, at most
+``capsnet.prefetch_bundles`` announced and unread, while the posted writes may
+hit announced words. Checks: a prefetch request (tag ``>= 2*lanes``) reads this
+vault's block of an announced bundle that is not read yet (or was read in the
+last few cycles, the walker's lag), never under a write lock; the lanes still
+equal the word memory (a write drops a prefetched copy); and a stream of read
+bundles with hints takes fewer cycles than the same stream without.
 """
 
 from __future__ import annotations
 
+import random
+
 import cocotb
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from pimforge.rtl.capsnet.operand_port import compiler_placement, port_config
 
@@ -39,6 +50,7 @@ class Env:
         self.amap, self.place = compiler_placement(cfg.hmc)
         kw = port_config(cfg)
         self.n, self.wdepth = kw["lanes"], kw["write_depth"]
+        self.pf_depth = kw["prefetch"]
         self.vaults = cfg.hmc.vaults
         self.vault_id = vault_id
         a = self.amap
@@ -64,33 +76,77 @@ class Env:
         self.reads_done = 0
         self.writes_done = 0
         self.posted = 0              # bundles posted since the adapter was last idle
-        self.stats = {"rd_req": 0, "wr_req": 0, "rmw": 0, "cached": 0, "flushes": 0}
+        self.stats = {"rd_req": 0, "wr_req": 0, "rmw": 0, "cached": 0, "flushes": 0,
+                      "pf_req": 0, "no_request": 0}
         self.was_idle = False
         self.last_read = None
         self.force_stream = False
         self.tokens = 2
         self.force_no_grant = False
         self.force_post = False
+        self.hints = False
+        self.hinted: list = []       # announced bundles not accepted yet, oldest first
+        self.recent: list = []       # the last accepted bundles' blocks (walker lag)
+        self.generated = 0
+        self.lead = 0.6              # chance per cycle of announcing one more bundle
+        self.br = r                  # the read bundles' generator
+        self.at_barrier = False      # hints: announce nothing until the flush
 
     # ---- stimulus helpers -----------------------------------------------------
     def lane_words(self, base, stride):
         return [base + i * stride for i in range(self.n)]
 
-    def gen_range(self):
-        r = self.r
+    def gen_range(self, r=None):
+        r = r or self.r
         stride = r.choice(STRIDES)
         span = stride * (self.n - 1)
         lo, hi = max(0, -span), min(M_WORDS, M_WORDS - span)
         return r.randrange(lo, hi), stride
 
-    def gen_mask(self):
-        r = self.r
+    def gen_mask(self, r=None):
+        r = r or self.r
         k = r.random()
         if k < 0.4:
             return (1 << self.n) - 1
         if k < 0.55:
             return 1 << r.randrange(self.n)
         return r.getrandbits(self.n) or 1
+
+    def gen_bundle(self, stream_ok=True):
+        """The next read bundle ``((a0, sa), (b0, sb), mask)``: mostly the next element
+        of the last one's streams (``x_se = 1``: cached blocks), else random."""
+        r = self.br
+        self.generated += 1
+        if self.last_read and stream_ok and (self.force_stream or r.random() < 0.5):
+            self.force_stream = False
+            (a0, sa), (b0, sb), mask = self.last_read
+            words_a = (min(a0 + 1, M_WORDS - 1 - max(0, sa * (self.n - 1))), sa)
+            words_b = (min(b0 + 1, M_WORDS - 1 - max(0, sb * (self.n - 1))), sb)
+            if min(words_a[0] + sa * (self.n - 1), words_b[0] + sb * (self.n - 1),
+                   words_a[0], words_b[0]) < 0:
+                words_a, words_b = self.gen_range(r), self.gen_range(r)
+        else:
+            words_a, words_b = self.gen_range(r), self.gen_range(r)
+            mask = self.gen_mask(r)
+        self.last_read = (words_a, words_b, mask)
+        return self.last_read
+
+    def bundle_words(self, bundle):
+        words_a, words_b, mask = bundle
+        return self.lane_words(*words_a) + self.lane_words(*words_b), mask
+
+    def blocks_of(self, bundle):
+        ws, mask = self.bundle_words(bundle)
+        return {ws[i] >> 2 for i in range(2 * self.n) if mask >> (i % self.n) & 1}
+
+    def announce(self, bundle):
+        d = self.dut
+        (a0, sa), (b0, sb), mask = bundle
+        d.pf__mask.value = mask
+        d.pf__a_addr.value, d.pf__a_stride.value = a0, sa & 0xFFFFFF
+        d.pf__b_addr.value, d.pf__b_stride.value = b0, sb & 0xFFFFFF
+        d.pf__valid.value = 1
+        self.hinted.append(bundle)
 
     def decode(self, addr):
         if addr & 0xF != self.place(0, 0) & 0xF or (addr >> 4) not in self.where:
@@ -140,6 +196,7 @@ class Env:
             d.wr__en.value = 0
             d.send__valid.value = 0
             d.flush.value = 0
+            d.pf__valid.value = 0
             if self.read is None:
                 d.rd__valid.value = 0
             # Lock: granted after a random delay, held while requested.
@@ -159,21 +216,24 @@ class Env:
             room = (self.posted < self.wdepth - 1 and self.tokens > 0) or self.force_post
             kind = "wr" if r.random() < 0.7 else "send"
             more = started < reads
+            # Hints: one more bundle announced now and then, at most pf_depth unread.
+            # Every 50 bundles a barrier: the announced ones are read, then a flush.
+            if (self.hints and self.generated < reads and len(self.hinted) < self.pf_depth
+                    and not self.at_barrier and r.random() < self.lead):
+                self.announce(self.gen_bundle())
+                self.at_barrier = self.generated % 50 == 0
+            bundle = None
             if self.read is None and more and (self.force_stream or r.random() < 0.5):
-                if self.last_read and (self.force_stream or r.random() < 0.5):
-                    self.force_stream = False
-                    # The next element of a stream (x_se = 1): mostly cached blocks.
-                    (a0, sa), (b0, sb), mask = self.last_read
-                    words_a = (min(a0 + 1, M_WORDS - 1 - max(0, sa * (self.n - 1))), sa)
-                    words_b = (min(b0 + 1, M_WORDS - 1 - max(0, sb * (self.n - 1))), sb)
-                    if min(words_a[0] + sa * (self.n - 1), words_b[0] + sb * (self.n - 1),
-                           words_a[0], words_b[0]) < 0:
-                        words_a, words_b = self.gen_range(), self.gen_range()
-                else:
-                    words_a, words_b = self.gen_range(), self.gen_range()
-                    mask = self.gen_mask()
-                self.last_read = (words_a, words_b, mask)
-                ws = (self.lane_words(*words_a) + self.lane_words(*words_b))
+                if not self.hints:
+                    bundle = self.gen_bundle()
+                elif self.hinted or not self.at_barrier:
+                    if not self.hinted:     # announced in the cycle it is presented
+                        self.announce(self.gen_bundle())
+                        self.at_barrier = self.generated % 50 == 0
+                    bundle = self.hinted[0]
+            if bundle is not None:
+                words_a, words_b, mask = bundle
+                ws, mask = self.bundle_words(bundle)
                 self.read = (ws, mask)
                 self.read_reqs = []
                 d.rd__mask.value = mask
@@ -182,7 +242,9 @@ class Env:
                 d.rd__valid.value = 1
                 started += 1
                 self.tokens += int(r.random() < 0.5)
-            elif more and self.read is None and self.was_idle and r.random() < 0.1:
+            elif (more and self.read is None and self.was_idle and not self.hinted
+                  and (self.at_barrier or r.random() < 0.1)):
+                self.at_barrier = False
                 # Another vault's send lands here (behind the port), then a barrier
                 # flushes the port's read cache: later reads must see the new word.
                 # Mostly a word that the last read's blocks hold (likely cached).
@@ -248,6 +310,14 @@ class Env:
                     self.errors.append(f"{c}: block write to vault {v} without its lock")
                 self.dram[v, b] = q["data"]
                 data = 0
+            elif q["tag"] >= 2 * self.n:
+                data = self.dram[v, b]
+                self.stats["pf_req"] += 1
+                ok = {x for bundle in self.hinted for x in self.blocks_of(bundle)}
+                ok |= {x for blocks in self.recent for x in blocks}
+                if locked or v != self.vault_id or b not in ok:
+                    self.errors.append(f"{c}: prefetch of vault {v} block {b} (locked "
+                                       f"{locked}): no announced bundle's block")
             else:
                 data = self.dram[v, b]
                 if locked:
@@ -276,6 +346,10 @@ class Env:
                 self.errors.append(f"{c}: read bundle requested blocks {sorted(self.read_reqs)}"
                                    f", distinct blocks are {sorted(blocks)}")
             self.stats["cached"] += len(blocks) - len(self.read_reqs)
+            self.stats["no_request"] += int(not self.read_reqs)
+            if self.hints:
+                self.hinted.pop(0)
+                self.recent = (self.recent + [blocks])[-2:]
             self.read = None
             self.reads_done += 1
 
@@ -292,8 +366,8 @@ class Env:
 
 async def _setup(dut, tag):
     r = rng(tag)
-    for name in ("rd__valid", "wr__en", "send__valid", "lock_grant", "mem__ready",
-                 "mem_resp__valid", "flush"):
+    for name in ("rd__valid", "pf__valid", "wr__en", "send__valid", "lock_grant",
+                 "mem__ready", "mem_resp__valid", "flush"):
         getattr(dut, name).value = 0
     await start(dut)
     return Env(dut, r, r.randrange(bench_config().hmc.vaults)), r
@@ -344,3 +418,43 @@ async def overflow_is_flagged(dut):
     await RisingEdge(d.clk)
     await ReadOnly()
     assert int(d.overflow.value) == 1 and int(d.idle.value) == 0
+
+
+@cocotb.test()
+async def random_bundles_with_hints(dut):
+    """As random_bundles, every read bundle announced on ``pf`` first (up to the
+    prefetch depth ahead), writes and sends also hitting announced words."""
+    env, _ = await _setup(dut, "hints")
+    env.hints = True
+    await env.run(400)
+    env.check_memory()
+    env.check()
+    dut._log.info("%d reads, %d cycles, %s", env.reads_done, env.cycle, env.stats)
+    assert env.reads_done == 400 and env.stats["pf_req"] > 0 and env.stats["no_request"] > 0
+    assert env.stats["rmw"] > 0 and env.stats["flushes"] > 0
+
+
+@cocotb.test()
+async def hints_shorten_a_stream(dut):
+    """The same random read bundles (no writes) with and without hints: with them the
+    port fetches ahead, so the stream takes fewer cycles."""
+    env, r = await _setup(dut, "stream")
+    seed = r.getrandbits(32)
+    cycles, pf = {}, {}
+    for hints in (True, False):
+        env.stats = dict.fromkeys(env.stats, 0)
+        env.br = random.Random(seed)          # the same bundles in both runs
+        env.hints, env.lead, env.last_read, env.generated = hints, 1.0, None, 0
+        env.at_barrier = False
+        env.cycle = env.reads_done = 0
+        await env.run(60, p_post=0.0)
+        env.check()
+        cycles[hints], pf[hints] = env.cycle, env.stats["pf_req"]
+        dut._log.info("hints %s: %d cycles, %s", hints, env.cycle, env.stats)
+        await RisingEdge(dut.clk)
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, 2)
+        dut.rst.value = 0
+        await RisingEdge(dut.clk)
+    assert pf[True] > 0 and pf[False] == 0, pf
+    assert cycles[True] < cycles[False], cycles
