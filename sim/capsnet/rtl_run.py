@@ -84,7 +84,7 @@ def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
     top = driver_top(el.verilog, el.top, el.manifest["ports"], PINS, name="capsnet_vault_driver")
     hdr = params_header(top.name, IWORDS=IWORDS, LANES=cfg.capsnet.pes_per_vault,
                         TAB_BANK_BITS=TAB_BANK_BITS)
-    return build_verilated(top.verilog, top.name, sources("vault_main.cpp", hdr),
+    return build_verilated(top.verilog, top.name, sources("vault_main.cpp", hdr, ("vault_dram.h",)),
                            name="capsnet_vault-run", extra_args=tuple(extra_args))
 
 

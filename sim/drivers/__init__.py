@@ -22,6 +22,8 @@ def source(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text()
 
 
-def sources(main: str, params: str) -> dict[str, str]:
-    """The C++ files of one driver build: *main*, ``driver.h`` and the *params* header text."""
-    return {main: source(main), "driver.h": source("driver.h"), PARAMS_HEADER: params}
+def sources(main: str, params: str, headers: tuple[str, ...] = ()) -> dict[str, str]:
+    """The C++ files of one driver build: *main*, ``driver.h``, the driver's own *headers*
+    and the *params* header text."""
+    return {main: source(main), "driver.h": source("driver.h"),
+            **{h: source(h) for h in headers}, PARAMS_HEADER: params}
