@@ -11,6 +11,7 @@ back to back (IPC 1).
 
 Issued-instruction queue
 ------------------------
+(:class:`~pimforge.rtl.ipim.issue_queue.IssueQueue`, with the dependency check.)
 ``inst_queue`` slots; a slot holds the decoded hazard resources of one issued
 instruction and its outstanding bits: one per PE of ``simb_mask`` (PEs beyond
 ``pes`` are ignored) plus one for a vault-level unit. A PE's ``done`` with the
@@ -160,6 +161,7 @@ from .isa import (
     Store,
     format_of,
 )
+from .issue_queue import HAZARD, IssueQueue
 
 __all__ = ["ControlCore", "from_config", "req_layout", "reply_layout", "landed_signature",
            "HAZARD",
@@ -189,12 +191,6 @@ STALLS = ("stall_dep", "stall_full", "stall_unit", "stall_sync")
 COUNTER_NAMES = (("cycles", "issued", *STALLS)
                  + tuple(f"issued_{c}" for c in OPCODE_CLASSES)
                  + tuple(f"busy_{u}" for u in BUSY_UNITS))
-
-_REG = data.StructLayout({"en": 1, "store": 3, "idx": REG_BITS})
-_MEM = data.StructLayout({"en": 1, "store": 3, "whole": 1, "addr": DRAM_BITS})
-#: Decoded hazard resources of one instruction (see the module docstring).
-HAZARD = data.StructLayout({"rd0": _REG, "rd1": _REG, "rd2": _REG, "wr": _REG,
-                            "mrd": _MEM, "mwr": _MEM})
 
 # PE_OPS in opcode order: iterating the frozenset would order the generated
 # Verilog by string hashes, which change from run to run (and defeat the build cache).
@@ -346,25 +342,6 @@ def _decode_hazards(m: Module, ins) -> data.View:
     return hz
 
 
-def _reg_match(x, y):
-    return x.en & y.en & (x.store == y.store) & (x.idx == y.idx)
-
-
-def _mem_match(x, y):
-    return (x.en & y.en & (x.store == y.store)
-            & (x.whole | y.whole | (x.addr == y.addr)))
-
-
-def _conflict(new, old):
-    """RAW, WAR or WAW between the issuing instruction *new* and an older one."""
-    raw = _reg_match(new.rd0, old.wr) | _reg_match(new.rd1, old.wr) \
-        | _reg_match(new.rd2, old.wr) | _mem_match(new.mrd, old.mwr)
-    war = _reg_match(new.wr, old.rd0) | _reg_match(new.wr, old.rd1) \
-        | _reg_match(new.wr, old.rd2) | _mem_match(new.mwr, old.mrd)
-    waw = _reg_match(new.wr, old.wr) | _mem_match(new.mwr, old.mwr)
-    return raw | war | waw
-
-
 class ControlCore(wiring.Component):
     """Control core of one vault (see the module docstring).
 
@@ -492,20 +469,11 @@ class ControlCore(wiring.Component):
         ]
 
         # ---- issued-instruction queue ---------------------------------------------
-        pending = [Signal(P + 1, name=f"slot{s}_pending") for s in range(Q)]
-        hazard = [Signal(HAZARD, name=f"slot{s}_hazard") for s in range(Q)]
-        busy = Cat(*(p.any() for p in pending))
-        free = Signal(Q)
-        m.d.comb += free.eq(~busy)
-        slot = Signal(range(Q))         # lowest free slot
-        for s in reversed(range(Q)):
-            with m.If(free[s]):
-                m.d.comb += slot.eq(s)
-        drained = ~busy.any()
-
+        q = m.submodules.queue = IssueQueue(slots=Q, pes=P)
+        slot, drained = q.slot, q.drained
         hz = _decode_hazards(m, ins)
-        dep = Signal()
-        m.d.comb += dep.eq(Cat(*(busy[s] & _conflict(hz, hazard[s]) for s in range(Q))).any())
+        m.d.comb += q.hazard.eq(hz)
+        dep = q.dep
 
         mask = Signal(P)
         is_pe_op = Signal()
@@ -519,7 +487,7 @@ class ControlCore(wiring.Component):
         is_unit_op = Signal()
         m.d.comb += is_unit_op.eq(Cat(*(op == o for o in slot_ops)).any())
         needs_slot = (is_pe_op & mask.any()) | is_unit_op
-        full = needs_slot & ~free.any()
+        full = needs_slot & ~q.any_free
         pes_ready = Cat(*(~mask[p] | self.pe[p].ready for p in range(P))).all()
 
         # One-entry output registers of seti_vsm and req; the ALU pipeline.
@@ -620,17 +588,13 @@ class ControlCore(wiring.Component):
         alu_done = a_v[-1] if self.t_alu > 1 else 0
 
         # ---- slot bookkeeping ----------------------------------------------------
-        for s in range(Q):
-            clr = Signal(P + 1, name=f"slot{s}_clr")
-            m.d.comb += clr[U].eq((seti_done & (seti_tag == s))
-                                  | (alu_done & (a_t[-1] == s))
-                                  | (self.landed.valid & (self.landed.tag == s)))
-            for p in range(P):
-                m.d.comb += clr[p].eq(self.pe[p].done & (self.pe[p].done_tag == s))
-            with m.If(fire & needs_slot & (slot == s)):
-                m.d.sync += [pending[s].eq(Mux(is_pe_op, mask, 1 << U)), hazard[s].eq(hz)]
-            with m.Else():
-                m.d.sync += pending[s].eq(pending[s] & ~clr)
+        m.d.comb += [q.take.eq(fire & needs_slot), q.take_pending.eq(Mux(is_pe_op, mask, 1 << U))]
+        for p in range(P):
+            m.d.comb += [q.pe_done[p].valid.eq(self.pe[p].done),
+                         q.pe_done[p].tag.eq(self.pe[p].done_tag)]
+        for u, (v, t) in enumerate(((seti_done, seti_tag), (alu_done, a_t[-1]),
+                                    (self.landed.valid, self.landed.tag))):
+            m.d.comb += [q.unit_done[u].valid.eq(v), q.unit_done[u].tag.eq(t)]
 
         # ---- counters ------------------------------------------------------------
         ctr = self.perf
