@@ -20,6 +20,7 @@ import random
 import pytest
 
 from pimforge.rtl.ipim.core import OPCODE_CLASSES, ControlCore
+from pimforge.rtl.ipim.core_units import VaultUnits
 from pimforge.rtl.ipim.isa import (
     AluOp,
     Cond,
@@ -29,6 +30,7 @@ from pimforge.rtl.ipim.isa import (
     Store,
     accesses,
     conflicts,
+    encode,
 )
 from pimforge.rtl.ipim.issue_queue import IssueQueue
 from pimforge.rtl.ipim.vsm import VSM
@@ -318,3 +320,44 @@ def test_issue_queue_holds_a_slot_until_every_bit_clears(simulate):
         assert ctx.get(q.drained)
 
     simulate(q, bench)
+
+
+def test_vault_units_latency_and_output_registers(simulate):
+    """The units on their own: a ``seti_crf`` writes the CtrlRF at the end of its
+    ``t_alu``-th cycle and reports its slot then; a ``seti_vsm`` waits in its register
+    (``seti_ready`` low) until the VSM takes it, and reports its slot in that cycle."""
+    u = VaultUnits(tag_bits=3, crf_entries=16, vsm_bits=8, t_alu=3)
+
+    async def bench(ctx):
+        ctx.set(u.instr.as_value(), encode(Instr(Opcode.SETI_CRF, dst=5, imm=77)))
+        ctx.set(u.tag, 2)
+        ctx.set(u.go, 1)
+        await ctx.tick()
+        ctx.set(u.go, 0)
+        assert not ctx.get(u.crf_we) and not ctx.get(u.alu_done.valid)
+        await ctx.tick()
+        assert ctx.get(u.crf_we) and ctx.get(u.crf_addr) == 5 and ctx.get(u.crf_data) == 77
+        assert ctx.get(u.alu_done.valid) and ctx.get(u.alu_done.tag) == 2
+        await ctx.tick()
+        assert not ctx.get(u.crf_we)
+
+        ctx.set(u.instr.as_value(), encode(Instr(Opcode.SETI_VSM, vsm=9, imm=3,
+                                                 vec_mask=0b0101)))
+        ctx.set(u.tag, 6)
+        ctx.set(u.go, 1)
+        assert ctx.get(u.seti_ready)
+        await ctx.tick()
+        ctx.set(u.go, 0)
+        for _ in range(3):          # the VSM refuses: the write waits
+            assert ctx.get(u.vsm.valid) and not ctx.get(u.seti_ready)
+            assert not ctx.get(u.seti_done.valid)
+            await ctx.tick()
+        ctx.set(u.vsm.ready, 1)
+        assert ctx.get(u.seti_ready) and ctx.get(u.seti_done.valid)
+        assert ctx.get(u.seti_done.tag) == 6 and ctx.get(u.vsm.addr) == 9
+        assert ctx.get(u.vsm.wdata) == 3 * 0x0000_0001_0000_0001_0000_0001_0000_0001
+        assert ctx.get(u.vsm.wmask) == 0b0101
+        await ctx.tick()
+        assert not ctx.get(u.vsm.valid)
+
+    simulate(u, bench)
