@@ -20,15 +20,19 @@ import random
 import pytest
 
 from pimforge.rtl.ipim.core import OPCODE_CLASSES, ControlCore
+from pimforge.rtl.ipim.core_units import VaultUnits
 from pimforge.rtl.ipim.isa import (
     AluOp,
     Cond,
     DType,
     Instr,
     Opcode,
+    Store,
     accesses,
     conflicts,
+    encode,
 )
+from pimforge.rtl.ipim.issue_queue import IssueQueue
 from pimforge.rtl.ipim.vsm import VSM
 from pimforge.rtl.params import ParameterError
 from pimforge.verif.tb.ipim.core import (
@@ -66,9 +70,9 @@ def test_monitor_catches_a_broken_dependency_check(monkeypatch, drop):
     """Mutation check of the monitor: the core built with a hazard check that misses
     anti dependencies, or that compares indirect accesses by address, lets a
     conflicting instruction issue, and the monitor says so."""
-    from pimforge.rtl.ipim import core as core_mod
+    from pimforge.rtl.ipim import issue_queue as queue_mod
 
-    reg, mem = core_mod._reg_match, core_mod._mem_match
+    reg, mem = queue_mod._reg_match, queue_mod._mem_match
 
     def broken_mem(x, y):
         return x.en & y.en & (x.store == y.store) & (x.addr == y.addr)
@@ -80,9 +84,9 @@ def test_monitor_catches_a_broken_dependency_check(monkeypatch, drop):
         return raw | waw
 
     if drop == "war":
-        monkeypatch.setattr(core_mod, "_conflict", broken_conflict)
+        monkeypatch.setattr(queue_mod, "_conflict", broken_conflict)
     else:
-        monkeypatch.setattr(core_mod, "_mem_match", broken_mem)
+        monkeypatch.setattr(queue_mod, "_mem_match", broken_mem)
     r = random.Random(5)
     prog = [rand_instr(r, 4) for _ in range(80)] + [Instr(Opcode.HALT)]
     with pytest.raises(AssertionError, match="issued across a dependency"):
@@ -269,3 +273,91 @@ def test_parameter_checks():
     sig = ControlCore.PerfSignature(32)
     assert sig == ControlCore.PerfSignature(32) and sig != ControlCore.PerfSignature(48)
     assert repr(sig) == "ControlCore.PerfSignature(32)"
+
+
+def test_issue_queue_holds_a_slot_until_every_bit_clears(simulate):
+    """The queue on its own: a slot taken with two PE bits blocks a dependent instruction
+    (RAW on a DataRF entry) until both PEs report it done, and an independent one never;
+    the lowest free slot is offered; the unit bit clears on a unit's finish."""
+    q = IssueQueue(slots=2, pes=2)
+    D = Store.DRF.value
+
+    async def bench(ctx):
+        def hazard(**regs):
+            v = {"rd0": {}, "rd1": {}, "rd2": {}, "wr": {}, "mrd": {}, "mwr": {}}
+            for k, idx in regs.items():
+                v[k] = {"en": 1, "store": D, "idx": idx}
+            ctx.set(q.hazard, v)
+
+        assert ctx.get(q.slot) == 0 and ctx.get(q.drained)
+        hazard(wr=5)
+        ctx.set(q.take, 1)
+        ctx.set(q.take_pending, 0b011)
+        await ctx.tick()
+        ctx.set(q.take, 0)
+        assert ctx.get(q.slot) == 1 and not ctx.get(q.drained) and ctx.get(q.any_free)
+        hazard(rd0=5)
+        assert ctx.get(q.dep)
+        hazard(rd0=6)
+        assert not ctx.get(q.dep)
+        hazard(rd1=5)
+        for p in (0, 1):
+            ctx.set(q.pe_done[p].valid, 1)
+            ctx.set(q.pe_done[p].tag, 0)
+            assert ctx.get(q.dep)           # cleared at the end of the cycle: no bypass
+            await ctx.tick()
+            ctx.set(q.pe_done[p].valid, 0)
+        assert not ctx.get(q.dep) and ctx.get(q.drained) and ctx.get(q.slot) == 0
+        ctx.set(q.take, 1)
+        ctx.set(q.take_pending, 0b100)       # a vault-unit instruction
+        await ctx.tick()
+        ctx.set(q.take, 0)
+        ctx.set(q.unit_done[2].valid, 1)
+        ctx.set(q.unit_done[2].tag, 0)
+        assert not ctx.get(q.drained)
+        await ctx.tick()
+        ctx.set(q.unit_done[2].valid, 0)
+        assert ctx.get(q.drained)
+
+    simulate(q, bench)
+
+
+def test_vault_units_latency_and_output_registers(simulate):
+    """The units on their own: a ``seti_crf`` writes the CtrlRF at the end of its
+    ``t_alu``-th cycle and reports its slot then; a ``seti_vsm`` waits in its register
+    (``seti_ready`` low) until the VSM takes it, and reports its slot in that cycle."""
+    u = VaultUnits(tag_bits=3, crf_entries=16, vsm_bits=8, t_alu=3)
+
+    async def bench(ctx):
+        ctx.set(u.instr.as_value(), encode(Instr(Opcode.SETI_CRF, dst=5, imm=77)))
+        ctx.set(u.tag, 2)
+        ctx.set(u.go, 1)
+        await ctx.tick()
+        ctx.set(u.go, 0)
+        assert not ctx.get(u.crf_we) and not ctx.get(u.alu_done.valid)
+        await ctx.tick()
+        assert ctx.get(u.crf_we) and ctx.get(u.crf_addr) == 5 and ctx.get(u.crf_data) == 77
+        assert ctx.get(u.alu_done.valid) and ctx.get(u.alu_done.tag) == 2
+        await ctx.tick()
+        assert not ctx.get(u.crf_we)
+
+        ctx.set(u.instr.as_value(), encode(Instr(Opcode.SETI_VSM, vsm=9, imm=3,
+                                                 vec_mask=0b0101)))
+        ctx.set(u.tag, 6)
+        ctx.set(u.go, 1)
+        assert ctx.get(u.seti_ready)
+        await ctx.tick()
+        ctx.set(u.go, 0)
+        for _ in range(3):          # the VSM refuses: the write waits
+            assert ctx.get(u.vsm.valid) and not ctx.get(u.seti_ready)
+            assert not ctx.get(u.seti_done.valid)
+            await ctx.tick()
+        ctx.set(u.vsm.ready, 1)
+        assert ctx.get(u.seti_ready) and ctx.get(u.seti_done.valid)
+        assert ctx.get(u.seti_done.tag) == 6 and ctx.get(u.vsm.addr) == 9
+        assert ctx.get(u.vsm.wdata) == 3 * 0x0000_0001_0000_0001_0000_0001_0000_0001
+        assert ctx.get(u.vsm.wmask) == 0b0101
+        await ctx.tick()
+        assert not ctx.get(u.vsm.valid)
+
+    simulate(u, bench)

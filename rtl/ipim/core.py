@@ -11,6 +11,7 @@ back to back (IPC 1).
 
 Issued-instruction queue
 ------------------------
+(:class:`~pimforge.rtl.ipim.issue_queue.IssueQueue`, with the dependency check.)
 ``inst_queue`` slots; a slot holds the decoded hazard resources of one issued
 instruction and its outstanding bits: one per PE of ``simb_mask`` (PEs beyond
 ``pes`` are ignored) plus one for a vault-level unit. A PE's ``done`` with the
@@ -129,7 +130,7 @@ counter_bits : int
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -144,11 +145,10 @@ from .bus import (
     SPMPortSignature,
     SyncSignature,
 )
+from .core_units import VaultUnits, req_layout
 from .isa import (
-    DRAM_BITS,
     INSTRUCTION,
     ISA_VERSION,
-    LANES,
     MASK_BITS,
     PE_OPS,
     REG_BITS,
@@ -160,6 +160,7 @@ from .isa import (
     Store,
     format_of,
 )
+from .issue_queue import HAZARD, IssueQueue
 
 __all__ = ["ControlCore", "from_config", "req_layout", "reply_layout", "landed_signature",
            "HAZARD",
@@ -190,24 +191,11 @@ COUNTER_NAMES = (("cycles", "issued", *STALLS)
                  + tuple(f"issued_{c}" for c in OPCODE_CLASSES)
                  + tuple(f"busy_{u}" for u in BUSY_UNITS))
 
-_REG = data.StructLayout({"en": 1, "store": 3, "idx": REG_BITS})
-_MEM = data.StructLayout({"en": 1, "store": 3, "whole": 1, "addr": DRAM_BITS})
-#: Decoded hazard resources of one instruction (see the module docstring).
-HAZARD = data.StructLayout({"rd0": _REG, "rd1": _REG, "rd2": _REG, "wr": _REG,
-                            "mrd": _MEM, "mwr": _MEM})
-
 # PE_OPS in opcode order: iterating the frozenset would order the generated
 # Verilog by string hashes, which change from run to run (and defeat the build cache).
 _PE_OPS = tuple(sorted(PE_OPS, key=lambda o: o.value))
 # Vault-level opcodes that hold a slot until their unit finishes.
 _UNIT_SLOT_OPS = (Opcode.SETI_VSM, Opcode.REQ, Opcode.CALC_CRF, Opcode.SETI_CRF)
-
-
-def req_layout(tag_bits: int) -> data.StructLayout:
-    """Payload of a ``req`` leaving on ``nic_req``: the remote bank line to read and
-    where its reply goes (``vsm``, ``tag`` echoed by the reply)."""
-    return data.StructLayout({"chip": 4, "vault": 6, "pg": 4, "pe": 4, "dram": DRAM_BITS,
-                              "vsm": SPM_BITS, "tag": tag_bits})
 
 
 def reply_layout(tag_bits: int) -> data.StructLayout:
@@ -220,46 +208,6 @@ def landed_signature(tag_bits: int) -> wiring.Signature:
     """The VSM's report that the reply of ``req`` *tag* is written (VSM side):
     ``valid`` one cycle per reply, ``tag``. No back-pressure."""
     return wiring.Signature({"valid": Out(1), "tag": Out(tag_bits)})
-
-
-def _int_alu(m: Module, op, a, b, name: str):
-    """The 32-bit integer ALU of CALC_ARF/CALC_CRF (semantics in isa.py)."""
-    res = Signal(32, name=f"{name}_res")
-    bs = b.as_signed()
-    nb = Signal(signed(34), name=f"{name}_nb")
-    m.d.comb += nb.eq(-bs)
-    k = Signal(range(33), name=f"{name}_k")        # CROP width, b clamped to 0..32
-    m.d.comb += k.eq(Mux(bs < 0, 0, Mux(bs > 32, 32, b[:6])))
-    lo_mask = Signal(33, name=f"{name}_lo")
-    m.d.comb += lo_mask.eq((Const(1, 33) << k) - 1)
-    kc = Signal(range(33), name=f"{name}_kc")
-    m.d.comb += kc.eq(32 - k)
-    hi_keep = Signal(33, name=f"{name}_hi")
-    m.d.comb += hi_keep.eq((Const(1, 33) << kc) - 1)
-    with m.Switch(op):
-        with m.Case(AluOp.ADD):
-            m.d.comb += res.eq(a + b)
-        with m.Case(AluOp.SUB):
-            m.d.comb += res.eq(a - b)
-        with m.Case(AluOp.MUL):
-            m.d.comb += res.eq(a * b)
-        with m.Case(AluOp.SHIFT):
-            with m.If(bs >= 0):
-                m.d.comb += res.eq(Mux(bs >= 32, 0, a << b[:5]))
-            with m.Else():
-                m.d.comb += res.eq(Mux(nb >= 32, Mux(a[31], 0xFFFF_FFFF, 0),
-                                       a.as_signed() >> nb[:5]))
-        with m.Case(AluOp.AND):
-            m.d.comb += res.eq(a & b)
-        with m.Case(AluOp.OR):
-            m.d.comb += res.eq(a | b)
-        with m.Case(AluOp.XOR):
-            m.d.comb += res.eq(a ^ b)
-        with m.Case(AluOp.CROP_LSB):
-            m.d.comb += res.eq(a & lo_mask[:32])
-        with m.Case(AluOp.CROP_MSB):
-            m.d.comb += res.eq(a & ~hi_keep[:32])
-    return res
 
 
 def _decode_hazards(m: Module, ins) -> data.View:
@@ -346,27 +294,12 @@ def _decode_hazards(m: Module, ins) -> data.View:
     return hz
 
 
-def _reg_match(x, y):
-    return x.en & y.en & (x.store == y.store) & (x.idx == y.idx)
-
-
-def _mem_match(x, y):
-    return (x.en & y.en & (x.store == y.store)
-            & (x.whole | y.whole | (x.addr == y.addr)))
-
-
-def _conflict(new, old):
-    """RAW, WAR or WAW between the issuing instruction *new* and an older one."""
-    raw = _reg_match(new.rd0, old.wr) | _reg_match(new.rd1, old.wr) \
-        | _reg_match(new.rd2, old.wr) | _mem_match(new.mrd, old.mwr)
-    war = _reg_match(new.wr, old.rd0) | _reg_match(new.wr, old.rd1) \
-        | _reg_match(new.wr, old.rd2) | _mem_match(new.mwr, old.mrd)
-    waw = _reg_match(new.wr, old.wr) | _mem_match(new.mwr, old.mwr)
-    return raw | war | waw
-
-
 class ControlCore(wiring.Component):
     """Control core of one vault (see the module docstring).
+
+    Assembled from the :class:`~pimforge.rtl.ipim.issue_queue.IssueQueue` and the
+    :class:`~pimforge.rtl.ipim.core_units.VaultUnits` (``seti_vsm``, ``req``, the
+    CtrlRF's ALU); fetch, the CtrlRF, the issue decision and the counters are its own.
 
     Parameters
     ----------
@@ -492,20 +425,11 @@ class ControlCore(wiring.Component):
         ]
 
         # ---- issued-instruction queue ---------------------------------------------
-        pending = [Signal(P + 1, name=f"slot{s}_pending") for s in range(Q)]
-        hazard = [Signal(HAZARD, name=f"slot{s}_hazard") for s in range(Q)]
-        busy = Cat(*(p.any() for p in pending))
-        free = Signal(Q)
-        m.d.comb += free.eq(~busy)
-        slot = Signal(range(Q))         # lowest free slot
-        for s in reversed(range(Q)):
-            with m.If(free[s]):
-                m.d.comb += slot.eq(s)
-        drained = ~busy.any()
-
+        q = m.submodules.queue = IssueQueue(slots=Q, pes=P)
+        slot, drained = q.slot, q.drained
         hz = _decode_hazards(m, ins)
-        dep = Signal()
-        m.d.comb += dep.eq(Cat(*(busy[s] & _conflict(hz, hazard[s]) for s in range(Q))).any())
+        m.d.comb += q.hazard.eq(hz)
+        dep = q.dep
 
         mask = Signal(P)
         is_pe_op = Signal()
@@ -519,20 +443,20 @@ class ControlCore(wiring.Component):
         is_unit_op = Signal()
         m.d.comb += is_unit_op.eq(Cat(*(op == o for o in slot_ops)).any())
         needs_slot = (is_pe_op & mask.any()) | is_unit_op
-        full = needs_slot & ~free.any()
+        full = needs_slot & ~q.any_free
         pes_ready = Cat(*(~mask[p] | self.pe[p].ready for p in range(P))).all()
 
-        # One-entry output registers of seti_vsm and req; the ALU pipeline.
-        seti_v, seti_tag = Signal(), Signal(self.tag_bits)
-        req_v, req_tag = Signal(), Signal(self.tag_bits)
+        units = m.submodules.units = VaultUnits(
+            tag_bits=self.tag_bits, crf_entries=self.crf_entries, vsm_bits=self.vsm_bits,
+            t_vsm=self.vsm.signature.latency, t_alu=self.t_alu)
         unit_ready = Signal()
         with m.Switch(op):
             with m.Case(*_PE_OPS):
                 m.d.comb += unit_ready.eq(pes_ready)
             with m.Case(Opcode.SETI_VSM):
-                m.d.comb += unit_ready.eq(~seti_v | self.vsm.ready)
+                m.d.comb += unit_ready.eq(units.seti_ready)
             with m.Case(Opcode.REQ):
-                m.d.comb += unit_ready.eq(~req_v | self.nic_req.ready)
+                m.d.comb += unit_ready.eq(units.req_ready)
             with m.Case(Opcode.SYNC):
                 m.d.comb += unit_ready.eq(drained & self.sync.proceed)
             with m.Case(Opcode.HALT):
@@ -578,59 +502,22 @@ class ControlCore(wiring.Component):
                          port.tag.eq(slot)]
 
         # ---- vault units ---------------------------------------------------------
-        # seti_vsm: imm on every lane, vec_mask as the lane write mask.
-        sv = ins.args.seti_vsm
-        with m.If(self.vsm.valid & self.vsm.ready):
-            m.d.sync += seti_v.eq(0)
-        with m.If(fire & (op == Opcode.SETI_VSM)):
-            m.d.sync += [seti_v.eq(1), seti_tag.eq(slot), self.vsm.addr.eq(sv.vsm),
-                         self.vsm.wdata.eq(Cat(*([sv.imm] * LANES))),
-                         self.vsm.wmask.eq(sv.vec_mask)]
-        m.d.comb += [self.vsm.valid.eq(seti_v), self.vsm.we.eq(1)]
-        seti_done = self.vsm.valid & self.vsm.ready
-
-        rq = ins.args.req
-        with m.If(self.nic_req.valid & self.nic_req.ready):
-            m.d.sync += req_v.eq(0)
-        with m.If(fire & (op == Opcode.REQ)):
-            m.d.sync += [req_v.eq(1), req_tag.eq(slot)]
-            m.d.sync += [self.nic_req.payload[n].eq(rq[n])
-                         for n in ("chip", "vault", "pg", "pe", "dram", "vsm")]
-            m.d.sync += self.nic_req.payload.tag.eq(slot)
-        m.d.comb += self.nic_req.valid.eq(req_v)
-
-        # CtrlRF ALU: the result is computed at issue and written at the end of the
-        # t_alu-th cycle (the issue cycle is the first), through t_alu - 1 registers.
-        cc = ins.args.calc_crf
-        alu = _int_alu(m, cc.op, crf_a.data, crf_b.data, "crf_alu")
-        is_seti_crf = op == Opcode.SETI_CRF
-        a_v = [fire & ((op == Opcode.CALC_CRF) | is_seti_crf)]
-        a_d = [Mux(is_seti_crf, ins.args.seti_crf.dst, cc.dst)[:cb]]
-        a_r = [Mux(is_seti_crf, ins.args.seti_crf.imm, alu)]
-        a_t = [slot]
-        for i in range(1, self.t_alu):
-            v, d = Signal(name=f"alu_v{i}"), Signal(cb, name=f"alu_dst{i}")
-            r, t = Signal(32, name=f"alu_res{i}"), Signal(self.tag_bits, name=f"alu_tag{i}")
-            m.d.sync += [v.eq(a_v[-1]), d.eq(a_d[-1]), r.eq(a_r[-1]), t.eq(a_t[-1])]
-            a_v.append(v)
-            a_d.append(d)
-            a_r.append(r)
-            a_t.append(t)
-        m.d.comb += [crf_w.en.eq(a_v[-1]), crf_w.addr.eq(a_d[-1]), crf_w.data.eq(a_r[-1])]
-        alu_done = a_v[-1] if self.t_alu > 1 else 0
+        m.d.comb += [units.go.eq(fire), units.instr.eq(ins), units.tag.eq(slot),
+                     units.crf_a.eq(crf_a.data), units.crf_b.eq(crf_b.data),
+                     crf_w.en.eq(units.crf_we), crf_w.addr.eq(units.crf_addr),
+                     crf_w.data.eq(units.crf_data)]
+        wiring.connect(m, wiring.flipped(self.vsm), units.vsm)
+        wiring.connect(m, wiring.flipped(self.nic_req), units.nic_req)
 
         # ---- slot bookkeeping ----------------------------------------------------
-        for s in range(Q):
-            clr = Signal(P + 1, name=f"slot{s}_clr")
-            m.d.comb += clr[U].eq((seti_done & (seti_tag == s))
-                                  | (alu_done & (a_t[-1] == s))
-                                  | (self.landed.valid & (self.landed.tag == s)))
-            for p in range(P):
-                m.d.comb += clr[p].eq(self.pe[p].done & (self.pe[p].done_tag == s))
-            with m.If(fire & needs_slot & (slot == s)):
-                m.d.sync += [pending[s].eq(Mux(is_pe_op, mask, 1 << U)), hazard[s].eq(hz)]
-            with m.Else():
-                m.d.sync += pending[s].eq(pending[s] & ~clr)
+        m.d.comb += [q.take.eq(fire & needs_slot), q.take_pending.eq(Mux(is_pe_op, mask, 1 << U))]
+        for p in range(P):
+            m.d.comb += [q.pe_done[p].valid.eq(self.pe[p].done),
+                         q.pe_done[p].tag.eq(self.pe[p].done_tag)]
+        wiring.connect(m, units.seti_done, q.unit_done[0])
+        wiring.connect(m, units.alu_done, q.unit_done[1])
+        m.d.comb += [q.unit_done[2].valid.eq(self.landed.valid),
+                     q.unit_done[2].tag.eq(self.landed.tag)]
 
         # ---- counters ------------------------------------------------------------
         ctr = self.perf

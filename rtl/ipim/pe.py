@@ -3,30 +3,24 @@ bank's in-DRAM memory controller, executing the SIMB instructions of :data:`.isa
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.hdl import Module
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ..mem.port import PE as CLS_PE
 from ..mem.port import Cmd, CmdSignature, DRAMArraySignature
 from ..mem.timing import Timing, resolve_timing
-from ..mem.vault_ctrl import VaultController
 from ..params import check, check_choice, check_int, check_pow2
 from .bus import BUSY_LAYOUT, VECTOR_BITS, IssueSignature, RemoteBankSignature, SPMPortSignature
-from .int_alu import IntALU
-from .isa import DRAM_BITS, INSTRUCTION, LANES, REG_BITS, RESERVED_ARF, SPM_BITS, Opcode
+from .isa import DRAM_BITS, REG_BITS, SPM_BITS
+from .pe_bank import PEBankPath
+from .pe_completion import PECompletion
+from .pe_dispatch import PEDispatch
+from .pe_fixed import PEFixedPath
+from .pe_spm_engine import PESpmEngine
 from .simd import SIMDUnit
 
 __all__ = ["SIMBPE", "from_config"]
-
-# Kinds of a bank request slot (_REMOTE: a read for the ``remote`` port, not an instruction).
-_LD_RF, _ST_RF, _LD_PGSM, _ST_PGSM, _REMOTE = range(5)
-# Kinds of a fixed-latency completion.
-_W_SIMD, _W_DRF, _W_ARF, _W_NONE = range(4)
-# Scratchpad engine states and jobs.
-_IDLE, _REQ, _WAIT, _FIN, _BREQ = range(5)
-_J_RD, _J_WR, _J_STP, _J_LDP = range(4)   # rd/wr_{pgsm,vsm}; st_pgsm; ld_pgsm (bank data in)
 
 
 class SIMBPE(wiring.Component):
@@ -47,6 +41,14 @@ class SIMBPE(wiring.Component):
       outstanding, served out of order where the scheduler finds row hits;
     * the scratchpad engine -- ``rd/wr_pgsm``, ``rd/wr_vsm``, the PGSM read of
       ``st_pgsm`` and the PGSM write of ``ld_pgsm``, one access at a time.
+
+    Parts. The decode register and the register files are
+    :class:`~pimforge.rtl.ipim.pe_dispatch.PEDispatch`, the fixed-latency path
+    :class:`~pimforge.rtl.ipim.pe_fixed.PEFixedPath`, the bank path
+    :class:`~pimforge.rtl.ipim.pe_bank.PEBankPath`, the scratchpad engine
+    :class:`~pimforge.rtl.ipim.pe_spm_engine.PESpmEngine` and the completion
+    port :class:`~pimforge.rtl.ipim.pe_completion.PECompletion`, joined by
+    streams; the PE adds its counters.
 
     Remote reads. A read of the bank taken on ``remote`` (another vault's
     ``req``, Sec. IV-D: "the remote vault adds this request to the DRAM request
@@ -246,14 +248,16 @@ class SIMBPE(wiring.Component):
         self.dram_queue = dram_queue
         # The parts are built in elaborate (a PE that is never elaborated leaves no
         # unused parts behind); their parameters are checked here.
-        self._simd_kw = {"t_add": t_add, "t_mul": t_mul, "t_mac": t_mac, "t_logic": t_logic}
-        simd_lat = SIMDUnit.latencies_of(**self._simd_kw)
-        self._ctrl_kw = {
-            "timing": timing, "banks": 1, "rows": bank_vectors // row_vectors,
-            "columns": row_vectors, "queue_depth": dram_queue,
-            "tag_bits": max(1, ceil_log2(dram_queue)), "scheduler": scheduler,
-            "page_policy": page_policy, "block_bytes": VECTOR_BITS // 8, "act_gate": True,
-            "col_gate": self.tsv_gate, "path_latency": bank_path_latency}
+        self._fixed_kw = {"tag_bits": tag_bits, "t_add": t_add, "t_mul": t_mul, "t_mac": t_mac,
+                          "t_logic": t_logic, "t_alu": t_alu, "t_arf": t_arf, "t_drf": t_drf}
+        simd_lat = SIMDUnit.latencies_of(t_add=t_add, t_mul=t_mul, t_mac=t_mac,
+                                         t_logic=t_logic)
+        self._bank_kw = {
+            "tag_bits": tag_bits, "remote_tag_bits": remote_tag_bits, "timing": timing,
+            "rows": bank_vectors // row_vectors, "columns": row_vectors, "queue": dram_queue,
+            "scheduler": scheduler, "page_policy": page_policy, "col_gate": self.tsv_gate,
+            "path_latency": bank_path_latency}
+        self.pgsm_latency, self.vsm_latency = pgsm_latency, vsm_latency
         self.rows, self.columns = bank_vectors // row_vectors, row_vectors
         row_bits, col_bits = ceil_log2(self.rows), ceil_log2(self.columns)
         self.pgsm_bits = max(1, ceil_log2(pgsm_lines))
@@ -282,336 +286,59 @@ class SIMBPE(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        simd = m.submodules.simd = SIMDUnit(**self._simd_kw)
-        ctrl = m.submodules.ctrl = VaultController(**self._ctrl_kw)
-        wiring.connect(m, wiring.flipped(self.arr), ctrl.arr)
-        wiring.connect(m, wiring.flipped(self.cmd), ctrl.cmd)
-        m.d.comb += [self.act_want.eq(ctrl.act_want), ctrl.act_ok.eq(self.act_ok)]
+        dsp = m.submodules.dispatch = PEDispatch(tag_bits=self.tag_bits,
+                                                 drf_entries=self.drf_entries,
+                                                 arf_entries=self.arf_entries)
+        fixed = m.submodules.fixed = PEFixedPath(**self._fixed_kw)
+        bank = m.submodules.bank = PEBankPath(**self._bank_kw)
+        engine = m.submodules.engine = PESpmEngine(
+            tag_bits=self.tag_bits, slot_bits=max(1, ceil_log2(self.dram_queue)),
+            pgsm_bits=self.pgsm_bits, vsm_bits=self.vsm_bits,
+            pgsm_latency=self.pgsm_latency, vsm_latency=self.vsm_latency)
+        cpl = m.submodules.completion = PECompletion(tag_bits=self.tag_bits)
+
+        wiring.connect(m, wiring.flipped(self.issue), dsp.issue)
+        m.d.comb += [dsp.pe_id.eq(self.pe_id), dsp.pg_id.eq(self.pg_id),
+                     dsp.vault_id.eq(self.vault_id), dsp.chip_id.eq(self.chip_id)]
+        wiring.connect(m, dsp.fixed, fixed.instr)
+        wiring.connect(m, dsp.bank, bank.instr)
+        wiring.connect(m, dsp.spm, engine.instr)
+        wiring.connect(m, engine.reserve, bank.reserve)
+        m.d.comb += engine.slot.eq(bank.slot)      # the slot that a reservation takes
+        wiring.connect(m, engine.write, bank.write)
+        wiring.connect(m, bank.ldp, engine.ldp)
+        wiring.connect(m, fixed.done, cpl.fixed)
+        wiring.connect(m, engine.done, cpl.engine)
+        wiring.connect(m, bank.done, cpl.bank)
+        wiring.connect(m, cpl.done, dsp.complete)
+        wiring.connect(m, wiring.flipped(self.pgsm), engine.pgsm)
+        wiring.connect(m, wiring.flipped(self.vsm), engine.vsm)
+        wiring.connect(m, wiring.flipped(self.remote), bank.remote)
+        wiring.connect(m, wiring.flipped(self.arr), bank.arr)
+        wiring.connect(m, wiring.flipped(self.cmd), bank.cmd)
+        m.d.comb += [self.act_want.eq(bank.act_want), bank.act_ok.eq(self.act_ok)]
         if self.tsv_gate:
-            m.d.comb += [self.col_want.eq(ctrl.col_want), ctrl.col_ok.eq(self.col_ok)]
-        iss = self.issue
-        V = VECTOR_BITS
-        ND, NA = self.drf_entries, self.arf_entries
-        dbits, abits = ceil_log2(ND), ceil_log2(NA)
+            m.d.comb += [self.col_want.eq(bank.col_want), bank.col_ok.eq(self.col_ok)]
 
-        # ---- storage ---------------------------------------------------------------
-        drf = Array(Signal(V, name=f"drf{i}") for i in range(ND))
-        arf_regs = [Signal(32, name=f"arf{i}") for i in range(RESERVED_ARF, NA)]
-        ids = [self.pe_id, self.pg_id, self.vault_id, self.chip_id]
-        arf = Array([*(Signal(32, name=f"arf_id{i}") for i in range(RESERVED_ARF)),
-                     *arf_regs])
-        for i, v in enumerate(ids):
-            m.d.comb += arf[i].eq(v)
-
-        # ---- decode register -------------------------------------------------------
-        cur = Signal(INSTRUCTION)
-        cur_v = Signal()
-        cur_tag = Signal(self.tag_bits)
-        dispatch = Signal()
-        m.d.comb += iss.ready.eq(~cur_v | dispatch)
-        with m.If(iss.valid & iss.ready):
-            m.d.sync += [cur_v.eq(1), cur.eq(iss.instr), cur_tag.eq(iss.tag)]
-        with m.Elif(dispatch):
-            m.d.sync += cur_v.eq(0)
-
-        opc = cur.opcode
-        a = cur.args
-        is_ = {o: cur_v & (opc == o) for o in Opcode}
-
-        # Operand fields whose place depends on the format.
-        f_drf = Signal(REG_BITS)
-        f_dram = Signal(24)
-        f_dram_ind = Signal()
-        f_spm = Signal(SPM_BITS)
-        f_spm_ind = Signal()
-        with m.Switch(opc):
-            with m.Case(Opcode.LD_RF, Opcode.ST_RF):
-                m.d.comb += [f_drf.eq(a.rf_bank.drf), f_dram.eq(a.rf_bank.dram),
-                             f_dram_ind.eq(a.rf_bank.dram_ind)]
-            with m.Case(Opcode.LD_PGSM, Opcode.ST_PGSM):
-                m.d.comb += [f_dram.eq(a.pgsm_bank.dram), f_dram_ind.eq(a.pgsm_bank.dram_ind),
-                             f_spm.eq(a.pgsm_bank.pgsm), f_spm_ind.eq(a.pgsm_bank.pgsm_ind)]
-            with m.Case(Opcode.RD_PGSM, Opcode.WR_PGSM):
-                m.d.comb += [f_drf.eq(a.rf_pgsm.drf), f_spm.eq(a.rf_pgsm.pgsm),
-                             f_spm_ind.eq(a.rf_pgsm.pgsm_ind)]
-            with m.Case(Opcode.RD_VSM, Opcode.WR_VSM):
-                m.d.comb += [f_drf.eq(a.rf_vsm.drf), f_spm.eq(a.rf_vsm.vsm),
-                             f_spm_ind.eq(a.rf_vsm.vsm_ind)]
-            with m.Case(Opcode.MOV_DRF, Opcode.MOV_ARF):
-                m.d.comb += f_drf.eq(a.mov.drf)
-            with m.Case(Opcode.RESET):
-                m.d.comb += f_drf.eq(a.reset.drf)
-
-        # Register reads of the dispatch cycle.
-        comp, calc, mov = a.comp, a.calc, a.mov
-        d_src1, d_src2 = drf[comp.src1[:dbits]], drf[comp.src2[:dbits]]
-        d_dst = drf[comp.dst[:dbits]]
-        d_op = drf[f_drf[:dbits]]
-        a_src1, a_src2 = arf[calc.src1[:abits]], arf[calc.src2[:abits]]
-        a_mov = arf[mov.arf[:abits]]
-        a_dram = arf[f_dram[:abits]]
-        a_spm = arf[f_spm[:abits]]
-        dram_addr = Signal(24)
-        spm_addr = Signal(SPM_BITS)
-        m.d.comb += [dram_addr.eq(Mux(f_dram_ind, a_dram, f_dram)),
-                     spm_addr.eq(Mux(f_spm_ind, a_spm, f_spm))]
-        lanes = Array(d_op[32 * i:32 * i + 32] for i in range(LANES))
-        mov_lane = Signal(32)
-        m.d.comb += mov_lane.eq(lanes[mov.lane])
-
-        # ---- fixed-latency paths and their completion reservation line -------------
-        L = self.max_latency
-        entry = data.StructLayout({"valid": 1, "kind": 2, "tag": self.tag_bits,
-                                   "idx": REG_BITS, "mask": LANES, "data": V})
-        line = [Signal(entry, name=f"resv{k}") for k in range(L)]
-        bank_op = is_[Opcode.LD_RF] | is_[Opcode.ST_RF] | is_[Opcode.LD_PGSM]
-        spm_op = is_[Opcode.RD_PGSM] | is_[Opcode.WR_PGSM] | is_[Opcode.RD_VSM] | \
-            is_[Opcode.WR_VSM] | is_[Opcode.ST_PGSM]
-        # Everything else finishes at a fixed latency (an opcode outside PE_OPS, which
-        # the core never sends, finishes after one cycle doing nothing).
-        fixed = cur_v & ~bank_op & ~spm_op
-        lat = Signal(range(L + 1))
-        new = Signal(entry)
-        alu = m.submodules.alu = IntALU()
-        m.d.comb += [alu.op.eq(calc.op), alu.a.eq(a_src1), alu.b.eq(a_src2), alu.c.eq(0)]
-        srcs_a = Array(d_src1[32 * i:32 * i + 32] for i in range(LANES))
-        bcast = Signal(32)
-        m.d.comb += bcast.eq(srcs_a[comp.lane])
-        m.d.comb += [simd.op.eq(comp.op), simd.dtype.eq(comp.dtype),
-                     simd.a.eq(Mux(comp.mode, Cat(bcast, bcast, bcast, bcast), d_src1)),
-                     simd.b.eq(d_src2), simd.d.eq(d_dst)]
-        # (valid from a signal: a constant bit assigned alone becomes an ``always @*`` with
-        # nothing to wait on, which Verilator never runs.)
-        m.d.comb += [new.valid.eq(cur_v), new.tag.eq(cur_tag)]
-        with m.Switch(opc):
-            with m.Case(Opcode.COMP):
-                m.d.comb += [lat.eq(simd.lat), new.kind.eq(_W_SIMD), new.idx.eq(comp.dst),
-                             new.mask.eq(comp.vec_mask)]
-            with m.Case(Opcode.CALC_ARF):
-                m.d.comb += [lat.eq(self.t_alu), new.kind.eq(_W_ARF), new.idx.eq(calc.dst),
-                             new.data.eq(alu.result)]
-            with m.Case(Opcode.MOV_ARF):
-                m.d.comb += [lat.eq(self.t_arf), new.kind.eq(_W_ARF), new.idx.eq(mov.arf),
-                             new.data.eq(mov_lane)]
-            with m.Case(Opcode.MOV_DRF):
-                m.d.comb += [lat.eq(self.t_drf), new.kind.eq(_W_DRF), new.idx.eq(mov.drf),
-                             new.mask.eq(1 << mov.lane),
-                             new.data.eq(Cat(a_mov, a_mov, a_mov, a_mov))]
-            with m.Case(Opcode.RESET):
-                m.d.comb += [lat.eq(self.t_drf), new.kind.eq(_W_DRF), new.idx.eq(f_drf),
-                             new.mask.eq(0b1111), new.data.eq(0)]
-            with m.Default():
-                m.d.comb += [lat.eq(1), new.kind.eq(_W_NONE)]
-        taken = Array([*(s.valid for s in line), Const(0, 1)])
-        fixed_go = Signal()
-        m.d.comb += fixed_go.eq(fixed & ~taken[lat])
-        m.d.comb += simd.in_valid.eq(fixed_go & is_[Opcode.COMP])
-        for k in range(L):
-            nxt = line[k + 1] if k + 1 < L else Const(0, entry.size)
-            with m.If(fixed_go & (lat == k + 1)):
-                m.d.sync += line[k].eq(new)
-            with m.Else():
-                m.d.sync += line[k].eq(nxt)
-        head = line[0]
-
-        # ---- bank path -------------------------------------------------------------
-        NS = self.dram_queue
-        sbits = max(1, ceil_log2(NS))
-        # ``tag``: the issue tag of an instruction's slot, the remote tag of a remote read.
-        slot_l = data.StructLayout({"kind": 3, "tag": max(self.tag_bits, self.remote_tag_bits),
-                                    "idx": REG_BITS, "spm": SPM_BITS})
-        slots = Array(Signal(slot_l, name=f"bslot{i}") for i in range(NS))
-        used = Signal(NS)
-        free_idx = Signal(sbits)
-        any_free = Signal()
-        for i in reversed(range(NS)):
-            with m.If(~used[i]):
-                m.d.comb += [free_idx.eq(i), any_free.eq(1)]
-        req, resp = ctrl.bus.req, ctrl.bus.resp
-        col_bits = ceil_log2(ctrl.columns)
-        row_bits = ceil_log2(ctrl.rows)
-
-        # Scratchpad engine registers (declared here: its bank write has priority).
-        e_state = Signal(range(5))
-        e_vsm = Signal()
-        e_we = Signal()
-        e_addr = Signal(SPM_BITS)
-        e_data = Signal(V)
-        e_job = Signal(2)
-        e_tag = Signal(self.tag_bits)
-        e_idx = Signal(REG_BITS)
-        e_dram = Signal(24)
-        e_breq = e_state == _BREQ
-
-        e_slot = Signal(sbits)
-        # A remote read waits in a one-entry register before the queue: were the port's
-        # valid to take part in this cycle's choice, it would reach ``issue.ready``
-        # (through the dispatch of the PE's own bank instruction) combinationally.
-        rmt = self.remote
-        p_v = Signal()
-        p_dram = Signal(DRAM_BITS)
-        p_tag = Signal(self.remote_tag_bits)
-        r_take = Signal()          # the pending remote read goes into the queue
-        m.d.comb += [r_take.eq(p_v & ~e_breq & any_free & req.ready),
-                     rmt.req.ready.eq(~p_v | r_take)]
-        with m.If(rmt.req.valid & rmt.req.ready):
-            m.d.sync += [p_v.eq(1), p_dram.eq(rmt.req.payload.dram),
-                         p_tag.eq(rmt.req.payload.tag)]
-        with m.Elif(r_take):
-            m.d.sync += p_v.eq(0)
-        b_we = Signal()
-        b_addr = Signal(24)
-        b_data = Signal(V)
-        b_slot = Signal(slot_l)
-        with m.If(e_breq):
-            m.d.comb += [b_we.eq(1), b_addr.eq(e_dram), b_data.eq(e_data),
-                         b_slot.kind.eq(_ST_PGSM), b_slot.tag.eq(e_tag)]
-            m.d.comb += req.payload.tag.eq(e_slot)
-        # On r_take only: the slot written at dispatch of an st_pgsm in a cycle when the
-        # queue refuses the remote read must be the st_pgsm's.
-        with m.Elif(r_take):
-            m.d.comb += [b_addr.eq(p_dram), b_slot.kind.eq(_REMOTE), b_slot.tag.eq(p_tag)]
-            m.d.comb += req.payload.tag.eq(free_idx)
-        with m.Else():
-            m.d.comb += [b_we.eq(is_[Opcode.ST_RF]), b_addr.eq(dram_addr), b_data.eq(d_op),
-                         b_slot.tag.eq(cur_tag), b_slot.idx.eq(f_drf), b_slot.spm.eq(spm_addr),
-                         b_slot.kind.eq(Mux(is_[Opcode.ST_RF], _ST_RF,
-                                            Mux(is_[Opcode.LD_PGSM], _LD_PGSM,
-                                                Mux(is_[Opcode.ST_PGSM], _ST_PGSM, _LD_RF))))]
-            m.d.comb += req.payload.tag.eq(free_idx)
-        m.d.comb += [
-            req.valid.eq(e_breq | ((p_v | bank_op) & any_free)),
-            req.payload.we.eq(b_we), req.payload.cls.eq(CLS_PE), req.payload.bank.eq(0),
-            req.payload.col.eq(b_addr[:col_bits]),
-            req.payload.row.eq(b_addr[col_bits:col_bits + row_bits]),
-            req.payload.data.eq(b_data),
-        ]
-        b_take = req.valid & req.ready
-        bank_go = Signal()
-        m.d.comb += bank_go.eq(b_take & ~e_breq & ~r_take)
-        set_used = Signal(NS)
-        clr_used = Signal(NS)
-        # A slot is taken by a bank request, or by st_pgsm at dispatch: its bank write
-        # comes after the PGSM read, and a slot held from the start means that it
-        # cannot wait behind ld_pgsm responses that wait for the engine. A remote read
-        # takes its slot when the queue takes it.
-        alloc = Signal()
-        with m.If(alloc):
-            m.d.sync += slots[free_idx].eq(b_slot)
-            m.d.comb += set_used.eq(1 << free_idx)
-
-        r_slot = slots[resp.payload.tag]
-        r_ldp = resp.valid & (r_slot.kind == _LD_PGSM)
-        r_rmt = resp.valid & (r_slot.kind == _REMOTE)
-        m.d.comb += [rmt.resp.valid.eq(r_rmt), rmt.resp.payload.tag.eq(r_slot.tag),
-                     rmt.resp.payload.data.eq(resp.payload.data)]
-
-        # ---- scratchpad engine -----------------------------------------------------
-        e_idle = e_state == _IDLE
-        spm_go = Signal()
-        # st_pgsm takes the free slot at dispatch: not in a cycle a remote read takes it.
-        m.d.comb += spm_go.eq(spm_op & e_idle & ~r_ldp &
-                              (~is_[Opcode.ST_PGSM] | (any_free & ~r_take)))
-        m.d.comb += alloc.eq(bank_go | r_take | (spm_go & is_[Opcode.ST_PGSM]))
-        take_ldp = Signal()
-        m.d.comb += take_ldp.eq(r_ldp & e_idle)
-        with m.If(take_ldp):
-            m.d.sync += [e_state.eq(_REQ), e_vsm.eq(0), e_we.eq(1), e_addr.eq(r_slot.spm),
-                         e_data.eq(resp.payload.data), e_job.eq(_J_LDP), e_tag.eq(r_slot.tag)]
-        with m.Elif(spm_go):
-            wr = is_[Opcode.WR_PGSM] | is_[Opcode.WR_VSM]
-            m.d.sync += [e_state.eq(_REQ),
-                         e_vsm.eq(is_[Opcode.RD_VSM] | is_[Opcode.WR_VSM]),
-                         e_we.eq(wr), e_addr.eq(spm_addr), e_data.eq(d_op), e_tag.eq(cur_tag),
-                         e_idx.eq(f_drf), e_dram.eq(dram_addr), e_slot.eq(free_idx),
-                         e_job.eq(Mux(wr, _J_WR, Mux(is_[Opcode.ST_PGSM], _J_STP, _J_RD)))]
-        for port, sel in ((self.pgsm, ~e_vsm), (self.vsm, e_vsm)):
-            m.d.comb += [port.valid.eq((e_state == _REQ) & sel), port.we.eq(e_we),
-                         port.addr.eq(e_addr), port.wdata.eq(e_data), port.wmask.eq(0b1111)]
-        p_ready = Mux(e_vsm, self.vsm.ready, self.pgsm.ready)
-        p_rvalid = Mux(e_vsm, self.vsm.rvalid, self.pgsm.rvalid)
-        p_rdata = Mux(e_vsm, self.vsm.rdata, self.pgsm.rdata)
-        with m.If((e_state == _REQ) & p_ready):
-            m.d.sync += e_state.eq(Mux(e_we, _FIN, _WAIT))
-        with m.If((e_state == _WAIT) & p_rvalid):
-            m.d.sync += [e_data.eq(p_rdata), e_state.eq(Mux(e_job == _J_STP, _BREQ, _FIN))]
-        with m.If(e_breq & b_take):
-            m.d.sync += e_state.eq(_IDLE)
-
-        # ---- completion port: reserved line head, then the engine, then the bank ----
-        e_fin = (e_state == _FIN) & ~head.valid
-        with m.If(e_fin):
-            m.d.sync += e_state.eq(_IDLE)
-        r_done = Signal()
-        m.d.comb += r_done.eq(resp.valid & ~r_ldp & ~r_rmt & ~head.valid & ~(e_state == _FIN))
-        r_served = Signal()
-        m.d.comb += r_served.eq(r_rmt & rmt.resp.ready)
-        m.d.comb += resp.ready.eq(take_ldp | r_done | r_served)
-        with m.If(resp.valid & resp.ready):
-            m.d.comb += clr_used.eq(1 << resp.payload.tag)
-        m.d.sync += used.eq((used | set_used) & ~clr_used)
-
-        w_en = Signal()
-        w_idx = Signal(REG_BITS)
-        w_mask = Signal(LANES)
-        w_data = Signal(V)
-        wa_en = Signal()
-        with m.If(head.valid):
-            m.d.comb += [iss.done.eq(1), iss.done_tag.eq(head.tag),
-                         w_en.eq(head.kind != _W_ARF), wa_en.eq(head.kind == _W_ARF),
-                         w_idx.eq(head.idx), w_mask.eq(head.mask),
-                         w_data.eq(Mux(head.kind == _W_SIMD, simd.result, head.data))]
-        with m.Elif(e_fin):
-            m.d.comb += [iss.done.eq(1), iss.done_tag.eq(e_tag),
-                         w_en.eq(e_job == _J_RD), w_idx.eq(e_idx), w_mask.eq(0b1111),
-                         w_data.eq(e_data)]
-        with m.Elif(r_done):
-            m.d.comb += [iss.done.eq(1), iss.done_tag.eq(r_slot.tag),
-                         w_en.eq(r_slot.kind == _LD_RF), w_idx.eq(r_slot.idx),
-                         w_mask.eq(0b1111), w_data.eq(resp.payload.data)]
-        for i in range(ND):
-            with m.If(w_en & (w_idx[:dbits] == i)):
-                for ln in range(LANES):
-                    with m.If(w_mask[ln]):
-                        m.d.sync += drf[i][32 * ln:32 * ln + 32].eq(w_data[32 * ln:32 * ln + 32])
-        for i, r in enumerate(arf_regs, RESERVED_ARF):
-            with m.If(wa_en & (w_idx[:abits] == i)):
-                m.d.sync += r.eq(w_data[:32])
-
-        # ---- dispatch --------------------------------------------------------------
-        m.d.comb += dispatch.eq(cur_v & (fixed_go | bank_go | spm_go))
-
-        # ---- observation -------------------------------------------------------------
-        alu_line = Signal(L)
-        for k in range(L):
-            nxt = alu_line[k + 1] if k + 1 < L else 0
-            m.d.sync += alu_line[k].eq(Mux(fixed_go & is_[Opcode.CALC_ARF] & (lat == k + 1),
-                                           1, nxt))
-        reads_drf = is_[Opcode.COMP] | is_[Opcode.ST_RF] | is_[Opcode.WR_PGSM] | \
-            is_[Opcode.WR_VSM] | is_[Opcode.MOV_ARF]
-        reads_arf = is_[Opcode.CALC_ARF] | is_[Opcode.MOV_DRF] | \
-            (f_dram_ind & (is_[Opcode.LD_RF] | is_[Opcode.ST_RF] | is_[Opcode.LD_PGSM] |
-                           is_[Opcode.ST_PGSM])) | (f_spm_ind & (spm_op | is_[Opcode.LD_PGSM]))
-        cmd = ctrl.cmd
+        cmd = self.cmd
         events = {
-            "simd": simd.busy, "alu": alu_line.any(),
-            "drf": (dispatch & reads_drf) | w_en, "arf": (dispatch & reads_arf) | wa_en,
+            "simd": fixed.simd_busy, "alu": fixed.alu_busy,
+            "drf": dsp.drf_used, "arf": dsp.arf_used,
             "rdwr": cmd.valid & ((cmd.kind == Cmd.RD) | (cmd.kind == Cmd.WR)),
             "act": cmd.valid & (cmd.kind == Cmd.ACT), "pre": cmd.valid & (cmd.kind == Cmd.PRE),
             "ref": cmd.valid & (cmd.kind == Cmd.REF),
-            "remote": r_served,
+            "remote": self.remote.resp.valid & self.remote.resp.ready,
         }
         for n, ev in events.items():
             c = getattr(self.perf, n)
             with m.If(ev):
                 m.d.sync += c.eq(c + 1)
-        m.d.comb += self.busy.eq(cur_v | Cat(s.valid for s in line).any() | ~e_idle |
-                                 p_v | used.any() | ctrl.busy)
+        m.d.comb += self.busy.eq(dsp.busy | fixed.busy | engine.busy | bank.busy)
         # The units busy this cycle, summed over the vault by the control core.
         m.d.comb += [self.units.simd.eq(events["simd"]), self.units.alu.eq(events["alu"]),
                      self.units.arf.eq(events["arf"]), self.units.drf.eq(events["drf"]),
                      self.units.pgsm.eq(self.pgsm.valid), self.units.vsm.eq(self.vsm.valid),
-                     self.units.bank.eq(ctrl.busy)]
+                     self.units.bank.eq(bank.ctrl_busy)]
         return m
 
 
