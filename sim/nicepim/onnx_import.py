@@ -78,6 +78,8 @@ def load_onnx(path: str | Path) -> tuple[Network, FloatParams]:
         raise OnnxImportError(f"{path}: not a readable ONNX model ({_first(e)})") from None
     except Exception as e:      # protobuf's DecodeError is not one of the above
         raise OnnxImportError(f"{path}: not a readable ONNX model ({_first(e)})") from None
+    if not model.graph.node:
+        raise OnnxImportError(f"{path}: not an ONNX model (it has no graph nodes)")
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem) or "onnx"
     return import_model(model, name, where=str(path))
 
@@ -254,7 +256,8 @@ class _Importer:
         inputs = [i for i in g.input if i.name not in self.const]
         if len(inputs) != 1:
             raise OnnxImportError(f"{self.where}: the model must have one input, not "
-                                  f"{len(inputs)} ({', '.join(i.name for i in inputs)})")
+                                  f"{len(inputs)}" + (f" ({', '.join(i.name for i in inputs)})"
+                                                      if inputs else ""))
         x = inputs[0].name
         shape = self.shapes.get(x, ())
         if len(shape) == 4 and None not in shape[1:] and shape[0] in (1, None):
