@@ -23,7 +23,7 @@ with MACs only), ``output.npy`` (int32, NKPQ: the RTL's raw accumulations, befor
 post-operation; for a layer on the host its raw result) and ``layer.json`` (``kind``,
 ``stride``, ``padding``, ``groups``, ``inputs`` (the layers it reads; ``input.npy`` is
 the first's output), the shapes, where it ran, and the post-operations applied before
-the next layer).
+the next layer; with ``--onnx`` the first is the ``bias`` added to the raw sums).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pimforge.gen.args import in_file, int_range, nonempty, out_dir, seed
-from pimforge.gen.errors import PimforgeError
+from pimforge.gen.errors import CapacityError, PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.gen.provenance import stamp
 
@@ -147,6 +147,10 @@ class DnnResult(WorkloadResult):
         else:
             lines.append(f"total (model): {t['mapper_latency_cycles_model']:,.0f} cycles, "
                          f"{t['mapper_energy_pj_model'] / 1e6:.3f} uJ")
+        for name, f in t.get("float_check", {}).items():
+            rel = "-" if f["relative_error"] is None else f"{100 * f['relative_error']:.1f}%"
+            lines.append(f"output {name} against the float model (onnx.reference): largest "
+                         f"error {f['max_abs_error']:.4g} of {f['max_abs_float']:.4g} ({rel})")
         return "\n".join(lines)
 
 
@@ -216,6 +220,28 @@ def run(args: argparse.Namespace, config) -> DnnResult:
         net, params = _onnx(args)
     else:
         net = scale_network(network(args.net), scale, args.layers)
+    try:
+        r = _run(args, config, net, scale, params)
+    except CapacityError as e:
+        if params is None:
+            raise
+        # the node's hint names --scale, which an ONNX model does not take
+        raise CapacityError(str(e).replace("use a larger --scale",
+                                           "use a smaller model, --layers N")) from None
+    totals = r.totals
+    if params is not None:
+        totals = totals | {"float_check": float_check(args.onnx, params, r.dequantized)}
+    if args.dump is not None:
+        for lr in r.layers:
+            _dump(args.dump, lr, config)
+    return DnnResult(network=net.name, config=config.name, mapper=r.mapping.mapper,
+                     scale=scale, scaled=r.scaled, engine=r.engine, seed=args.seed,
+                     layers=[lr.to_json() for lr in r.layers], totals=totals,
+                     host_work=list(HOST_WORK) + (list(ONNX_HOST_WORK) if params else []),
+                     onnx=None if args.onnx is None else str(args.onnx))
+
+
+def _run(args: argparse.Namespace, config, net: Network, scale: int, params):
     mapping = map_scaled(net, config, args.mapper, scale)     # before any build
     rtl = scale > 1 or params is not None
     exe = array_driver(config) if rtl else None
@@ -228,19 +254,8 @@ def run(args: argparse.Namespace, config) -> DnnResult:
         bar.update()
 
     try:
-        r = run_network(net, config, mapper=args.mapper, scale=scale, seed=args.seed,
-                        exe=exe, keep=args.dump is not None, progress=progress,
-                        mapping=mapping, params=params, rtl=rtl)
+        return run_network(net, config, mapper=args.mapper, scale=scale, seed=args.seed,
+                           exe=exe, keep=args.dump is not None, progress=progress,
+                           mapping=mapping, params=params, rtl=rtl)
     finally:
         bar.close()
-    totals = r.totals
-    if params is not None:
-        totals = totals | {"float_check": float_check(args.onnx, params, r.dequantized)}
-    if args.dump is not None:
-        for lr in r.layers:
-            _dump(args.dump, lr, config)
-    return DnnResult(network=net.name, config=config.name, mapper=r.mapping.mapper,
-                     scale=scale, scaled=r.scaled, engine=r.engine, seed=args.seed,
-                     layers=[lr.to_json() for lr in r.layers], totals=totals,
-                     host_work=list(HOST_WORK) + (list(ONNX_HOST_WORK) if params else []),
-                     onnx=None if args.onnx is None else str(args.onnx))

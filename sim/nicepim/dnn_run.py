@@ -41,6 +41,11 @@ bit for bit; per layer the RTL's cycles (the slowest node of the region, its cou
 summed over the pieces of its task list) stand beside the cost model's
 (:func:`~.node_model.part_cost` of each node's part). At ``S = 1`` nothing runs: the
 mapper's modelled cycles of every layer are reported, labelled as the model.
+
+A model with its own float parameters (:class:`FloatParams`, an imported ONNX model:
+:mod:`.onnx_import`) runs the same way at its own size, its input and weights quantized
+per tensor instead of drawn at random and its biases added by the host before the
+post-operations (a ``bias`` post-operation); :func:`run_network` says how.
 """
 
 from __future__ import annotations
