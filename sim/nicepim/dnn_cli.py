@@ -102,7 +102,8 @@ class DnnResult(WorkloadResult):
 
     ``engine`` is ``"rtl"`` (layers with MACs ran on the Verilated array; ``cycles_rtl``
     is measured, ``cycles_model`` the cost model's) or ``"model"`` (``--scale 1``:
-    only the model's cycles)."""
+    only the model's cycles). ``onnx``: the ``--onnx`` model's path (then ``scale`` is 1:
+    the model at its own size, on the RTL)."""
 
     SCHEMA: ClassVar[str] = "pimforge.run.dnn"
     SCHEMA_VERSION: ClassVar[int] = 1
