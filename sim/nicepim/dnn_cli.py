@@ -91,7 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(not with --onnx)")
     p.add_argument("--layers", type=int_range(1, 100_000), metavar="N",
                    help="only the first N layers after the input")
-    p.add_argument("--seed", type=seed, default=1, help="seed of the inputs and weights")
+    p.add_argument("--seed", type=seed, default=1,
+                   help="seed of the inputs and weights (--onnx: of the input)")
     p.add_argument("--dump", type=out_dir,
                    help="write per layer input/weight/output .npy and layer.json here")
 
