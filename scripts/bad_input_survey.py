@@ -415,6 +415,10 @@ def build_cases() -> list[Case]:
                ("--dump with --scale 1 (no RTL run)", ["--scale", "1", "--dump", "d"]),
                *_bad_dirs("--dump"), *_bad_outputs("--json", ".json")], after=True)
     c += _config_cases(rd, ["--net", "resnet152"], positional=False)
+    c += _opt(rd, [], [("--onnx missing", ["--onnx", "nothere.onnx"]),
+                       ("--onnx not a model", ["--onnx", "afile"]),
+                       ("--onnx a folder", ["--onnx", "adir"]),
+                       ("--onnx with --net", ["--onnx", "afile", "--net", "vgg16"])])
     ri = ["run", "image"]
     c += _opt(ri, ["--bench", "blur", "--engine", "iss"],
               [("--bench unknown", ["--bench", "sharpen"]), ("--bench empty", ["--bench", ""]),

@@ -49,6 +49,7 @@ SUBSET = ["config: config empty", "verilog: --top empty", "regress: -k empty",
     "dse: --out is a file",
     "run image: --param the bench does not take",
     "run image: --param beyond the image",
+    "run dnn: --onnx not a model",
     "compile image: --param the bench does not take",
     # second round: sweep specs, hostile program files, clobbered paths, caches,
     # --param values, model sizes, a full disk

@@ -17,8 +17,9 @@ ACCELERATOR = Accelerator(
                 "SHP), optionally run on the NoC RTL", "pimforge.sim.nicepim.schedule_cli"),
     ),
     workloads=(
-        Workload("dnn", "NicePIM networks mapped onto the array and run on its RTL, every "
-                 "layer checked against numpy (at --scale 1: the cost model only)",
+        Workload("dnn", "NicePIM networks (or your ONNX model) mapped onto the array and run "
+                 "on its RTL, every layer checked against numpy (at --scale 1: the cost "
+                 "model only)",
                  "pimforge.sim.nicepim.dnn_cli", default_config="nicepim_small"),
     ),
     explorers=(

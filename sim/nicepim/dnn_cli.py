@@ -8,18 +8,28 @@ each checked against numpy bit for bit, with the cost model's cycles beside the 
 (:mod:`pimforge.sim.nicepim.dnn_run`). ``--scale 1`` is the full network: nothing
 runs, the mapper's modelled cycles are reported, labelled as the model.
 
+``pimforge run dnn --onnx MODEL.onnx ...`` runs the user's own float model instead
+(:mod:`pimforge.sim.nicepim.onnx_import`: the operators it maps, BatchNormalization
+folded) at its own size on the RTL: ``--scale`` does not apply (giving it is an error),
+``--layers N`` keeps its first N layers. The input is drawn from
+``numpy.random.default_rng(seed)`` (standard normal) and, with the weights, quantized
+per tensor (:func:`~pimforge.sim.nicepim.dnn_run.quantize`); ``totals.float_check``
+compares the dequantized output with the float model's (``onnx.reference``) on that
+input. An operator it cannot map is one line naming it and its node.
+
 ``--dump DIR`` writes, per layer, ``DIR/<layer>/input.npy`` (int16, NCHW),
 ``weight.npy`` (int16, ``(K, C/groups, R, S)``; a matmul as a 1x1 convolution; layers
 with MACs only), ``output.npy`` (int32, NKPQ: the RTL's raw accumulations, before any
 post-operation; for a layer on the host its raw result) and ``layer.json`` (``kind``,
 ``stride``, ``padding``, ``groups``, ``inputs`` (the layers it reads; ``input.npy`` is
 the first's output), the shapes, where it ran, and the post-operations applied before
-the next layer).
+the next layer; with ``--onnx`` the first is the ``bias`` added to the raw sums).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -27,14 +37,15 @@ from typing import ClassVar
 import numpy as np
 from tqdm import tqdm
 
-from pimforge.gen.args import int_range, nonempty, out_dir, seed
-from pimforge.gen.errors import PimforgeError
+from pimforge.gen.args import in_file, int_range, nonempty, out_dir, seed
+from pimforge.gen.errors import CapacityError, PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.gen.provenance import stamp
 
-from ..result import WorkloadResult
+from ..result import OMIT_IF_NONE, WorkloadResult
 from .dnn_run import map_scaled, run_network, scale_network
-from .networks import network, network_names
+from .networks import Network, network, network_names
+from .onnx_import import calibration_input, float_check, load_onnx
 from .rtl_run import build_array_driver
 
 __all__ = ["PREPARE_OPTIONS", "DnnResult", "add_arguments", "array_driver", "prepare", "run"]
@@ -54,20 +65,34 @@ HOST_WORK = (
     "layers without MACs in numpy: pools, additions, concatenations; BERT's embedding, "
     "layer normalization and softmax as integer stand-ins",
 )
+#: What the host adds for an ``--onnx`` model.
+ONNX_HOST_WORK = (
+    "quantizes the float input and each layer's weights per tensor, symmetric to +-127 "
+    "(scale max|x| / 127), and each bias to round(b / (s_in s_w)), added before the "
+    "post-operations; brings the inputs of an addition or concatenation to their largest "
+    "scale",
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``dnn`` workload's own options."""
-    p.add_argument("--net", required=True, type=nonempty,
-                   help=f"network: {', '.join(network_names())}")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--net", type=nonempty,
+                       help=f"network: {', '.join(network_names())}")
+    which.add_argument("--onnx", type=in_file, metavar="MODEL.onnx",
+                       help="your own float ONNX model (Conv, Gemm, MatMul, BatchNormalization, "
+                            "Relu, MaxPool, AveragePool, GlobalAveragePool, Add, Concat, "
+                            "Flatten, Reshape), quantized per tensor, at its own size on the RTL")
     p.add_argument("--mapper", choices=["nicepim", "baseline"], default="nicepim",
                    help="PIM-Mapper (default) or the Sec. VIII-B baseline")
-    p.add_argument("--scale", type=int_range(1, 1024), default=8, metavar="S",
-                   help="divide the input's height and width and every channel count by S "
-                        "and run on the RTL (default 8); 1: the full network, model only")
+    p.add_argument("--scale", type=int_range(1, 1024), metavar="S",
+                   help="--net: divide the input's height and width and every channel count "
+                        "by S and run on the RTL (default 8); 1: the full network, model only "
+                        "(not with --onnx)")
     p.add_argument("--layers", type=int_range(1, 100_000), metavar="N",
                    help="only the first N layers after the input")
-    p.add_argument("--seed", type=seed, default=1, help="seed of the inputs and weights")
+    p.add_argument("--seed", type=seed, default=1,
+                   help="seed of the inputs and weights (--onnx: of the input)")
     p.add_argument("--dump", type=out_dir,
                    help="write per layer input/weight/output .npy and layer.json here")
 
@@ -78,7 +103,8 @@ class DnnResult(WorkloadResult):
 
     ``engine`` is ``"rtl"`` (layers with MACs ran on the Verilated array; ``cycles_rtl``
     is measured, ``cycles_model`` the cost model's) or ``"model"`` (``--scale 1``:
-    only the model's cycles)."""
+    only the model's cycles). ``onnx``: the ``--onnx`` model's path (then ``scale`` is 1:
+    the model at its own size, on the RTL)."""
 
     SCHEMA: ClassVar[str] = "pimforge.run.dnn"
     SCHEMA_VERSION: ClassVar[int] = 1
@@ -93,6 +119,7 @@ class DnnResult(WorkloadResult):
     layers: list[dict] = field(default_factory=list)
     totals: dict = field(default_factory=dict)
     host_work: list[str] = field(default_factory=list)
+    onnx: str | None = field(default=None, metadata=OMIT_IF_NONE)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +149,10 @@ class DnnResult(WorkloadResult):
         else:
             lines.append(f"total (model): {t['mapper_latency_cycles_model']:,.0f} cycles, "
                          f"{t['mapper_energy_pj_model'] / 1e6:.3f} uJ")
+        for name, f in t.get("float_check", {}).items():
+            rel = "-" if f["relative_error"] is None else f"{100 * f['relative_error']:.1f}%"
+            lines.append(f"output {name} against the float model (onnx.reference): largest "
+                         f"error {f['max_abs_error']:.4g} of {f['max_abs_float']:.4g} ({rel})")
         return "\n".join(lines)
 
 
@@ -136,9 +167,20 @@ def array_driver(config):
     return _EXES[config]
 
 
+def _scale(args: argparse.Namespace) -> int:
+    """``--scale``, its default 8 for ``--net``; with ``--onnx`` (the model at its own size,
+    on the RTL) it is refused."""
+    if getattr(args, "onnx", None) is not None:
+        if args.scale is not None:
+            raise PimforgeError("--scale does not apply to --onnx: the model runs at its own "
+                                "size; make it smaller or use --layers N")
+        return 1
+    return 8 if args.scale is None else args.scale
+
+
 def prepare(args: argparse.Namespace, config) -> None:
     """Build the Verilated array of *config* into the build cache (``pimforge sweep``)."""
-    if args.scale > 1:
+    if args.onnx is not None or _scale(args) > 1:
         array_driver(config)
 
 
@@ -160,15 +202,53 @@ def _dump(folder, lr, config) -> None:
         fs.path("layer.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
+def _onnx(args: argparse.Namespace):
+    """The ``--onnx`` model as a network (cut after ``--layers``) and its parameters with
+    the calibration input."""
+    net, params = load_onnx(args.onnx)
+    if args.layers is not None and args.layers < len(net.layers) - 1:
+        net = Network(net.name, net.layers[:args.layers + 1],
+                      f"{net.doc}, first {args.layers} layers")
+    return net, dataclasses.replace(params, input=calibration_input(net, args.seed))
+
+
 def run(args: argparse.Namespace, config) -> DnnResult:
-    if args.dump is not None and args.scale == 1:
+    scale = _scale(args)
+    if args.dump is not None and scale == 1 and args.onnx is None:
         raise PimforgeError("--dump needs a run on the RTL: give --scale 2 or more (--scale 1 "
                             "is the full network through the cost model only)")
-    net = scale_network(network(args.net), args.scale, args.layers)
-    mapping = map_scaled(net, config, args.mapper, args.scale)     # before any build
-    exe = array_driver(config) if args.scale > 1 else None
+    params = None
+    if args.onnx is not None:
+        net, params = _onnx(args)
+    else:
+        net = scale_network(network(args.net), scale, args.layers)
+    try:
+        r = _run(args, config, net, scale, params)
+    except CapacityError as e:
+        if params is None:
+            raise
+        # the node's hint names --scale, which an ONNX model does not take
+        raise CapacityError(str(e).replace("use a larger --scale",
+                                           "use a smaller model, --layers N")) from None
+    totals = r.totals
+    if params is not None:
+        totals = totals | {"float_check": float_check(args.onnx, params, r.dequantized)}
+    if args.dump is not None:
+        for lr in r.layers:
+            _dump(args.dump, lr, config)
+    return DnnResult(network=net.name, config=config.name, mapper=r.mapping.mapper,
+                     scale=scale, scaled=r.scaled, engine=r.engine, seed=args.seed,
+                     layers=[lr.to_json() for lr in r.layers], totals=totals,
+                     host_work=list(HOST_WORK) + (list(ONNX_HOST_WORK) if params else []),
+                     onnx=None if args.onnx is None else str(args.onnx))
+
+
+def _run(args: argparse.Namespace, config, net: Network, scale: int, params):
+    mapping = map_scaled(net, config, args.mapper, scale)     # before any build
+    rtl = scale > 1 or params is not None
+    exe = array_driver(config) if rtl else None
     # A bar on a terminal's stderr only (disable=None): logs and pipes stay clean.
-    bar = tqdm(total=len(net.layers), desc=f"{args.net} layers", unit="layer", disable=None,
+    bar = tqdm(total=len(net.layers), desc=f"{net.name} layers", unit="layer", disable=None,
                leave=False)
 
     def progress(name: str) -> None:
@@ -176,15 +256,8 @@ def run(args: argparse.Namespace, config) -> DnnResult:
         bar.update()
 
     try:
-        r = run_network(net, config, mapper=args.mapper, scale=args.scale, seed=args.seed,
-                        exe=exe, keep=args.dump is not None, progress=progress,
-                        mapping=mapping)
+        return run_network(net, config, mapper=args.mapper, scale=scale, seed=args.seed,
+                           exe=exe, keep=args.dump is not None, progress=progress,
+                           mapping=mapping, params=params, rtl=rtl)
     finally:
         bar.close()
-    if args.dump is not None:
-        for lr in r.layers:
-            _dump(args.dump, lr, config)
-    return DnnResult(network=args.net, config=config.name, mapper=r.mapping.mapper,
-                     scale=args.scale, scaled=r.scaled, engine=r.engine, seed=args.seed,
-                     layers=[lr.to_json() for lr in r.layers], totals=r.totals,
-                     host_work=list(HOST_WORK))

@@ -41,6 +41,11 @@ bit for bit; per layer the RTL's cycles (the slowest node of the region, its cou
 summed over the pieces of its task list) stand beside the cost model's
 (:func:`~.node_model.part_cost` of each node's part). At ``S = 1`` nothing runs: the
 mapper's modelled cycles of every layer are reported, labelled as the model.
+
+A model with its own float parameters (:class:`FloatParams`, an imported ONNX model:
+:mod:`.onnx_import`) runs the same way at its own size, its input and weights quantized
+per tensor instead of drawn at random and its biases added by the host before the
+post-operations (a ``bias`` post-operation); :func:`run_network` says how.
 """
 
 from __future__ import annotations
@@ -69,8 +74,8 @@ from .networks import Layer, Network, NetworkError
 from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart
 
-__all__ = ["COMPUTE", "DnnRun", "LayerRun", "map_scaled", "node_parts", "run_network",
-           "scale_network"]
+__all__ = ["COMPUTE", "QMAX", "DnnRun", "FloatParams", "LayerRun", "map_scaled", "node_parts",
+           "quantize", "run_network", "scale_network"]
 
 #: Layers that run on the array (the rest run on the host).
 COMPUTE = ("conv", "fc", "matmul")
@@ -78,6 +83,30 @@ _DIMS = ("k", "p", "q", "c")         # the loops a run of one sample splits
 #: Value ranges of the random input and weights.
 INPUT_RANGE = (-128, 128)
 WEIGHT_RANGE = (-8, 8)
+#: The largest magnitude of a quantized weight or input (a model's own parameters).
+QMAX = 127
+
+
+@dataclass(frozen=True)
+class FloatParams:
+    """A model's own float parameters (an imported ONNX model): ``weights[layer]``
+    ``[K, C/groups, R, S]`` and ``biases[layer]`` ``[K]`` of its conv and fc layers (BN
+    folded), its ``input`` ``[C, H, W]`` (``None`` until the caller draws it), and which
+    layer makes each of the model's ``outputs`` (ONNX tensor name -> layer)."""
+
+    weights: dict
+    biases: dict
+    input: np.ndarray | None = None
+    outputs: dict = field(default_factory=dict)
+
+
+def quantize(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """*x* symmetric per tensor: ``round(x / scale)`` in ``[-QMAX, QMAX]`` with ``scale =
+    max|x| / QMAX`` (1 for an all-zero tensor), and the scale."""
+    x = np.asarray(x, dtype=np.float64)
+    top = float(np.abs(x).max()) if x.size else 0.0
+    scale = top / QMAX if top > 0 else 1.0
+    return np.clip(np.rint(x / scale), -QMAX, QMAX).astype(np.int64), scale
 
 
 # ---- scaling -----------------------------------------------------------------------------------
@@ -241,9 +270,13 @@ def _requant(y: np.ndarray) -> tuple[np.ndarray, int]:
     return np.clip(y >> shift, -32768, 32767).astype(np.int64), shift
 
 
-def _post(lay: Layer, y: np.ndarray, d_head: int) -> tuple[np.ndarray, list[dict]]:
+def _post(lay: Layer, y: np.ndarray, d_head: int,
+          bias: np.ndarray | None = None) -> tuple[np.ndarray, list[dict]]:
     ops: list[dict] = []
     y = np.asarray(y, dtype=np.int64)
+    if bias is not None:
+        y = y + bias.reshape(-1, 1, 1)
+        ops.append({"op": "bias", "values": [int(v) for v in bias]})
     for op in lay.post:
         if op == "bn":
             ops.append({"op": "bn", "as": "identity (folded into the weights)"})
@@ -356,6 +389,7 @@ class LayerRun:
     dram_words_rtl: int | None = None
     energy_pj_rtl: float | None = None
     energy_pj_model: float | None = None
+    quant: dict | None = None
     input: np.ndarray | None = None
     weight: np.ndarray | None = None
     output: np.ndarray | None = None
@@ -384,6 +418,8 @@ class DnnRun:
     mapping: Mapping
     layers: list[LayerRun]
     totals: dict
+    #: With a model's own parameters: its outputs' layers, dequantized (``y * scale``).
+    dequantized: dict = field(default_factory=dict)
 
 
 def _energy(cfg, perf: dict, macs: int, outputs: int) -> float:
@@ -414,13 +450,24 @@ def map_scaled(net: Network, cfg, mapper: str = "nicepim", scale: int = 1):
 
 
 def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, seed: int = 1,
-                exe=None, keep: bool = False, progress=None, mapping=None) -> DnnRun:
+                exe=None, keep: bool = False, progress=None, mapping=None,
+                params: FloatParams | None = None, rtl: bool | None = None) -> DnnRun:
     """Map *net* (already scaled) on *cfg* and run it (module docstring). *keep*: keep every
-    layer's input, weights and raw output (for a dump). ``scale == 1``: the model only.
-    *mapping*: :func:`map_scaled`'s result, when the caller mapped it already."""
+    layer's input, weights and raw output (for a dump). ``scale == 1``: the model only,
+    unless *rtl* says otherwise. *mapping*: :func:`map_scaled`'s result, when the caller
+    mapped it already.
+
+    *params*: the model's own float parameters and input instead of random integers,
+    quantized per tensor (:func:`quantize`): the input and each layer's weights to
+    ``[-QMAX, QMAX]``, a bias to ``round(b / (s_in s_w))`` added in 64 bits before the
+    post-operations; a tensor's scale follows it (times ``2^shift`` at each
+    requantization), and an addition or concatenation first brings its inputs to the
+    largest of their scales (``round(x s / s_max)``). Each layer's ``quant`` records the
+    scales."""
     m = mapping if mapping is not None else map_scaled(net, cfg, mapper, scale)
     layouts = _layouts(m)
-    rtl = scale > 1
+    rtl = scale > 1 if rtl is None else rtl
+    scales: dict[str, float] = {}
     rng = np.random.default_rng(seed)
     tensors: dict[str, np.ndarray] = {}
     model = NodeModel(cfg)
@@ -434,7 +481,9 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
         lo_in = layouts.get(lay.preds[0], Layout.NCHW) if lay.preds else Layout.NCHW
         lo_out = layouts.get(lay.name, Layout.NCHW)
         if lay.kind == "input":
-            if rtl:
+            if rtl and params is not None:
+                tensors[lay.name], scales[lay.name] = quantize(params.input)
+            elif rtl:
                 tensors[lay.name] = rng.integers(*INPUT_RANGE, (lay.c, lay.h, lay.w))
             continue
         compute = lay.kind in COMPUTE
@@ -454,11 +503,15 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
             runs.append(lr)
             continue
         ins = [tensors[p] for p in lay.preds]
+        bias = None
+        if params is not None:
+            ins, bias, w, lr.quant = _quant_in(lay, ins, scales, params)
         x = ins[0]
         if compute and x.shape != (lay.c, lay.h, lay.w):
             x = x.reshape(lay.c, lay.h, lay.w)        # a flatten before a classifier
         if compute:
-            w = _weights(lay, ins, list(lay.preds), rng)
+            if params is None:
+                w = _weights(lay, ins, list(lay.preds), rng)
             raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, lr)
             ref = wrap32(conv2d(x, w, stride=lay.stride, pad=lay.pad, groups=lay.groups))
             lr.matches_reference = bool(np.array_equal(raw, ref))
@@ -469,13 +522,42 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
         else:
             w = None
             raw = _host(lay, ins, rng)
-        y, lr.post = _post(lay, raw, d_head)
+        y, lr.post = _post(lay, raw, d_head, bias)
         tensors[lay.name] = y
+        if params is not None:
+            scales[lay.name] = lr.quant["output_scale"] = \
+                lr.quant["raw_scale"] * 2.0 ** lr.post[-1]["shift"]
         if keep:
             lr.input, lr.weight, lr.output = x, w, raw
         runs.append(lr)
+    deq = {} if params is None else {
+        name: tensors[name] * scales[name] for name in params.outputs.values()
+        if name in tensors}
     return DnnRun(net.name, net.doc, scale, "rtl" if rtl else "model", m, runs,
-                  _totals(m, runs, rtl))
+                  _totals(m, runs, rtl), deq)
+
+
+def _quant_in(lay: Layer, ins: list[np.ndarray], scales: dict[str, float],
+              params: FloatParams) -> tuple[list, np.ndarray | None, np.ndarray | None, dict]:
+    """A layer's inputs brought to one scale, its quantized bias and weights, and its
+    ``quant`` record (the raw result's scale; :func:`run_network`)."""
+    sc = [scales[p] for p in lay.preds]
+    q: dict = {"input_scales": sc}
+    if lay.kind in ("add", "concat") and len(set(sc)) > 1:
+        top = max(sc)
+        q["input_factors"] = [s / top for s in sc]
+        ins = [np.rint(x * (s / top)).astype(np.int64) for x, s in zip(ins, sc, strict=True)]
+        sc = [top] * len(sc)
+    if lay.kind not in COMPUTE:
+        q["raw_scale"] = sc[0]
+        return ins, None, None, q
+    w, sw = quantize(params.weights[lay.name])
+    q["weight_scale"] = sw
+    q["raw_scale"] = sc[0] * sw
+    b = params.biases.get(lay.name)
+    bias = None if b is None else np.rint(np.asarray(b, dtype=np.float64)
+                                          / q["raw_scale"]).astype(np.int64)
+    return ins, bias, w, q
 
 
 def _run_layer(cfg, lay: Layer, x: np.ndarray, w: np.ndarray, info: dict, lo_in: int,
