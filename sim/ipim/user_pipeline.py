@@ -201,8 +201,7 @@ def load_pipeline(path: str | Path) -> UserPipeline:
                                 ) from None
     except Exception as e:  # the user's code: any failure is one line naming the file
         sys.modules.pop(modname, None)
-        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
-        raise PipelineFileError(f"{path}: cannot be imported{where}: {_one_line(e)}") from None
+        raise PipelineFileError(f"{path}: cannot be imported: {_one_line(e)}") from None
     fn = getattr(mod, "pipeline", None)
     if not callable(fn):
         raise PipelineFileError(f"{path}: defines no pipeline(H, W) function (the output "
