@@ -1,4 +1,5 @@
-"""``pimforge examples DIR`` copies the shipped sweep specs and SIMB programs, and they work."""
+"""``pimforge examples DIR`` copies the shipped sweep specs, SIMB programs and image pipeline
+files, and they work."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pimforge.sim.examples import example_files
 
 def test_examples_are_copied_and_usable(tmp_path, capsys):
     files = example_files()
-    assert {"ipim_stencil.s", "sweeps/capsnet_suite.toml"} <= set(files)
+    assert {"ipim_stencil.s", "ipim_unsharp.py", "sweeps/capsnet_suite.toml"} <= set(files)
+    assert "__init__.py" not in files
     out = tmp_path / "ex"
     assert main(["examples", str(out)]) == 0
     for rel, src in files.items():
@@ -16,6 +18,9 @@ def test_examples_are_copied_and_usable(tmp_path, capsys):
     for spec in sorted((out / "sweeps").glob("*.toml")):
         assert main(["sweep", str(spec), "--list"]) == 0, spec
     assert main(["simb", "asm", str(out / "ipim_stencil.s"), "-o", str(tmp_path / "p.hex")]) == 0
+    for pipe in sorted(out.glob("*.py")):   # outside the package, as a user's file
+        assert main(["run", "image", "--pipeline", str(pipe), "--engine", "iss",
+                     "--size", "16x16"]) == 0, pipe
 
 
 def test_examples_refuse_to_replace_files_unless_forced(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """The compiled Table II benchmarks on the RTL of ``ipim_small`` (4 vaults on a 2x2 mesh,
 2 PGs x 2 PEs each), through the native driver: every output equals the numpy reference
 bit for bit, the multi-vault stencil chain uses ``sync`` and ``req``, the counters add up,
-and ``pimforge run image`` writes its JSON and ``--dump`` files.
+and ``pimforge run image`` writes its JSON and ``--dump`` files (for a pipeline file of
+the user's too, whose RTL output equals the instruction-set simulator's bit for bit).
 
 One Verilator build of the cube serves every test (shared with tests/test_ipim_cube.py).
 """
@@ -15,6 +16,7 @@ import pytest
 
 from pimforge.gen.cli import main
 from pimforge.gen.config import load_config
+from pimforge.sim.examples import example_files
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import cube_driver, run_bench
 from pimforge.sim.ipim.photos import load_photo
@@ -123,6 +125,7 @@ def test_run_image_cli_writes_json_and_dump(cfg, exe, tmp_path, capsys):
     doc = json.loads(out.read_text())
     b = doc["benches"]["blur"]
     assert b["matches_reference"] and b["cycles"] > 0 and b["ipc"] > 0
+    assert b["matches_iss"] is True
     assert set(b["instruction_breakdown"]) >= {"comp", "ld_rf", "st_rf"}
     got = np.load(tmp_path / "d" / "blur" / "output.npy")
     inp = np.load(tmp_path / "d" / "blur" / "input.npy")
@@ -132,3 +135,21 @@ def test_run_image_cli_writes_json_and_dump(cfg, exe, tmp_path, capsys):
     assert params["source"] == "coffee" and params["size"] == [32, 32]
     assert np.array_equal(inp, load_photo("coffee", (32, 32), "gray"))
     assert "blur" in capsys.readouterr().out
+
+
+def test_run_image_pipeline_on_the_rtl_equals_the_iss_and_the_reference(cfg, exe, tmp_path,
+                                                                        capsys):
+    ex = tmp_path / "ipim_unsharp.py"
+    ex.write_text(example_files()["ipim_unsharp.py"].read_text())
+    out = tmp_path / "r.json"
+    assert main(["run", "image", "--pipeline", str(ex), "--photo", "coffee", "--size", "32x32",
+                 "--param", "amount=2.5", "--json", str(out), "--dump", str(tmp_path / "d")]) == 0
+    doc = json.loads(out.read_text())
+    b = doc["benches"]["ipim_unsharp"]
+    assert b["engine"] == "rtl" and b["matches_iss"] is True
+    assert b["matches_reference"] is True and b["max_abs_error"] == 0.0
+    assert b["cycles"] > 0 and 0 < b["ipc"] < 1 and b["kernels"]
+    assert doc["pipeline"]["path"] == str(ex)
+    got = np.load(tmp_path / "d" / "ipim_unsharp" / "output.npy")
+    assert got.shape == (32, 32)
+    assert "bit for bit" in capsys.readouterr().out

@@ -60,10 +60,11 @@ def test_wheel_holds_every_file_of_the_tree(wheel):
 
 
 def test_wheel_holds_the_examples(wheel):
-    # What `pimforge examples DIR` copies: the README's sweep specs and SIMB programs.
+    # What `pimforge examples DIR` copies: the README's sweep specs, SIMB programs and
+    # image pipeline files.
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("ipim_stencil.s", "sweeps/capsnet_suite.toml", "sweeps/capsnet_ablations.toml",
-                 "sweeps/ipim_image_opts.toml"):
+    for name in ("ipim_stencil.s", "ipim_unsharp.py", "sweeps/capsnet_suite.toml",
+                 "sweeps/capsnet_ablations.toml", "sweeps/ipim_image_opts.toml"):
         assert f"pimforge/sim/examples/{name}" in names, name
 
 

@@ -1,9 +1,11 @@
 """``pimforge examples DIR``: copy the example inputs that ship with the package.
 
-The sweep specs (``sweeps/*.toml``, for ``pimforge sweep``) and the SIMB programs
-(``*.s``, for ``pimforge simb``) the README uses live here as package data, so an
-installed wheel has them too; ``pimforge examples DIR`` writes them into ``DIR``
-with the same layout (``DIR/sweeps/capsnet_suite.toml``, ``DIR/ipim_stencil.s``).
+The sweep specs (``sweeps/*.toml``, for ``pimforge sweep``), the SIMB programs
+(``*.s``, for ``pimforge simb``) and the image pipeline files (``*.py`` but this one,
+for ``pimforge run image --pipeline``) the README uses live here as package data, so
+an installed wheel has them too; ``pimforge examples DIR`` writes them into ``DIR``
+with the same layout (``DIR/sweeps/capsnet_suite.toml``, ``DIR/ipim_stencil.s``,
+``DIR/ipim_unsharp.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pimforge.gen.output import check_output_dir, check_output_file, write_text
 
 __all__ = ["add_arguments", "example_files", "run"]
 
-_SUFFIXES = (".s", ".toml")
+_SUFFIXES = (".s", ".toml", ".py")
 
 
 def example_files() -> dict[str, Traversable]:
@@ -29,7 +31,8 @@ def example_files() -> dict[str, Traversable]:
         for child in node.iterdir():
             if child.is_dir() and child.name != "__pycache__":
                 walk(child, f"{prefix}{child.name}/")
-            elif child.is_file() and child.name.endswith(_SUFFIXES):
+            elif (child.is_file() and child.name.endswith(_SUFFIXES)
+                  and child.name != "__init__.py"):
                 found[prefix + child.name] = child
 
     walk(resources.files("pimforge.sim.examples"), "")
@@ -56,5 +59,5 @@ def run(args: argparse.Namespace) -> int:
     for rel in files:
         print(f"  {out / rel}")
     print(f"copied {len(files)} examples to {out}: pimforge sweep {out}/sweeps/NAME.toml, "
-          f"pimforge simb run {out}/NAME.s")
+          f"pimforge simb run {out}/NAME.s, pimforge run image --pipeline {out}/NAME.py")
     return 0

@@ -1,7 +1,8 @@
-"""``pimforge compile image --bench NAME [--config C] [--size WxH] [--opt LEVEL]
-[--param NAME=VALUE ...] [-o FILE.s]``:
-the iPIM compiler's output for a Table II benchmark: one vault's SIMB assembly, the
-kernels it is made of and the static instruction breakdown by opcode.
+"""``pimforge compile image (--bench NAME | --pipeline FILE.py) [--config C] [--size WxH]
+[--opt LEVEL] [--param NAME=VALUE ...] [-o FILE.s]``:
+the iPIM compiler's output for a Table II benchmark or a pipeline file of the user's
+(:mod:`pimforge.sim.ipim.user_pipeline`): one vault's SIMB assembly, the kernels it is
+made of and the static instruction breakdown by opcode.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from pimforge.gen.args import out_file
+from pimforge.gen.args import in_file, out_file
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_text
 from pimforge.rtl.ipim.asm import disassemble
@@ -18,16 +19,21 @@ from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
 from .image_cli import bench_params, param_arg, size_arg
 from .image_run import compile_bench
+from .user_pipeline import load_pipeline
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="what", metavar="{image}", required=True)
-    i = sub.add_parser("image", help="compile a Table II benchmark to SIMB assembly",
-                       description="compile a Table II benchmark to SIMB assembly")
-    i.add_argument("--bench", required=True, choices=sorted(PIPELINES),
-                   help="benchmark to compile")
+    i = sub.add_parser("image", help="compile a Table II benchmark (or your pipeline) to "
+                       "SIMB assembly", description="compile a Table II benchmark (or a "
+                       "pipeline file of yours) to SIMB assembly")
+    what = i.add_mutually_exclusive_group(required=True)
+    what.add_argument("--bench", choices=sorted(PIPELINES), help="benchmark to compile")
+    what.add_argument("--pipeline", type=in_file, metavar="FILE.py",
+                      help="a pipeline file written with the front end (as run image "
+                           "--pipeline takes)")
     i.add_argument("--size", type=size_arg, default=(64, 64), metavar="WxH",
                    help="input size (default 64x64)")
     i.add_argument("--opt", choices=sorted(OPT_LEVELS), default="opt",
@@ -47,8 +53,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = args.config
     w, h = args.size
-    params = bench_params([args.bench], args.params)[args.bench]
-    prog = compile_bench(args.bench, h, w, cfg, args.opt, **params)
+    if args.pipeline is not None:
+        up = load_pipeline(args.pipeline)
+        name = up.name
+        prog = up.compile(h, w, cfg, args.opt, **up.check_params(args.params))
+    else:
+        name = args.bench
+        params = bench_params([args.bench], args.params)[args.bench]
+        prog = compile_bench(args.bench, h, w, cfg, args.opt, **params)
     if args.vault not in prog.programs:
         raise PimforgeError(f"vault {args.vault} is not in the machine "
                             f"(0..{len(prog.programs) - 1})")
@@ -61,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     # above it; the machine's total over every vault is stated beside it.
     mine = Counter(ins.opcode.name.lower() for ins in prog.programs[args.vault])
     total = sum(mine.values())
-    print(f"# {args.bench} {w}x{h}, {args.opt}: {total} instructions in vault {args.vault} "
+    print(f"# {name} {w}x{h}, {args.opt}: {total} instructions in vault {args.vault} "
           f"({sum(prog.breakdown().values())} in all {len(prog.programs)} vaults)")
     for k in prog.kernels:
         print(f"#   {k}")

@@ -1,6 +1,8 @@
-"""``pimforge run image``: the Table II benchmarks on the iPIM cube.
+"""``pimforge run image``: the Table II benchmarks, or a pipeline of the user's, on the
+iPIM cube.
 
-``pimforge run image --bench {NAME,all} [--config C] [--photo NAME | --image PATH]
+``pimforge run image (--bench {NAME,all} | --pipeline FILE.py) [--config C]
+[--photo NAME | --image PATH]
 [--size WxH] [--opt LEVEL] [--param NAME=VALUE ...] [--engine rtl|iss] [--dump DIR]
 --json OUT`` compiles each
 benchmark, runs it on a real photograph (scikit-image's, resized) on the Verilated
@@ -8,6 +10,13 @@ cube and checks the output against the numpy reference
 (:mod:`pimforge.verif.models.ipim.image`); ``--dump DIR`` writes ``DIR/<bench>/input.npy``,
 ``output.npy`` (the RTL's result, ``(rows, cols)``) and ``params.json`` (every
 parameter the run used, the size-derived ones resolved).
+
+``--pipeline FILE.py`` runs a pipeline written with the front end
+(:mod:`pimforge.sim.ipim.user_pipeline` says what the file defines): always on the
+instruction-set simulator, and with the default engine on the cube RTL too, whose
+output must equal the simulator's bit for bit; both are checked against the file's
+``reference`` when it defines one, within its ``ATOL``. The results record the file's
+path and SHA-256.
 """
 
 from __future__ import annotations
@@ -30,12 +39,13 @@ from pimforge.verif.models.ipim.image import BENCHES, check_input, check_param, 
 from ..result import WorkloadResult
 from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
-from .image_run import cube_driver, run_bench
+from .image_run import cube_driver, run_bench, run_program
 from .lang import CompileError
 from .photos import PHOTOS, load_image, load_photo
+from .user_pipeline import load_pipeline
 
 __all__ = ["PREPARE_OPTIONS", "ImageResult", "add_arguments", "bench_params", "param_arg",
-           "prepare", "run", "size_arg"]
+           "prepare", "run", "run_pipeline", "size_arg"]
 
 #: The options :func:`prepare`'s build depends on besides the config.
 PREPARE_OPTIONS = ("engine",)
@@ -101,8 +111,13 @@ def _bench_names(text: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bench", type=_bench_names, required=True, metavar="{NAME,all}",
-                   help=f"Table II benchmark: {', '.join(BENCHES)}, or all")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--bench", type=_bench_names, metavar="{NAME,all}",
+                      help=f"Table II benchmark: {', '.join(BENCHES)}, or all")
+    what.add_argument("--pipeline", type=in_file, metavar="FILE.py",
+                      help="a pipeline of your own written with the front end: FILE.py "
+                           "defines pipeline(H, W) and optionally reference(img), INPUT, ATOL "
+                           "(README, 'Your own image pipeline')")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--photo", choices=PHOTOS, default="camera",
                      help="scikit-image photograph (default camera)")
@@ -114,9 +129,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", dest="params", type=param_arg, action="append",
                    metavar="NAME=VALUE",
                    help="a benchmark parameter (repeatable), e.g. depth=3, stencils=8, levels=2, "
-                        "r_sigma=0.5; with --bench all, each benchmark takes the ones it has")
+                        "r_sigma=0.5; with --bench all, each benchmark takes the ones it has; "
+                        "with --pipeline, a keyword parameter of its pipeline()")
     p.add_argument("--engine", choices=["rtl", "iss"], default="rtl",
-                   help="run on the Verilated cube (default) or the instruction-set simulator")
+                   help="run on the Verilated cube (default) or the instruction-set simulator "
+                        "(--pipeline: always on the simulator, and on the cube too by default)")
     p.add_argument("--dump", type=out_dir, help="write input/output .npy and params per bench")
 
 
@@ -135,14 +152,22 @@ class ImageResult(WorkloadResult):
     benches: dict[str, dict] = field(default_factory=dict)
     #: benchmark -> why it did not run (``--bench all``: it does not compile at this size)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: ``--pipeline``: the file's ``path``, ``sha256``, ``input_kind``, ``atol`` and
+    #: ``has_reference``; its run is ``benches[<file stem>]``
+    pipeline: dict | None = None
 
     @property
     def ok(self) -> bool:
-        """Every benchmark asked for ran and matched its reference."""
-        return not self.skipped and all(b["matches_reference"] for b in self.benches.values())
+        """Every benchmark asked for ran, matched its reference (a pipeline without one:
+        nothing to match) and, on the RTL, the instruction-set simulator bit for bit."""
+        return not self.skipped and all(b["matches_reference"] is not False
+                                        and b.get("matches_iss") is not False
+                                        for b in self.benches.values())
 
     def summary(self) -> str:
-        lines = [f"iPIM image benchmarks on {self.config} ({self.engine}), {self.source} "
+        what = (f"pipeline {self.pipeline['path']}" if self.pipeline is not None
+                else "image benchmarks")
+        lines = [f"iPIM {what} on {self.config} ({self.engine}), {self.source} "
                  f"{self.size[0]}x{self.size[1]}, compiler {self.opt}",
                  f"{'bench':16s} {'match':>5s} {'max err':>9s} {'cycles':>10s} {'IPC':>6s} "
                  f"{'energy uJ':>10s}"]
@@ -151,8 +176,12 @@ class ImageResult(WorkloadResult):
             ipc = "-" if b["ipc"] is None else f"{b['ipc']:.3f}"
             en = b["energy_nj"].get("total")
             en_s = "-" if en is None else f"{en / 1e3:.2f}"
-            lines.append(f"{n:16s} {'yes' if b['matches_reference'] else 'NO':>5s} "
-                         f"{b['max_abs_error']:9.2e} {cyc:>10s} {ipc:>6s} {en_s:>10s}")
+            match = {True: "yes", False: "NO", None: "-"}[b["matches_reference"]]
+            err = "-" if b["max_abs_error"] is None else f"{b['max_abs_error']:9.2e}"
+            lines.append(f"{n:16s} {match:>5s} {err:>9s} {cyc:>10s} {ipc:>6s} {en_s:>10s}")
+            if b.get("matches_iss") is False:
+                lines.append(f"{n:16s} the RTL's output DIFFERS FROM the instruction-set "
+                             "simulator's")
         for n, why in self.skipped.items():
             lines.append(f"{n:16s} SKIPPED: {why}")
         if self.skipped:
@@ -175,6 +204,8 @@ def prepare(args: argparse.Namespace, config) -> None:
 
 
 def run(args: argparse.Namespace, config) -> ImageResult:
+    if getattr(args, "pipeline", None) is not None:
+        return run_pipeline(args, config)
     missing = [b for b in args.bench if b not in PIPELINES]
     if missing:
         raise PimforgeError(f"the iPIM compiler has no pipeline for {', '.join(missing)} yet; "
@@ -231,4 +262,47 @@ def run(args: argparse.Namespace, config) -> ImageResult:
                     "input_kind": BENCHES[b].input_kind,
                     "output_shape": list(r.output.shape)}, "pimforge.run.image.dump", 1,
                     config), indent=2))
+    return res
+
+
+def run_pipeline(args: argparse.Namespace, config) -> ImageResult:
+    """``--pipeline FILE.py``: load, compile and run the user's pipeline (module
+    docstring); everything that can be wrong with the file is found before any output
+    is written."""
+    up = load_pipeline(args.pipeline)
+    params = up.check_params(getattr(args, "params", None))
+    img = (load_image(args.image, args.size, up.input_kind) if args.image
+           else load_photo(args.photo, args.size, up.input_kind))
+    H, W = img.shape[:2]
+    ref = up.reference(img, **params)
+    prog = up.compile(H, W, config, args.opt, **params)
+    r = run_program(up.name, prog, img, ref, config, opt=args.opt, engine=args.engine,
+                    atol=up.atol)
+    given = {**up.params, **params}
+    entry = {**r.to_json(), "params": given}
+    info = {"path": str(args.pipeline), "sha256": up.sha256, "input_kind": up.input_kind,
+            "atol": up.atol, "has_reference": up.has_reference}
+    checks = []
+    if r.matches_iss is not None:
+        checks.append("equals the instruction-set simulator's bit for bit" if r.matches_iss
+                      else "DIFFERS FROM the instruction-set simulator's")
+    if r.matches_reference is not None:
+        checks.append(f"{'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
+                      f"(max error {r.max_abs_error:.2e}, ATOL {up.atol:g})")
+    else:
+        checks.append("no reference() in the file to check against")
+    print(f"{up.name} ({args.engine}): output {'; '.join(checks)}", flush=True)
+    res = ImageResult(config=config.name, source=str(args.image or args.photo),
+                      size=list(args.size), engine=args.engine, opt=args.opt,
+                      benches={up.name: entry}, pipeline=info)
+    if args.dump is not None:
+        with FileSet(args.dump / up.name, "params.json") as fs:
+            np.save(fs.path("input.npy"), img)
+            np.save(fs.path("output.npy"), r.output)
+            fs.path("params.json").write_text(json.dumps(stamp({
+                "pipeline": info, "params": given, "size": list(args.size),
+                "source": args.image or args.photo, "config": config.name,
+                "opt": args.opt, "engine": args.engine, "input_kind": up.input_kind,
+                "output_shape": list(r.output.shape)}, "pimforge.run.image.dump", 1,
+                config), indent=2))
     return res

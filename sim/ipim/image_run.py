@@ -35,18 +35,20 @@ from .image_benches import build
 from .lang import CompileError
 from .lower import Program, compile_pipeline, place
 
-__all__ = ["ImageRun", "compile_bench", "cube_driver", "run_bench", "energy_nj", "tsv_vectors"]
+__all__ = ["ImageRun", "compile_bench", "cube_driver", "run_bench", "run_program", "energy_nj",
+           "tsv_vectors"]
 
 
 @dataclass
 class ImageRun:
-    """One benchmark run."""
+    """One benchmark run (or one run of a pipeline of the user's: ``atol`` set, and
+    ``reference`` ``None`` where its file defines none)."""
 
     bench: str
     shape: tuple[int, ...]
     opt: str
     output: np.ndarray
-    reference: np.ndarray
+    reference: np.ndarray | None
     program: Program
     engine: str
     counts: dict[str, int]
@@ -58,11 +60,32 @@ class ImageRun:
     energy: dict = field(default_factory=dict)
     wall_s: float = 0.0
     cycles_per_s: float | None = None
+    #: the tolerance against the reference (``None``: the benchmark's ``atol``)
+    atol: float | None = None
+    #: the instruction-set simulator's output of an RTL run, read back as the RTL's is
+    iss_output: np.ndarray | None = None
 
     @property
-    def max_abs_error(self) -> float:
-        """The largest difference from the reference; a NaN (interpolate's 0/0 where no
-        opaque pixel reaches) matches a NaN and differs infinitely from a number."""
+    def tolerance(self) -> float:
+        return BENCHES[self.bench].atol if self.atol is None else self.atol
+
+    @property
+    def matches_iss(self) -> bool | None:
+        """The RTL's output equals the instruction-set simulator's bit for bit (``None``:
+        an ISS run, nothing to compare)."""
+        if self.iss_output is None:
+            return None
+        a, b = np.ascontiguousarray(self.output), np.ascontiguousarray(self.iss_output)
+        return (a.shape == b.shape and a.dtype == b.dtype
+                and np.array_equal(a.view(np.uint8), b.view(np.uint8)))
+
+    @property
+    def max_abs_error(self) -> float | None:
+        """The largest difference from the reference (``None`` without one); a NaN
+        (interpolate's 0/0 where no opaque pixel reaches) matches a NaN and differs
+        infinitely from a number."""
+        if self.reference is None:
+            return None
         if self.output.shape != self.reference.shape:
             return float("inf")
         out = self.output.astype(np.float64)
@@ -74,15 +97,17 @@ class ImageRun:
         return float(d.max()) if d.size else 0.0
 
     @property
-    def matches_reference(self) -> bool:
-        return self.max_abs_error <= BENCHES[self.bench].atol
+    def matches_reference(self) -> bool | None:
+        err = self.max_abs_error
+        return None if err is None else err <= self.tolerance
 
     def to_json(self) -> dict:
         return {
             "bench": self.bench, "input_shape": list(self.shape), "opt": self.opt,
             "engine": self.engine, "output_shape": list(self.output.shape),
             "matches_reference": self.matches_reference,
-            "max_abs_error": self.max_abs_error, "atol": BENCHES[self.bench].atol,
+            "max_abs_error": self.max_abs_error, "atol": self.tolerance,
+            "matches_iss": self.matches_iss,
             "cycles": self.cycles, "ipc": self.ipc, "stalls": self.stalls,
             "unit_utilization": self.units, "pe_counters": self.pe_counters,
             "instruction_breakdown": self.counts,
@@ -160,15 +185,17 @@ def _iss(prog: Program, banks: dict, cfg) -> tuple[SIMBMachine, dict]:
 def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
               engine: str = "rtl", max_cycles: int = 50_000_000, exe=None,
               cube_cfg=None, **params) -> ImageRun:
-    """Compile and run benchmark *name* on *img*; see the module docstring.
+    """Compile and run benchmark *name* on *img*; see the module docstring and
+    :func:`run_program` (``engine``, ``cube_cfg``)."""
+    _check_cube_cfg(cfg, cube_cfg)
+    ref = reference(name, img, **params)
+    H, W = img.shape[:2]
+    prog = compile_bench(name, H, W, cfg, opt, **params)
+    return run_program(name, prog, img, ref, cfg, opt=opt, engine=engine,
+                       max_cycles=max_cycles, exe=exe, cube_cfg=cube_cfg)
 
-    ``engine`` is ``"rtl"`` (the Verilated cube, with the instruction-set simulator
-    for the dynamic instruction counts) or ``"iss"`` (the simulator alone: no
-    cycles). ``cube_cfg`` runs the program compiled for *cfg* on the cube of another
-    config that differs only in having more vaults: the extra vaults get no program
-    and stay halted (a halted vault counts as arrived at every ``sync``), so a machine
-    of one vault, which the cube RTL does not build alone, runs as vault 0 of two.
-    """
+
+def _check_cube_cfg(cfg, cube_cfg) -> None:
     ip = cfg.ipim
     if cube_cfg is not None:
         from dataclasses import replace
@@ -176,22 +203,38 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
         if replace(cube_cfg.ipim, vaults=ip.vaults) != ip or cube_cfg.ipim.vaults < ip.vaults:
             raise CompileError("cube_cfg must be the config of the run with at least as "
                                f"many vaults ({ip.vaults}) and nothing else changed")
-    ref = reference(name, img, **params)
-    H, W = img.shape[:2]
-    prog = compile_bench(name, H, W, cfg, opt, **params)
+
+
+def run_program(name: str, prog: Program, img: np.ndarray, ref: np.ndarray | None, cfg, *,
+                opt: Options | str = "opt", engine: str = "rtl", max_cycles: int = 50_000_000,
+                exe=None, cube_cfg=None, atol: float | None = None) -> ImageRun:
+    """Run *prog* (compiled for *cfg*) on *img* and compare its output with *ref*.
+
+    ``engine`` is ``"rtl"`` (the Verilated cube, with the instruction-set simulator
+    for the dynamic instruction counts and an output to compare bit for bit) or
+    ``"iss"`` (the simulator alone: no cycles). ``cube_cfg`` runs the program compiled
+    for *cfg* on the cube of another config that differs only in having more vaults:
+    the extra vaults get no program and stay halted (a halted vault counts as arrived
+    at every ``sync``), so a machine of one vault, which the cube RTL does not build
+    alone, runs as vault 0 of two. ``atol`` is the tolerance against *ref* (``None``:
+    benchmark *name*'s).
+    """
+    _check_cube_cfg(cfg, cube_cfg)
+    ip = cfg.ipim
     opt_name = opt if isinstance(opt, str) else "custom"
     banks: dict = {}
     for arr in prog.inputs.values():
         for key, blk in place(arr, img, ip).items():
             banks.setdefault(key, {}).update({arr.base + i: vec for i, vec in enumerate(blk)})
     m, counts = _iss(prog, banks, cfg)
+
+    def iss_fetch(v, pe, base, n):
+        b = m.vaults[v].banks[pe]
+        z = np.zeros(LANES, np.uint32)
+        return np.array([b.get(base + i, z) for i in range(n)], dtype=np.uint32)
+    iss_out = _crop(prog.read(iss_fetch, ip), prog.out_shape)
     if engine == "iss":
-        def fetch(v, pe, base, n):
-            b = m.vaults[v].banks[pe]
-            z = np.zeros(LANES, np.uint32)
-            return np.array([b.get(base + i, z) for i in range(n)], dtype=np.uint32)
-        out = _crop(prog.read(fetch, ip), prog.out_shape)
-        return ImageRun(name, img.shape, opt_name, out, ref, prog, "iss", counts)
+        return ImageRun(name, img.shape, opt_name, iss_out, ref, prog, "iss", counts, atol=atol)
     if ip.cubes != 1:
         raise CompileError("the RTL runs one cube: set ipim.cubes = 1 (or use --engine iss)")
     run_cfg = cube_cfg if cube_cfg is not None else cfg
@@ -219,8 +262,8 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
         units[k] = sum(run.pe[k]) / (vault_cycles * ip.pes)
     stalls = {k: core_tot[k] for k in core_tot if k.startswith("stall_")}
     stalls.update({k: core_tot[k] for k in core_tot if k.startswith("issued_")})
-    return ImageRun(name, img.shape, opt_name, out, ref, prog, "rtl", counts,
-                    cycles=run.cycles, ipc=run.ipc, stalls=stalls, units=units,
+    return ImageRun(name, img.shape, opt_name, out, ref, prog, "rtl", counts, atol=atol,
+                    iss_output=iss_out, cycles=run.cycles, ipc=run.ipc, stalls=stalls, units=units,
                     pe_counters={k: sum(v) for k, v in run.pe.items()},
                     energy=energy_nj(ip, run.pe, run.core), wall_s=wall,
                     cycles_per_s=run.cycles_per_s)
