@@ -84,3 +84,17 @@ def test_bad_waves_options_are_one_line(tmp_path, monkeypatch, capsys, argv, msg
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nofolder"]
+
+
+def test_membench_waves_end_with_the_run(tmp_path):
+    """A window past the end of the run holds the cycles up to its end."""
+    out, vcd = tmp_path / "r.json", tmp_path / "m.vcd"
+    assert main(["membench", "--pattern", "random", "--requests", "200", "--json", str(out),
+                 "--waves", str(vcd), "--waves-from", "700", "--waves-to", "100000"]) == 0
+    cycles = json.loads(out.read_text())["cycles"]
+    names, times, changes = read_vcd(vcd)
+    assert times[0] == 7000 and times == sorted(set(times)) and times[-1] % 10 == 5
+    last = times[-1] // 10
+    assert 700 < last < 100000 and last >= cycles - 1, (last, cycles)
+    assert len(times) == 2 * (last - 700 + 1)
+    assert {name for _, name in names.values()} >= {"clk", "rst"}
