@@ -173,11 +173,12 @@ class Table {
 // run's folder; without it, no waves), `waves_from` and `waves_to` (the first and
 // last cycle written, both included; waves_to = -1: to the end). Make it before the
 // model (tracing must be on when the model is built), attach() the model, then call
-// dump() after each eval the waves should show: it reads the clock, so cycle N is
-// the N-th rising edge dumped (the reset before it is not shown; runs one after the
-// other are numbered on), written at time 10 N with the clock low (its inputs set)
-// and 10 N + 5 after its rising edge. The file is flushed and closed by close() or
-// the destructor. A driver built without --trace given a `waves` field stops.
+// dump() after the evaluation with the clock low and the cycle's inputs set, and after
+// the rising edge's (tick() does both): it reads the clock, so cycle N is the N-th
+// rising edge dumped (the reset before it is not shown; runs one after the other are
+// numbered on), written at time 10 N (clock low) and 10 N + 5 (after the rising edge).
+// The file is flushed and closed by close() or the destructor. A driver built without
+// --trace given a `waves` field stops.
 class Waves {
   public:
     Waves(const std::string& dir, const Fields& run) {
@@ -216,6 +217,10 @@ class Waves {
         last_ = t;
         dumped_ = true;
     }
+    template <class T> void tick(T* t) {
+        t->clk = 0; t->eval(); dump();
+        t->clk = 1; t->eval(); dump();
+    }
     void close() {
         if (!vcd_) return;
         vcd_->close();
@@ -225,6 +230,10 @@ class Waves {
 #else
     template <class T> void attach(T*) {}
     void dump() {}
+    template <class T> void tick(T* t) {
+        t->clk = 0; t->eval();
+        t->clk = 1; t->eval();
+    }
     void close() {}
 #endif
 

@@ -27,7 +27,7 @@ from typing import ClassVar
 import numpy as np
 from tqdm import tqdm
 
-from pimforge.gen.args import int_range, nonempty, out_dir, seed
+from pimforge.gen.args import add_waves_options, int_range, nonempty, out_dir, seed, waves_window
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.gen.provenance import stamp
@@ -70,6 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed, default=1, help="seed of the inputs and weights")
     p.add_argument("--dump", type=out_dir,
                    help="write per layer input/weight/output .npy and layer.json here")
+    add_waves_options(p)        # the array's waves of the first layer with MACs
 
 
 @dataclass(frozen=True)
@@ -161,12 +162,17 @@ def _dump(folder, lr, config) -> None:
 
 
 def run(args: argparse.Namespace, config) -> DnnResult:
+    waves = waves_window(args)
+    if waves is not None and args.scale == 1:
+        raise PimforgeError("--waves needs a run on the RTL: give --scale 2 or more")
     if args.dump is not None and args.scale == 1:
         raise PimforgeError("--dump needs a run on the RTL: give --scale 2 or more (--scale 1 "
                             "is the full network through the cost model only)")
     net = scale_network(network(args.net), args.scale, args.layers)
     mapping = map_scaled(net, config, args.mapper, args.scale)     # before any build
-    exe = array_driver(config) if args.scale > 1 else None
+    exe = array_driver(config) if args.scale > 1 and waves is None else None
+    if waves is not None:
+        exe = build_array_driver(config, trace=True)
     # A bar on a terminal's stderr only (disable=None): logs and pipes stay clean.
     bar = tqdm(total=len(net.layers), desc=f"{args.net} layers", unit="layer", disable=None,
                leave=False)
@@ -178,7 +184,7 @@ def run(args: argparse.Namespace, config) -> DnnResult:
     try:
         r = run_network(net, config, mapper=args.mapper, scale=args.scale, seed=args.seed,
                         exe=exe, keep=args.dump is not None, progress=progress,
-                        mapping=mapping)
+                        mapping=mapping, waves=waves)
     finally:
         bar.close()
     if args.dump is not None:
