@@ -98,3 +98,20 @@ def test_membench_waves_end_with_the_run(tmp_path):
     assert 700 < last < 100000 and last >= cycles - 1, (last, cycles)
     assert len(times) == 2 * (last - 700 + 1)
     assert {name for _, name in names.values()} >= {"clk", "rst"}
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["simb", "run", "prog.s", "--waves", "w.vcd"], "give --rtl too"),
+    (["run", "image", "--bench", "all", "--waves", "w.vcd"], "one benchmark"),
+    (["run", "image", "--bench", "brighten", "--engine", "iss", "--waves", "w.vcd"],
+     "--engine rtl"),
+    (["run", "dnn", "--net", "resnet152", "--scale", "1", "--waves", "w.vcd"],
+     "--scale 2 or more"),
+])
+def test_waves_need_a_run_on_the_rtl(tmp_path, monkeypatch, capsys, argv, msg):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog.s").write_text("halt\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.s"]

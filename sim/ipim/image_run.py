@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pimforge.gen.args import WavesWindow
 from pimforge.rtl.ipim.isa import LANES
 from pimforge.verif.models.ipim.image import BENCHES, reference
 from pimforge.verif.models.ipim.iss import SIMBMachine
@@ -159,7 +160,7 @@ def _iss(prog: Program, banks: dict, cfg) -> tuple[SIMBMachine, dict]:
 
 def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
               engine: str = "rtl", max_cycles: int = 50_000_000, exe=None,
-              cube_cfg=None, **params) -> ImageRun:
+              cube_cfg=None, waves: WavesWindow | None = None, **params) -> ImageRun:
     """Compile and run benchmark *name* on *img*; see the module docstring.
 
     ``engine`` is ``"rtl"`` (the Verilated cube, with the instruction-set simulator
@@ -168,6 +169,7 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
     config that differs only in having more vaults: the extra vaults get no program
     and stay halted (a halted vault counts as arrived at every ``sync``), so a machine
     of one vault, which the cube RTL does not build alone, runs as vault 0 of two.
+    ``waves``: write the cube's waves of these cycles (a separate trace build).
     """
     ip = cfg.ipim
     if cube_cfg is not None:
@@ -195,6 +197,10 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
     if ip.cubes != 1:
         raise CompileError("the RTL runs one cube: set ipim.cubes = 1 (or use --engine iss)")
     run_cfg = cube_cfg if cube_cfg is not None else cfg
+    if waves is not None and exe is None:
+        from .rtl_run import build_cube_driver
+
+        exe = build_cube_driver(run_cfg, trace=True)
     exe = exe or cube_driver(run_cfg)
     rtl_banks = {}
     for (v, pe), blk in banks.items():
@@ -203,7 +209,8 @@ def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
     from .rtl_run import run_cube
 
     t = time.perf_counter()
-    run = run_cube(run_cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe)
+    run = run_cube(run_cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe,
+                   waves=waves)
     wall = time.perf_counter() - t
 
     def fetch(v, pe, base, n):
