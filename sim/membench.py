@@ -21,6 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from pimforge.gen.args import (
+    WavesWindow,
+    add_waves_options,
     count_in_ram,
     fraction,
     int_range,
@@ -28,6 +30,7 @@ from pimforge.gen.args import (
     out_file,
     power_of_two,
     seed,
+    waves_window,
 )
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import CapacityError, PimforgeError, SimulationError
@@ -41,6 +44,7 @@ from .build import build_verilated
 from .drivers import params_header, sources
 from .drivers.io import read_fields, write_fields, write_table
 from .drivers.pins import driver_top
+from .drivers.waves import DriverWaves
 
 __all__ = ["PATTERNS", "POLICIES", "REQUEST_BYTES", "add_arguments", "build_driver",
            "driver_pins", "make_requests", "membench", "replay", "run"]
@@ -77,6 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed, default=1)
     p.add_argument("--trace", type=out_file, help="write every DRAM command as CSV here")
     p.add_argument("--json", type=out_file, required=True, help="write the results here")
+    add_waves_options(p)
 
 
 def array_address(hmc, d) -> int:
@@ -183,8 +188,9 @@ def driver_pins(links: int, vaults: int) -> dict[str, list[str] | str]:
     return pins
 
 
-def build_driver(cfg) -> Path:
-    """The (cached) native membench driver of *cfg*'s ``hmc_mem``."""
+def build_driver(cfg, *, trace: bool = False) -> Path:
+    """The (cached) native membench driver of *cfg*'s ``hmc_mem`` (with *trace*: a
+    separate build that can write waves)."""
 
     el = elaborate("hmc_mem", cfg)
     h = cfg.hmc
@@ -203,12 +209,13 @@ def build_driver(cfg) -> Path:
                         REQ_WORDS=w["req_payload"], RESP_WORDS=w["resp_payload"],
                         ADDR_WORDS=w["arr_addr"], BLOCK_WORDS=w["arr_wdata"])
     return build_verilated(top.verilog, top.name, sources("membench_main.cpp", hdr),
-                           name=f"membench-{cfg.name}")
+                           name=f"membench-{cfg.name}", trace=trace)
 
 
 def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1,
            trace: Path | None = None, max_inflight_host: int | None = None,
-           max_inflight_pe: int | None = None, exe: Path | None = None) -> dict:
+           max_inflight_pe: int | None = None, exe: Path | None = None,
+           waves: WavesWindow | None = None) -> dict:
     """Replay *reqs* on *cfg*'s Verilated ``hmc_mem``; returns the driver's raw counters.
 
     Each request is ``(master, we, byte address, vault, array address[, gap])`` as
@@ -216,7 +223,8 @@ def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, ga
     cycles its master waits after its previous request was accepted before
     offering it (a stall therefore delays all later requests of that master).
     ``max_inflight_host`` / ``max_inflight_pe`` cap the requests one host link /
-    one PE port has in flight (default: the 256 tags). Raises
+    one PE port has in flight (default: the 256 tags). *waves*: write the waves of
+    these cycles (*exe* must then be a trace build). Raises
     :class:`SimulationError` when a response is missing or wrong.
     """
     if policy not in POLICIES:
@@ -228,8 +236,8 @@ def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, ga
                     ("max_inflight_pe", max_inflight_pe)):
         if c is not None and not 1 <= c <= 256:
             raise PimforgeError(f"{name} must be between 1 and 256, not {c}")
-    exe = exe or build_driver(cfg)
-    with tempfile.TemporaryDirectory() as td:
+    exe = exe or build_driver(cfg, trace=waves is not None)
+    with tempfile.TemporaryDirectory() as td, DriverWaves(waves, Path(td)) as wv:
         d = Path(td)
         write_table(d / "requests.txt", ("master", "we", "addr", "vault", "arr", "gap"),
                     (r if len(r) > 5 else (*r, 0) for r in reqs))
@@ -238,11 +246,12 @@ def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, ga
             "max_inflight_host": max_inflight_host or 256,
             "max_inflight_pe": max_inflight_pe or 256,
             # The driver writes the trace here; it replaces --trace only once complete.
-            **({"trace": str(d / "trace.csv")} if trace else {})})
+            **({"trace": str(d / "trace.csv")} if trace else {}), **wv.fields})
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True, check=False)
         if not (d / "stats.txt").exists():
             raise SimulationError(f"membench driver failed: {res.stderr[-2000:]}")
         f = read_fields(d / "stats.txt")
+        wv.publish()        # a failed run's too: its waves show where
         if trace and res.returncode == 0:
             Path(trace).parent.mkdir(parents=True, exist_ok=True)
             part = Path(trace).with_name(f".{Path(trace).name}.tmp")
@@ -262,7 +271,7 @@ def replay(cfg, reqs: list[tuple], *, policy: str = "rmas", gamma_v: int = 1, ga
 def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4096,
              write_fraction: float = 0.0, stride: int = 4096, burst: int = 64,
              policy: str = "rmas", gamma_v: int = 1, gamma_h: int = 1, seed: int = 1,
-             trace: Path | None = None) -> dict:
+             trace: Path | None = None, waves: WavesWindow | None = None) -> dict:
     """Build (cached) and run one membench; returns the JSON-able result."""
 
     if pattern not in PATTERNS:
@@ -282,7 +291,8 @@ def membench(cfg, *, pattern: str, mapping: str | None = None, requests: int = 4
     t = resolve_timing(h.timing, h.tck_ns)
     reqs = make_requests(cfg, amap, pattern, requests, write_fraction=write_fraction,
                          stride=stride, burst=burst, seed=seed)
-    stats = replay(cfg, reqs, policy=policy, gamma_v=gamma_v, gamma_h=gamma_h, trace=trace)
+    stats = replay(cfg, reqs, policy=policy, gamma_v=gamma_v, gamma_h=gamma_h, trace=trace,
+                   waves=waves)
     cycles = stats["last"] - stats["first"] + 1
     nbytes = len(reqs) * h.block_bytes
     seconds = cycles * h.tck_ns * 1e-9
@@ -322,6 +332,7 @@ def _class_stats(stats: dict, masters, first: int) -> dict:
 
 
 def run(args) -> int:
+    waves = waves_window(args)
     cfg = args.config
     vl.preflight()              # the driver build needs them; say so before the work
     if not 0.0 <= args.write_fraction <= 1.0:
@@ -329,7 +340,7 @@ def run(args) -> int:
     r = membench(cfg, pattern=args.pattern, mapping=args.mapping, requests=args.requests,
                  write_fraction=args.write_fraction, stride=args.stride, burst=args.burst,
                  policy=args.policy, gamma_v=args.gamma_v, gamma_h=args.gamma_h,
-                 seed=args.seed, trace=args.trace)
+                 seed=args.seed, trace=args.trace, waves=waves)
     write_json(args.json, stamp(r, "pimforge.membench", 1, cfg))
     print(f"{r['pattern']:8s} mapping {r['mapping']:8s} {r['requests']} requests in "
           f"{r['cycles']} cycles: {r['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "

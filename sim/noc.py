@@ -26,7 +26,15 @@ from pathlib import Path
 
 from amaranth.back import verilog as amaranth_verilog
 
-from pimforge.gen.args import int_range, number_range, out_file, seed
+from pimforge.gen.args import (
+    WavesWindow,
+    add_waves_options,
+    int_range,
+    number_range,
+    out_file,
+    seed,
+    waves_window,
+)
 from pimforge.gen.elaborate import LINT_HEADER
 from pimforge.gen.errors import PimforgeError, SimulationError
 from pimforge.gen.output import write_json
@@ -42,6 +50,7 @@ from .build import build_verilated
 from .drivers import params_header, sources
 from .drivers.io import read_fields, write_fields, write_table
 from .drivers.pins import driver_top
+from .drivers.waves import DriverWaves
 
 __all__ = ["TRAFFIC", "add_arguments", "build_driver", "channel_bound",
            "mean_hops", "noc_sweep", "parse_mesh", "run", "run_driver", "run_trace",
@@ -68,6 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed, default=1)
     p.add_argument("--json", type=out_file, required=True, help="write the results here")
     p.add_argument("--png", type=out_file, help="plot latency against accepted rate here")
+    add_waves_options(p)
 
 
 def parse_mesh(text: str) -> tuple[int, int]:
@@ -82,9 +92,10 @@ def _probe_words(mesh: Mesh) -> int:
     return -(-mesh.probe_layout.size // 32)
 
 
-def build_driver(cfg, *, probes: bool = False) -> Path:
+def build_driver(cfg, *, probes: bool = False, trace: bool = False) -> Path:
     """The (cached) native traffic driver of *cfg*'s ``noc_mesh`` (with *probes*: every
-    router-to-router link is checked too)."""
+    router-to-router link is checked too; with *trace*: a separate build that can write
+    waves)."""
     n = cfg.noc
     with leaf_scope() as leaves:
         mesh = mesh_from_config(cfg, probes=probes)
@@ -121,36 +132,39 @@ def build_driver(cfg, *, probes: bool = False) -> Path:
     # compiles in the time of one router, not of rows x cols copies of it.
     return build_verilated(top.verilog, top.name, sources("noc_main.cpp", hdr),
                            name=f"noc-{n.rows}x{n.cols}-{cfg.name}",
-                           extra_args=("-fno-inline",))
+                           extra_args=("-fno-inline",), trace=trace)
 
 
 def run_driver(cfg, rates: list[float], *, traffic: str = "uniform", packet_flits: int = 4,
                warmup: int = 1000, measure: int = 2000, drain: int | None = None,
                check: bool = False, stall: float = 0.0, seed: int = 1, probes: bool = False,
-               exe: Path | None = None) -> list[dict]:
+               exe: Path | None = None, waves: WavesWindow | None = None) -> list[dict]:
     """Run the driver once per offered rate; the raw counters of each run.
 
     *check*: stop generating after the measurement window and require every
     packet to arrive (no loss, no deadlock) within *drain* cycles. *stall*: the
-    probability that a sink holds a credit back one more cycle.
+    probability that a sink holds a credit back one more cycle. *waves*: write the
+    waves of these cycles (the rates' runs numbered on one after the other; *exe*
+    must then be a trace build).
     """
     if traffic not in TRAFFIC:
         raise PimforgeError(f"--traffic must be one of {', '.join(TRAFFIC)}, not {traffic!r}")
     if traffic == "transpose" and cfg.noc.rows != cfg.noc.cols:
         raise PimforgeError(f"transpose traffic needs a square mesh, not "
                             f"{cfg.noc.rows}x{cfg.noc.cols}")
-    exe = exe or build_driver(cfg, probes=probes)
-    with tempfile.TemporaryDirectory() as td:
+    exe = exe or build_driver(cfg, probes=probes, trace=waves is not None)
+    with tempfile.TemporaryDirectory() as td, DriverWaves(waves, Path(td)) as w:
         d = Path(td)
         write_fields(d / "run.txt", {
             "seed": seed, "packet_flits": packet_flits, "traffic": TRAFFIC[traffic],
             "rates": " ".join(repr(float(r)) for r in rates), "warmup": warmup,
             "measure": measure, "drain": 3 * measure if drain is None else drain,
-            "check": int(check), "stall": float(stall)})
+            "check": int(check), "stall": float(stall), **w.fields})
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True, check=False)
         if not (d / "stats.txt").exists():
             raise SimulationError(f"noc driver failed: {res.stderr[-2000:]}")
         f = read_fields(d / "stats.txt")
+        w.publish()         # a run that broke the contract too: its waves show where
     cols = {k: f.ints(k) for k in _STATS}
     points = [{k: cols[k][i] for k in _STATS} | {"offered": r} for i, r in enumerate(rates)]
     if res.returncode != 0:
@@ -231,7 +245,7 @@ def channel_bound(rows: int, cols: int, traffic: str) -> float:
 
 def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
               warmup: int = 1000, measure: int = 2000, seed: int = 1, refine: int = 3,
-              exe: Path | None = None) -> dict:
+              exe: Path | None = None, waves: WavesWindow | None = None) -> dict:
     """Latency and accepted throughput over offered rates ``step, 2 step, ... 1``; the
     JSON-able result.
 
@@ -241,7 +255,8 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
     *refine* times between the last stable and the first unstable rate of the grid
     (0 when even the first is unstable).
     The zero-load latency is measured apart, at 0.01 flits/node/cycle, with every
-    packet counted.
+    packet counted. *waves*: the waves of the grid's runs (from the lowest rate on,
+    numbered on from one rate to the next), not of the bisection or zero-load runs.
     """
     n = cfg.noc
     if packet_flits > n.packet_flits:
@@ -250,7 +265,7 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
     if traffic == "transpose" and n.rows != n.cols:     # before the build
         raise PimforgeError(f"transpose traffic needs a square mesh, not {n.rows}x{n.cols}")
     # The probes cost little and keep every check of the driver on in measurements too.
-    exe = exe or build_driver(cfg, probes=True)
+    exe = exe or build_driver(cfg, probes=True, trace=waves is not None)
     model = zero_load_model(n.rows, n.cols, traffic, packet_flits)
     srcs = len({s for s, _, _ in _pairs(n.rows, n.cols, traffic)})
     kw = dict(traffic=traffic, packet_flits=packet_flits, seed=seed, exe=exe)
@@ -264,7 +279,8 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
 
     k = round(1 / step)
     rates = sorted({round(min(1.0, i * step), 6) for i in range(1, k + 2)})
-    curve = [point(p) for p in run_driver(cfg, rates, warmup=warmup, measure=measure, **kw)]
+    curve = [point(p) for p in run_driver(cfg, rates, warmup=warmup, measure=measure,
+                                          waves=waves, **kw)]
     unstable = [i for i, c in enumerate(curve) if not c["stable"]]
     if unstable:
         j = unstable[0]
@@ -346,6 +362,7 @@ def plot(path: Path, r: dict) -> None:
 
 
 def run(args) -> int:
+    waves = waves_window(args)
     cfg = args.config
     changes = {}
     if args.mesh is not None:
@@ -362,7 +379,7 @@ def run(args) -> int:
         cfg = cfg.replace(noc=replace(cfg.noc, **changes))
     vl.preflight()              # the driver build needs them; say so before the work
     r = noc_sweep(cfg, traffic=args.traffic, packet_flits=args.packet_flits, step=args.step,
-                  warmup=args.warmup, measure=args.measure, seed=args.seed)
+                  warmup=args.warmup, measure=args.measure, seed=args.seed, waves=waves)
     r = stamp(r, "pimforge.noc", 1, cfg)
     write_json(args.json, r)
     if args.png:

@@ -40,6 +40,9 @@ def _bad_values(action, tmp_path):
         if t is A.out_file:
             return [str(tmp_path / "afile" / "r.json"), "", *loops]
         return [str(tmp_path / "afile"), "", *loops]
+    if t is A.waves_file:
+        (tmp_path / "afile").write_text("x")
+        return [str(tmp_path / "afile" / "w.vcd"), "w.fst", "w.txt", "", str(tmp_path)]
     if t is A.nonempty or t is A.in_file:
         return ["", "  "]
     if name == "int":

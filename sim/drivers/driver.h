@@ -10,6 +10,7 @@
 //   table file    a header line of column names, then one row of integers per
 //                 line; a driver asks for its columns by name.
 //   word file     raw little-endian uint32 words.
+//   waves         a VCD file the driver writes when run.txt names one (Waves).
 #pragma once
 
 #include <cerrno>
@@ -24,6 +25,9 @@
 #include <vector>
 
 #include "verilated.h"
+#if VM_TRACE
+#include "verilated_vcd_c.h"
+#endif
 
 namespace pf {
 
@@ -163,6 +167,85 @@ class Table {
     std::string path_;
     FILE* f_;
     std::vector<std::string> cols_;
+};
+
+// Waves of a window of cycles. The fields of run.txt: `waves` (a file name in the
+// run's folder; without it, no waves), `waves_from` and `waves_to` (the first and
+// last cycle written, both included; waves_to = -1: to the end). Make it before the
+// model (tracing must be on when the model is built), attach() the model, then call
+// dump() after the evaluation with the clock low and the cycle's inputs set, and after
+// the rising edge's (tick() does both): it reads the clock, so cycle N is the N-th
+// rising edge dumped (the reset before it is not shown; runs one after the other are
+// numbered on), written at time 10 N (clock low) and 10 N + 5 (after the rising edge).
+// The file is flushed and closed by close() or the destructor. A driver built without
+// --trace given a `waves` field stops.
+class Waves {
+  public:
+    Waves(const std::string& dir, const Fields& run) {
+        if (!run.has("waves")) return;
+        path_ = dir + "/" + run.str("waves");
+        from_ = run.integer("waves_from", 0);
+        to_ = run.integer("waves_to", -1);
+#if VM_TRACE
+        Verilated::traceEverOn(true);
+#else
+        die(2, "waves asked for, but this driver was built without tracing (--trace)");
+#endif
+    }
+    ~Waves() { close(); }
+    Waves(const Waves&) = delete;
+    Waves& operator=(const Waves&) = delete;
+    bool on() const { return !path_.empty(); }
+#if VM_TRACE
+    template <class T> void attach(T* top) {
+        if (path_.empty()) return;
+        vcd_ = new VerilatedVcdC;
+        top->trace(vcd_, 99);
+        vcd_->open(path_.c_str());
+        if (!vcd_->isOpen()) die(2, path_ + ": cannot be written");
+        clk_ = &top->clk;
+    }
+    void dump() {
+        if (!vcd_) return;
+        const bool high = *clk_ != 0;
+        const long long c = cycle_;
+        if (high) cycle_++;
+        if (c < from_ || (to_ >= 0 && c > to_)) return;
+        const uint64_t t = 10 * (uint64_t)c + (high ? 5 : 0);
+        if (dumped_ && t <= last_) return;      // one sample per clock phase
+        vcd_->dump(t);
+        last_ = t;
+        dumped_ = true;
+    }
+    template <class T> void tick(T* t) {
+        t->clk = 0; t->eval(); dump();
+        t->clk = 1; t->eval(); dump();
+    }
+    void close() {
+        if (!vcd_) return;
+        vcd_->close();
+        delete vcd_;
+        vcd_ = nullptr;
+    }
+#else
+    template <class T> void attach(T*) {}
+    void dump() {}
+    template <class T> void tick(T* t) {
+        t->clk = 0; t->eval();
+        t->clk = 1; t->eval();
+    }
+    void close() {}
+#endif
+
+  private:
+    std::string path_;
+    long long from_ = 0, to_ = -1, cycle_ = 0;
+#if VM_TRACE
+    VerilatedVcdC* vcd_ = nullptr;
+    const uint8_t* clk_ = nullptr;
+    uint64_t last_ = 0;
+    bool dumped_ = false;
+#endif
 };
 
 // A file of uint32 words (empty when optional and absent).

@@ -3,6 +3,7 @@
 // Usage: VBIN DIR. DIR holds
 //   run.txt    fields max_cycles (give up after this many cycles) and bare (1: also
 //              time a bare loop of the same model for the same number of cycles);
+//              waves, waves_from and waves_to for waves of the run (pf::Waves);
 //   prog.tbl   columns vault addr w0 w1 w2 w3: the instruction words of each vault's
 //              program (w0 least significant); a vault with no row stays halted;
 //   banks.tbl  columns vault pe addr w0 w1 w2 w3: initial bank vectors (others 0).
@@ -99,7 +100,9 @@ int main(int argc, char** argv) {
     uint64_t want = 0;
     for (int v = 0; v < V; v++) if (!prog[v].empty()) want |= 1ull << v;
 
+    pf::Waves waves(dir, run);
     Top* t = new Top;
+    waves.attach(t);
     pf::reset(t, 4);
     load(t, prog);
     // The DRAM arrays: a read's vector is driven on arr_rdata in the next cycle.
@@ -125,11 +128,12 @@ int main(int argc, char** argv) {
                 banks[i][a] = w;
             }
         }
-        pf::tick(t);
+        waves.tick(t);      // pf::tick, with the waves of both clock phases
         cycles++;
     }
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bool done = (halted(t) & want) == want;
+    waves.close();
 
     {
         pf::Stats st(dir + "/stats.txt");

@@ -1,6 +1,7 @@
 // membench driver: replays a request table on the Verilated HMC memory system.
 // Usage: VBIN DIR. DIR holds run.txt (named fields: policy, gamma_v, gamma_h,
-// max_inflight_host, max_inflight_pe, optional trace = CSV path) and
+// max_inflight_host, max_inflight_pe, optional trace = CSV path, optional waves,
+// waves_from and waves_to: pf::Waves) and
 // requests.txt, a table with the columns master we addr vault arr gap: GAP is
 // the number of cycles the master waits after its previous request was accepted
 // (or after reset, for its first) before offering this one, so a stalled
@@ -61,7 +62,9 @@ int main(int argc, char** argv) {
     if (!trace.empty() && !tr) pf::die(2, trace + ": " + strerror(errno));
     if (tr) fprintf(tr, "cycle,vault,bank,cmd,row,col\n");
     static const char* CMD[] = {"NOP", "ACT", "RD", "WR", "PRE", "REF"};
+    pf::Waves waves(dir, run);
     Top* top = new Top;
+    waves.attach(top);
     top->policy = run.integer("policy");
     top->gamma_v = run.integer("gamma_v");
     top->gamma_h = run.integer("gamma_h");
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
         for (int m = 0; m < NM; m++)
             for (int k = 0; k < REQ_WORDS; k++) lset(top->req_payload, m * REQ_WORDS + k, pay[m][k]);
         top->eval();
+        waves.dump();
         // observe: DRAM commands, array reads and writes, then the master ports
         for (int v = 0; v < NV; v++) {
             if (lget(top->cmd_valid, v)) {
@@ -152,7 +156,7 @@ int main(int argc, char** argv) {
                 o.valid = 0; freetags[m].push_back(tag); done++; last = cycle;
             }
         }
-        top->clk = 1; top->eval(); top->clk = 0;
+        top->clk = 1; top->eval(); waves.dump(); top->clk = 0;
         cycle++;
     }
     {
@@ -170,6 +174,7 @@ int main(int argc, char** argv) {
         s.put("last_response", mlast);
     }
     if (tr) fclose(tr);
+    waves.close();
     delete top;
     return done == total && errors == 0 ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 // Usage: VBIN DIR. DIR holds
 //   run.txt    fields max_cycles (give up after this many cycles) and bare (1: also
 //              time a bare loop of the same model for the same number of cycles);
+//              waves, waves_from and waves_to for waves of the run (pf::Waves);
 //   tasks.tbl  columns node addr t0 .. t<TW-1>: each node's task words (t0 least
 //              significant); a node with no row is not started;
 //   dram.tbl   columns node addr w0 .. w<WW-1>: initial DRAM words (others 0).
@@ -112,7 +113,9 @@ int main(int argc, char** argv) {
     std::vector<bool> want(N);
     for (int n = 0; n < N; n++) want[n] = !tasks[n].empty();
 
+    pf::Waves waves(dir, run);
     Top* t = new Top;
+    waves.attach(t);
     pf::reset(t, 4);
     load(t, tasks, want);
     std::vector<Word> pending(N, Word(WW, 0));
@@ -137,11 +140,12 @@ int main(int argc, char** argv) {
                 banks[n][a] = w;
             }
         }
-        pf::tick(t);
+        waves.tick(t);      // pf::tick, with the waves of both clock phases
         cycles++;
     }
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bool done = all_done(t, want);
+    waves.close();
 
     {
         pf::Stats st(dir + "/stats.txt");

@@ -2,7 +2,8 @@
 // injection rate, with every check of the network's contract on at every cycle.
 // Usage: VBIN DIR. DIR/run.txt holds the named fields seed, packet_flits, traffic
 // (0 uniform random over the other nodes, 1 transpose), rates (offered flits per
-// source node per cycle, space separated), warmup, measure, drain, check and stall.
+// source node per cycle, space separated), warmup, measure, drain, check and stall;
+// waves, waves_from and waves_to for waves (pf::Waves; the rates' runs follow each other).
 //
 // Each rate is one run from reset: packets are generated for warmup + measure
 // cycles (check = 1: then no more, and the network must drain completely) or until
@@ -86,7 +87,7 @@ struct Point {
 static long g_errors_printed = 0;
 #define FAIL(pt, ...) do { (pt).errors++; if (g_errors_printed++ < 12) { fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
 
-static Point run_point(Top* top, double rate, int L, int traffic, long warmup, long measure,
+static Point run_point(Top* top, pf::Waves& waves, double rate, int L, int traffic, long warmup, long measure,
                        long drain, int check, double stall, uint64_t seed) {
     Point pt;
     std::mt19937_64 rng(seed);
@@ -161,6 +162,7 @@ static Point run_point(Top* top, double rate, int L, int traffic, long warmup, l
             lset(top->out_credit, n, c);
         }
         top->eval();
+        waves.dump();
         if (top->overflow) FAIL(pt, "cycle %ld: a router input buffer overflowed", cycle);
         // ejection
         for (int n = 0; n < N; n++) {
@@ -237,7 +239,7 @@ static Point run_point(Top* top, double rate, int L, int traffic, long warmup, l
             if (stall > 0 && U(rng) < stall) { pt.sink_stalls++; continue; }
             ret[n][v] = 1; occ[n][v]--;
         }
-        top->clk = 1; top->eval(); top->clk = 0;
+        top->clk = 1; top->eval(); waves.dump(); top->clk = 0;
     }
     pt.cycles = cycle;
     (void)sources;
@@ -253,7 +255,7 @@ static Point run_point(Top* top, double rate, int L, int traffic, long warmup, l
 // cycles. The same checks as above; stats.txt gets the cycle of the last arrival,
 // each message's arrival cycle and, with probes, the flits every router-to-router
 // link carried.
-static int run_trace(Top* top, const std::string& dir, const pf::Fields& run) {
+static int run_trace(Top* top, pf::Waves& waves, const std::string& dir, const pf::Fields& run) {
     struct Msg { int src, dest, flits; long dep; };
     std::vector<Msg> msgs;
     {
@@ -322,6 +324,7 @@ static int run_trace(Top* top, const std::string& dir, const pf::Fields& run) {
             lset(top->out_credit, n, c);
         }
         top->eval();
+        waves.dump();
         if (top->overflow) FAIL(pt, "cycle %ld: a router input buffer overflowed", cycle);
         for (int n = 0; n < N; n++) {
             const uint32_t cr = lget(top->in_credit, n);
@@ -372,7 +375,7 @@ static int run_trace(Top* top, const std::string& dir, const pf::Fields& run) {
             ret[n][v] = occ[n][v] ? 1 : 0;
             if (occ[n][v]) occ[n][v]--;
         }
-        top->clk = 1; top->eval(); top->clk = 0;
+        top->clk = 1; top->eval(); waves.dump(); top->clk = 0;
     }
     if (!pt.drained) FAIL(pt, "%ld of %ld messages arrived within %ld cycles", pt.delivered, M, limit);
     {
@@ -399,9 +402,12 @@ int main(int argc, char** argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }
     const std::string dir = argv[1];
     const pf::Fields run(dir + "/run.txt");
+    pf::Waves waves(dir, run);
     if (run.has("trace")) {
         Top* top = new Top;
-        const int rc = run_trace(top, dir, run);
+        waves.attach(top);
+        const int rc = run_trace(top, waves, dir, run);
+        waves.close();
         delete top;
         return rc;
     }
@@ -419,9 +425,10 @@ int main(int argc, char** argv) {
         while (in >> r) rates.push_back(r);
     }
     Top* top = new Top;
+    waves.attach(top);
     std::vector<Point> pts;
     for (size_t i = 0; i < rates.size(); i++)
-        pts.push_back(run_point(top, rates[i], L, traffic, warmup, measure, drain, check, stall,
+        pts.push_back(run_point(top, waves, rates[i], L, traffic, warmup, measure, drain, check, stall,
                                 seed * 1000003ull + i));
     long errors = 0;
     {
@@ -434,6 +441,7 @@ int main(int argc, char** argv) {
         for (auto& p : pts) errors += p.errors;
         s.put("total_errors", (long long)errors);
     }
+    waves.close();
     delete top;
     return errors ? 1 : 0;
 }

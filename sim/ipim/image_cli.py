@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 from tqdm import tqdm
 
-from pimforge.gen.args import in_file, out_dir
+from pimforge.gen.args import add_waves_options, in_file, out_dir, waves_window
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.gen.provenance import stamp
@@ -135,6 +135,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run on the Verilated cube (default) or the instruction-set simulator "
                         "(--pipeline: always on the simulator, and on the cube too by default)")
     p.add_argument("--dump", type=out_dir, help="write input/output .npy and params per bench")
+    add_waves_options(p)        # one benchmark on the RTL: the cube's waves
 
 
 @dataclass(frozen=True)
@@ -204,8 +205,15 @@ def prepare(args: argparse.Namespace, config) -> None:
 
 
 def run(args: argparse.Namespace, config) -> ImageResult:
+    waves = waves_window(args)
     if getattr(args, "pipeline", None) is not None:
+        if waves is not None:
+            raise PimforgeError("--waves writes the cube's waves of one benchmark: give one "
+                                "--bench and --engine rtl, not --pipeline")
         return run_pipeline(args, config)
+    if waves is not None and (len(args.bench) != 1 or args.engine != "rtl"):
+        raise PimforgeError("--waves writes the cube's waves of one benchmark: give one "
+                            "--bench and --engine rtl")
     missing = [b for b in args.bench if b not in PIPELINES]
     if missing:
         raise PimforgeError(f"the iPIM compiler has no pipeline for {', '.join(missing)} yet; "
@@ -233,7 +241,8 @@ def run(args: argparse.Namespace, config) -> ImageResult:
         bar.set_postfix_str(b)
         img = inputs[b]
         try:
-            r = run_bench(b, img, config, opt=args.opt, engine=args.engine, **params[b])
+            r = run_bench(b, img, config, opt=args.opt, engine=args.engine, waves=waves,
+                          **params[b])
         except CompileError as e:
             if len(args.bench) == 1:
                 raise

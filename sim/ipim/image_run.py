@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pimforge.gen.args import WavesWindow
 from pimforge.rtl.ipim.isa import LANES
 from pimforge.verif.models.ipim.image import BENCHES, reference
 from pimforge.verif.models.ipim.iss import SIMBMachine
@@ -184,15 +185,15 @@ def _iss(prog: Program, banks: dict, cfg) -> tuple[SIMBMachine, dict]:
 
 def run_bench(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt",
               engine: str = "rtl", max_cycles: int = 50_000_000, exe=None,
-              cube_cfg=None, **params) -> ImageRun:
+              cube_cfg=None, waves: WavesWindow | None = None, **params) -> ImageRun:
     """Compile and run benchmark *name* on *img*; see the module docstring and
-    :func:`run_program` (``engine``, ``cube_cfg``)."""
+    :func:`run_program` (``engine``, ``cube_cfg``, ``waves``)."""
     _check_cube_cfg(cfg, cube_cfg)
     ref = reference(name, img, **params)
     H, W = img.shape[:2]
     prog = compile_bench(name, H, W, cfg, opt, **params)
     return run_program(name, prog, img, ref, cfg, opt=opt, engine=engine,
-                       max_cycles=max_cycles, exe=exe, cube_cfg=cube_cfg)
+                       max_cycles=max_cycles, exe=exe, cube_cfg=cube_cfg, waves=waves)
 
 
 def _check_cube_cfg(cfg, cube_cfg) -> None:
@@ -207,7 +208,8 @@ def _check_cube_cfg(cfg, cube_cfg) -> None:
 
 def run_program(name: str, prog: Program, img: np.ndarray, ref: np.ndarray | None, cfg, *,
                 opt: Options | str = "opt", engine: str = "rtl", max_cycles: int = 50_000_000,
-                exe=None, cube_cfg=None, atol: float | None = None) -> ImageRun:
+                exe=None, cube_cfg=None, atol: float | None = None,
+                waves: WavesWindow | None = None) -> ImageRun:
     """Run *prog* (compiled for *cfg*) on *img* and compare its output with *ref*.
 
     ``engine`` is ``"rtl"`` (the Verilated cube, with the instruction-set simulator
@@ -217,7 +219,8 @@ def run_program(name: str, prog: Program, img: np.ndarray, ref: np.ndarray | Non
     the extra vaults get no program and stay halted (a halted vault counts as arrived
     at every ``sync``), so a machine of one vault, which the cube RTL does not build
     alone, runs as vault 0 of two. ``atol`` is the tolerance against *ref* (``None``:
-    benchmark *name*'s).
+    benchmark *name*'s). ``waves``: write the cube's waves of these cycles (a separate
+    trace build).
     """
     _check_cube_cfg(cfg, cube_cfg)
     ip = cfg.ipim
@@ -238,6 +241,10 @@ def run_program(name: str, prog: Program, img: np.ndarray, ref: np.ndarray | Non
     if ip.cubes != 1:
         raise CompileError("the RTL runs one cube: set ipim.cubes = 1 (or use --engine iss)")
     run_cfg = cube_cfg if cube_cfg is not None else cfg
+    if waves is not None and exe is None:
+        from .rtl_run import build_cube_driver
+
+        exe = build_cube_driver(run_cfg, trace=True)
     exe = exe or cube_driver(run_cfg)
     rtl_banks = {}
     for (v, pe), blk in banks.items():
@@ -246,7 +253,8 @@ def run_program(name: str, prog: Program, img: np.ndarray, ref: np.ndarray | Non
     from .rtl_run import run_cube
 
     t = time.perf_counter()
-    run = run_cube(run_cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe)
+    run = run_cube(run_cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe,
+                   waves=waves)
     wall = time.perf_counter() - t
 
     def fetch(v, pe, base, n):

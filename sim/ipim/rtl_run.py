@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pimforge.gen.args import WavesWindow
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import CapacityError, SimulationError
 from pimforge.rtl.ipim.core import COUNTER_NAMES
@@ -31,6 +32,7 @@ from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
 from ..drivers.pins import driver_top
+from ..drivers.waves import DriverWaves
 
 __all__ = ["CubeRun", "build_cube_driver", "run_cube", "pins"]
 
@@ -56,8 +58,9 @@ def pins(vaults: int, pes: int) -> dict[str, object]:
     return out
 
 
-def build_cube_driver(cfg) -> Path:
-    """The (cached) native driver of *cfg*'s iPIM cube."""
+def build_cube_driver(cfg, *, trace: bool = False) -> Path:
+    """The (cached) native driver of *cfg*'s iPIM cube (with *trace*: a separate build
+    that can write waves)."""
     c = cfg.ipim
     el = elaborate("ipim_cube", cfg)
     top = driver_top(el.verilog, el.top, el.manifest["ports"], pins(c.vaults, c.pes),
@@ -71,7 +74,8 @@ def build_cube_driver(cfg) -> Path:
     # -fno-inline keeps the vault, NIC and router one C++ class each (a cube compiles
     # in the time of one vault).
     return build_verilated(top.verilog, top.name, sources("ipim_main.cpp", hdr),
-                           name=f"ipim_cube-{cfg.name}", extra_args=("-fno-inline",))
+                           name=f"ipim_cube-{cfg.name}", extra_args=("-fno-inline",),
+                           trace=trace)
 
 
 @dataclass
@@ -125,10 +129,11 @@ def _lanes(x: int) -> list[int]:
 def run_cube(cfg, programs: Mapping[int, Sequence[Instr]],
              banks: Mapping[tuple[int, int], Mapping[int, int]] | None = None, *,
              max_cycles: int = 1_000_000, bare: bool = False,
-             exe: Path | None = None) -> CubeRun:
+             exe: Path | None = None, waves: WavesWindow | None = None) -> CubeRun:
     """Run ``programs[v]`` on vault ``v`` of *cfg*'s cube from *banks*
     (``(vault, pe) -> {address: 128-bit vector}``) until every vault with a program
-    has halted; the final banks and the counters.
+    has halted; the final banks and the counters. *waves*: write the waves of these
+    cycles from the start pulse on (*exe* must then be a trace build).
 
     Raises
     ------
@@ -154,10 +159,11 @@ def run_cube(cfg, programs: Mapping[int, Sequence[Instr]],
         if bad:
             raise CapacityError(f"bank address {bad[0]} of vault {v}, PE {p} is beyond the "
                                 f"bank's {c.bank_vectors} vectors")
-    exe = exe or build_cube_driver(cfg)
-    with tempfile.TemporaryDirectory() as td:
+    exe = exe or build_cube_driver(cfg, trace=waves is not None)
+    with tempfile.TemporaryDirectory() as td, DriverWaves(waves, Path(td)) as wv:
         d = Path(td)
-        write_fields(d / "run.txt", {"max_cycles": max_cycles, "bare": int(bare)})
+        write_fields(d / "run.txt", {"max_cycles": max_cycles, "bare": int(bare),
+                                     **wv.fields})
         write_table(d / "prog.tbl", ("vault", "addr", "w0", "w1", "w2", "w3"),
                     ((v, a, *_lanes(encode(ins))) for v in sorted(programs)
                      for a, ins in enumerate(programs[v])))
@@ -169,6 +175,7 @@ def run_cube(cfg, programs: Mapping[int, Sequence[Instr]],
             raise SimulationError(f"ipim driver failed (exit {res.returncode}): "
                                   f"{res.stderr[-2000:]}")
         f = read_fields(d / "stats.txt")
+        wv.publish()        # a failed run's too: its waves show where
         out: dict = {}
         lines = (d / "banks_out.tbl").read_text().splitlines()[1:]
         for line in lines:

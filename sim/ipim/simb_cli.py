@@ -20,7 +20,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from pimforge.gen.args import in_file, int_range, out_dir, out_file
+from pimforge.gen.args import (
+    WavesWindow,
+    add_waves_options,
+    in_file,
+    int_range,
+    out_dir,
+    out_file,
+    waves_window,
+)
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import FileSet, write_text
@@ -70,6 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "bank with the instruction-set simulator")
     r.add_argument("--max-cycles", type=int_range(1, 10**10), default=10_000_000,
                    help="with --rtl: cycles before the cube counts as hung")
+    add_waves_options(r)        # with --rtl: the cube's waves
 
 
 def _lines(path: str) -> Iterator[str]:
@@ -122,6 +131,9 @@ def _disasm(args) -> int:
 
 
 def _run(args) -> int:
+    waves = waves_window(args)
+    if waves is not None and not args.rtl:
+        raise PimforgeError("--waves writes the waves of the RTL cube: give --rtl too")
     cfg = load_config(args.config, parse_overrides(args.overrides))
     prog = read_program(args.file, cfg.ipim.imem_instructions)
     m = SIMBMachine(cfg, max_steps=args.max_steps)
@@ -154,16 +166,17 @@ def _run(args) -> int:
                                                 encoding="utf-8")
         print(f"wrote the final state to {args.dump}")
     if args.rtl:
-        return _run_rtl(rtl_cfg, prog, m, args.max_cycles)
+        return _run_rtl(rtl_cfg, prog, m, args.max_cycles, waves)
     return 0
 
 
-def _run_rtl(cfg, prog: list[Instr], m: SIMBMachine, max_cycles: int) -> int:
+def _run_rtl(cfg, prog: list[Instr], m: SIMBMachine, max_cycles: int,
+             waves: WavesWindow | None = None) -> int:
     from .rtl_run import run_cube
 
     ip = cfg.ipim
     run = run_cube(cfg, {v: prog for v in range(ip.vaults)}, {}, max_cycles=max_cycles,
-                   bare=True)
+                   bare=True, waves=waves)
     bad = 0
     for v, vault in enumerate(m.vaults):
         for p, bank in enumerate(vault.banks):

@@ -37,7 +37,15 @@ from typing import ClassVar
 import numpy as np
 from tqdm import tqdm
 
-from pimforge.gen.args import in_file, int_range, nonempty, out_dir, seed
+from pimforge.gen.args import (
+    add_waves_options,
+    in_file,
+    int_range,
+    nonempty,
+    out_dir,
+    seed,
+    waves_window,
+)
 from pimforge.gen.errors import CapacityError, PimforgeError
 from pimforge.gen.output import FileSet
 from pimforge.gen.provenance import stamp
@@ -95,6 +103,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seed of the inputs and weights (--onnx: of the input)")
     p.add_argument("--dump", type=out_dir,
                    help="write per layer input/weight/output .npy and layer.json here")
+    add_waves_options(p)        # the array's waves of the first layer with MACs
 
 
 @dataclass(frozen=True)
@@ -214,6 +223,9 @@ def _onnx(args: argparse.Namespace):
 
 def run(args: argparse.Namespace, config) -> DnnResult:
     scale = _scale(args)
+    waves = waves_window(args)
+    if waves is not None and scale == 1 and args.onnx is None:
+        raise PimforgeError("--waves needs a run on the RTL: give --scale 2 or more")
     if args.dump is not None and scale == 1 and args.onnx is None:
         raise PimforgeError("--dump needs a run on the RTL: give --scale 2 or more (--scale 1 "
                             "is the full network through the cost model only)")
@@ -223,7 +235,7 @@ def run(args: argparse.Namespace, config) -> DnnResult:
     else:
         net = scale_network(network(args.net), scale, args.layers)
     try:
-        r = _run(args, config, net, scale, params)
+        r = _run(args, config, net, scale, params, waves)
     except CapacityError as e:
         if params is None:
             raise
@@ -243,10 +255,12 @@ def run(args: argparse.Namespace, config) -> DnnResult:
                      onnx=None if args.onnx is None else str(args.onnx))
 
 
-def _run(args: argparse.Namespace, config, net: Network, scale: int, params):
+def _run(args: argparse.Namespace, config, net: Network, scale: int, params, waves):
     mapping = map_scaled(net, config, args.mapper, scale)     # before any build
     rtl = scale > 1 or params is not None
-    exe = array_driver(config) if rtl else None
+    exe = array_driver(config) if rtl and waves is None else None
+    if waves is not None:
+        exe = build_array_driver(config, trace=True)
     # A bar on a terminal's stderr only (disable=None): logs and pipes stay clean.
     bar = tqdm(total=len(net.layers), desc=f"{net.name} layers", unit="layer", disable=None,
                leave=False)
@@ -258,6 +272,6 @@ def _run(args: argparse.Namespace, config, net: Network, scale: int, params):
     try:
         return run_network(net, config, mapper=args.mapper, scale=scale, seed=args.seed,
                            exe=exe, keep=args.dump is not None, progress=progress,
-                           mapping=mapping, params=params, rtl=rtl)
+                           mapping=mapping, params=params, rtl=rtl, waves=waves)
     finally:
         bar.close()

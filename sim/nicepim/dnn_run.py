@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pimforge.gen.args import WavesWindow
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.params import DATA_BITS, Layout
 from pimforge.verif.models.nicepim import conv2d, wrap32
@@ -451,11 +452,13 @@ def map_scaled(net: Network, cfg, mapper: str = "nicepim", scale: int = 1):
 
 def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, seed: int = 1,
                 exe=None, keep: bool = False, progress=None, mapping=None,
-                params: FloatParams | None = None, rtl: bool | None = None) -> DnnRun:
+                params: FloatParams | None = None, rtl: bool | None = None,
+                waves: WavesWindow | None = None) -> DnnRun:
     """Map *net* (already scaled) on *cfg* and run it (module docstring). *keep*: keep every
     layer's input, weights and raw output (for a dump). ``scale == 1``: the model only,
     unless *rtl* says otherwise. *mapping*: :func:`map_scaled`'s result, when the caller
-    mapped it already.
+    mapped it already. *waves*: the array's waves of the first layer with MACs, its first
+    run (*exe* must then be a trace build).
 
     *params*: the model's own float parameters and input instead of random integers,
     quantized per tensor (:func:`quantize`): the input and each layer's weights to
@@ -512,7 +515,8 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
         if compute:
             if params is None:
                 w = _weights(lay, ins, list(lay.preds), rng)
-            raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, lr)
+            raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, lr, waves)
+            waves = None
             ref = wrap32(conv2d(x, w, stride=lay.stride, pad=lay.pad, groups=lay.groups))
             lr.matches_reference = bool(np.array_equal(raw, ref))
             cost = model.layer_cost(lay, parse_partition(info["partition"]),
@@ -561,7 +565,8 @@ def _quant_in(lay: Layer, ins: list[np.ndarray], scales: dict[str, float],
 
 
 def _run_layer(cfg, lay: Layer, x: np.ndarray, w: np.ndarray, info: dict, lo_in: int,
-               lo_out: int, exe, lr: LayerRun) -> np.ndarray:
+               lo_out: int, exe, lr: LayerRun,
+               waves: WavesWindow | None = None) -> np.ndarray:
     """Run *lay*'s node parts on the array; its assembled raw output ``[K, P, Q]``."""
     n = cfg.nicepim
     parts = node_parts(lay, info["region"], info["partition"], n.na_cols)
@@ -589,7 +594,7 @@ def _run_layer(cfg, lay: Layer, x: np.ndarray, w: np.ndarray, info: dict, lo_in:
         sets.setdefault((np_.k, np_.p, np_.q, np_.g), []).append(np_.node)
     gather = {nodes[0]: nodes[1:] for nodes in sets.values() if len(nodes) > 1}
     try:
-        res = run_jobs(cfg, jobs, exe=exe, gather=gather)
+        res = run_jobs(cfg, jobs, exe=exe, gather=gather, waves=waves)
     except CapacityError as err:
         raise CapacityError(f"layer {lay.name}: {err}") from None
     out = np.zeros((lay.k, lay.p, lay.q), dtype=np.int64)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pimforge.gen.args import WavesWindow
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.node import COUNTERS
 from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
@@ -91,8 +92,10 @@ def _pieces(tasks: list[int], most: int, node: int) -> list[list[int]]:
 
 
 def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
-             gather: dict[int, list[int]] | None = None) -> dict[int, JobResult]:
+             gather: dict[int, list[int]] | None = None,
+             waves: WavesWindow | None = None) -> dict[int, JobResult]:
     """Run every node's job at once on *cfg*'s array (see the module docstring).
+    *waves*: the waves of the first array run (*exe* must then be a trace build).
 
     *gather* ``{receiver: [senders]}``: after the jobs, each sender sends its raw output
     (its DRAM words) over the NoC into free DRAM of the receiver (``SEND`` tasks; the
@@ -132,7 +135,7 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
     perf = {node: dict.fromkeys(COUNTERS, 0) for node in jobs}
     for i in range(n_pieces):
         piece = {node: p[i] + [task(Op.END)] for node, p in pieces_of.items() if i < len(p)}
-        run = run_array(cfg, piece, dram, exe=exe)
+        run = run_array(cfg, piece, dram, exe=exe, waves=waves if i == 0 else None)
         dram = run.dram
         for node in piece:
             for c in COUNTERS:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
+from pimforge.gen.args import WavesWindow
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import CapacityError, SimulationError
 from pimforge.rtl.nicepim.node import COUNTERS
@@ -49,6 +50,7 @@ from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
 from ..drivers.pins import driver_top
+from ..drivers.waves import DriverWaves
 from .tiling import ConvPart, blocking, tiles
 
 __all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "LayerPlan", "build_array_driver",
@@ -106,8 +108,9 @@ def link_names(cfg) -> list[tuple[int, str]]:
     return out
 
 
-def build_array_driver(cfg) -> Path:
-    """The (cached) native driver of *cfg*'s NicePIM array."""
+def build_array_driver(cfg, *, trace: bool = False) -> Path:
+    """The (cached) native driver of *cfg*'s NicePIM array (with *trace*: a separate
+    build that can write waves)."""
     n = cfg.nicepim
     el = elaborate("nicepim_array", cfg)
     links = len(link_names(cfg))
@@ -120,7 +123,8 @@ def build_array_driver(cfg) -> Path:
     # -fno-inline keeps the node and the router one C++ class each (an array compiles in
     # the time of one node).
     return build_verilated(top.verilog, top.name, sources("nicepim_main.cpp", hdr),
-                           name=f"nicepim_array-{cfg.name}", extra_args=("-fno-inline",))
+                           name=f"nicepim_array-{cfg.name}", extra_args=("-fno-inline",),
+                           trace=trace)
 
 
 @dataclass
@@ -155,10 +159,11 @@ class ArrayRun:
 def run_array(cfg, tasks: Mapping[int, Sequence[int]],
               dram: Mapping[int, Mapping[int, int]] | None = None, *,
               max_cycles: int = 2_000_000, bare: bool = False,
-              exe: Path | None = None) -> ArrayRun:
+              exe: Path | None = None, waves: WavesWindow | None = None) -> ArrayRun:
     """Run ``tasks[n]`` (task words of :func:`task`, ending with ``END``) on node ``n`` of
     *cfg*'s array from *dram* (``node -> {word address: int}``) until every node with
-    tasks is done; the final DRAM and the counters.
+    tasks is done; the final DRAM and the counters. *waves*: write the waves of these
+    cycles from the start on (*exe* must then be a trace build).
 
     Raises
     ------
@@ -179,12 +184,13 @@ def run_array(cfg, tasks: Mapping[int, Sequence[int]],
         if not 0 <= n < c.nodes or bad:
             raise CapacityError(f"DRAM word {bad[0] if bad else 0} of node {n} is not in the "
                                 f"array ({c.nodes} nodes of {c.node_words} words)")
-    exe = exe or build_array_driver(cfg)
+    exe = exe or build_array_driver(cfg, trace=waves is not None)
     ww = c.word_bytes // 4
     mask32 = 0xFFFFFFFF
-    with tempfile.TemporaryDirectory() as td:
+    with tempfile.TemporaryDirectory() as td, DriverWaves(waves, Path(td)) as wv:
         d = Path(td)
-        write_fields(d / "run.txt", {"max_cycles": max_cycles, "bare": int(bare)})
+        write_fields(d / "run.txt", {"max_cycles": max_cycles, "bare": int(bare),
+                                     **wv.fields})
         write_table(d / "tasks.tbl", ("node", "addr", *[f"t{k}" for k in range(TASK_WORDS)]),
                     ((n, a, *[(t >> (32 * k)) & mask32 for k in range(TASK_WORDS)])
                      for n in sorted(tasks) for a, t in enumerate(tasks[n])))
@@ -197,6 +203,7 @@ def run_array(cfg, tasks: Mapping[int, Sequence[int]],
             raise SimulationError(f"nicepim driver failed (exit {res.returncode}): "
                                   f"{res.stderr[-2000:]}")
         f = read_fields(d / "stats.txt")
+        wv.publish()        # a failed run's too: its waves show where
         out: dict = {}
         for line in (d / "dram_out.tbl").read_text().splitlines()[1:]:
             n, a, *w = (int(x) for x in line.split())
