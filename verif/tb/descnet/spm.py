@@ -164,8 +164,17 @@ async def random_sleep_wake_and_traffic(dut):
     r = rng("random")
     await start(dut)
     base = None
-    n_cycles = 2500
-    for cyc in range(n_cycles):
+    # Run until the traffic has covered what the checks below need (how many reads
+    # land where is random), with a cap so that a design that never wakes or never
+    # serves a read still fails instead of running forever.
+    max_cycles = 20000
+
+    def covered():
+        return (h.model.off_accesses > 20 and h.model.lost_reads > 5
+                and h.checked_reads > 1000 and min(h.model.pmu.wakeups) > 3)
+
+    cyc = 0
+    while cyc < max_cycles and (cyc < 2500 or not covered()):
         if base is None:    # align the model's counters with the DUT's after reset
             await FallingEdge(dut.clk)
             base = h.on_cycles()
@@ -185,10 +194,11 @@ async def random_sleep_wake_and_traffic(dut):
             else:
                 reqs.append(Req())
         await h.step(reqs, at_falling=cyc == 0)
+        cyc += 1
     await FallingEdge(dut.clk)
     assert h.on_cycles() == h.model.pmu.on_cycles, (h.on_cycles(), h.model.pmu.on_cycles)
-    dut._log.info("checked %d reads; %d lost-word reads, %d OFF accesses flagged, wake-ups %s",
-                  h.checked_reads, h.model.lost_reads, h.model.off_accesses,
+    dut._log.info("%d cycles: checked %d reads; %d lost-word reads, %d OFF accesses "
+                  "flagged, wake-ups %s", cyc, h.checked_reads, h.model.lost_reads, h.model.off_accesses,
                   h.model.pmu.wakeups)
     assert h.model.off_accesses > 20 and h.model.lost_reads > 5 and h.checked_reads > 1000
     assert min(h.model.pmu.wakeups) > 3
