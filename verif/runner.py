@@ -36,7 +36,7 @@ __all__ = ["BenchResult", "run_testbench"]
 
 SIMULATORS = ("verilator", "icarus")
 # Part of the build cache key: change it when the build options below change.
-_RECIPE = "timescale=1ns/1ps;-Wno-fatal"
+_RECIPE = "timescale=1ns/1ps;-Wno-fatal;public-top-only"
 
 
 @dataclass
@@ -77,7 +77,7 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
                   sim: str = "verilator", waves: bool = False, seed: int | None = None,
                   testcase: str | None = None, extra_env: dict | None = None) -> BenchResult:
     """Elaborate *block*, build it for *sim* (cached) and run cocotb module *module*."""
-    from cocotb_tools.runner import get_results, get_runner
+    from cocotb_tools.runner import VerilatorControlFile, get_results, get_runner
 
     if sim not in SIMULATORS:
         raise SimulationError(f"--sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
@@ -98,14 +98,20 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
     build_dir = _build_folder(el.verilog, el.top, sim, waves)
     runner = get_runner(sim)
     # Waves are VCD: Verilator's FST writer needs lz4 headers that no PyPI wheel provides.
-    build_args = ["-Wno-fatal"] if sim == "verilator" else []
+    build_args = ["-Wno-fatal", "--no-public-flat-rw"] if sim == "verilator" else []
 
     def build(folder: Path) -> None:
         src = folder / f"{el.top}.v"
         src.write_text(el.verilog)
+        sources = [src]
+        if sim == "verilator":
+            vlt = folder / "public.vlt"
+            vlt.write_text("`verilator_config\n"
+                           f'public_flat_rw -module "{el.top}" -var "*"\n')
+            sources.append(VerilatorControlFile(vlt))
         log = folder / "build.log"
         try:
-            runner.build(sources=[src], hdl_toplevel=el.top, build_dir=folder, always=True,
+            runner.build(sources=sources, hdl_toplevel=el.top, build_dir=folder, always=True,
                          waves=waves, build_args=build_args, timescale=("1ns", "1ps"),
                          log_file=log)
         except (RuntimeError, SystemExit) as e:      # the runner's "Command failed"
