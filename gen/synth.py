@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -46,7 +45,7 @@ from typing import Any
 from .config import Config
 from .elaborate import elaborate
 from .errors import PimforgeError, ToolMissingError
-from .output import OutputError, write_json
+from .output import OutputError, cache_root, write_json
 
 __all__ = ["MACRO_MAX_PORTS", "MACRO_MIN_ROWS", "NAND2_EQ", "SCRIPT", "SynthError",
            "SynthResult", "cell_weight", "dedup_modules", "is_flop", "summarize", "synth_block",
@@ -155,11 +154,6 @@ def yosys_version() -> str:
                                ) from None
 
 
-def _cache_root() -> Path:
-    """``$PIMFORGE_CACHE`` or ``~/.cache/pimforge``: the root the Verilator builds use."""
-    return Path(os.environ.get("PIMFORGE_CACHE") or Path.home() / ".cache" / "pimforge")
-
-
 def _run_yosys(script: str, verilog: str, top: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pimforge-synth-") as tmp:
         d = Path(tmp)
@@ -170,7 +164,7 @@ def _run_yosys(script: str, verilog: str, top: str) -> dict[str, Any]:
                "-q", "-l", "yosys.log", "synth.ys"]
         res = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
         if res.returncode != 0:
-            log = _cache_root() / "synth" / f"{top}-failed.log"
+            log = cache_root() / "synth" / f"{top}-failed.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             text = (d / "yosys.log").read_text() if (d / "yosys.log").exists() else ""
             log.write_text(text + res.stdout + res.stderr)
@@ -195,7 +189,7 @@ def synth_verilog(verilog: str, top: str) -> tuple[dict[str, Any], bool]:
     for part in (verilog, top, script, version):
         h.update(part.encode())
         h.update(b"\0")
-    path = _cache_root() / "synth" / f"{top}-{h.hexdigest()[:16]}.json"
+    path = cache_root() / "synth" / f"{top}-{h.hexdigest()[:16]}.json"
     try:
         raw = json.loads(path.read_text())
         if _usable(raw, top):

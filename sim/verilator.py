@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 from pimforge.gen.errors import SimulationError, ToolMissingError
+from pimforge.gen.output import cache_root
 
 __all__ = ["verilator_root", "verilator_env", "verilator_version", "lint", "cache_dir",
            "icarus_available", "content_key", "require_build_tools", "preflight"]
@@ -126,7 +127,7 @@ def cache_dir() -> Path:
 def _cache_root() -> Path:
     """The cache folder, checked (a writable folder, or one that can be created) but not
     created."""
-    root = Path(os.environ.get("PIMFORGE_CACHE") or Path.home() / ".cache" / "pimforge")
+    root = cache_root()
     if root.exists() and not root.is_dir():
         raise ToolMissingError(f"the build cache {str(root)!r} is a file; remove it or set "
                                "PIMFORGE_CACHE to a folder")
@@ -145,7 +146,7 @@ def _cache_root() -> Path:
 
 
 #: The folders under the cache root that builds write into.
-CACHE_SUBFOLDERS = ("verilated", "cocotb", "synth")
+CACHE_SUBFOLDERS = ("verilated", "cocotb", "synth", "elaborated")
 
 
 def check_cache_folders(root: Path) -> None:

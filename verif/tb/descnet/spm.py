@@ -198,7 +198,7 @@ async def random_sleep_wake_and_traffic(dut):
     await FallingEdge(dut.clk)
     assert h.on_cycles() == h.model.pmu.on_cycles, (h.on_cycles(), h.model.pmu.on_cycles)
     dut._log.info("%d cycles: checked %d reads; %d lost-word reads, %d OFF accesses "
-                  "flagged, wake-ups %s", cyc, h.checked_reads, h.model.lost_reads, h.model.off_accesses,
-                  h.model.pmu.wakeups)
+                  "flagged, wake-ups %s", cyc, h.checked_reads, h.model.lost_reads,
+                  h.model.off_accesses, h.model.pmu.wakeups)
     assert h.model.off_accesses > 20 and h.model.lost_reads > 5 and h.checked_reads > 1000
     assert min(h.model.pmu.wakeups) > 3
