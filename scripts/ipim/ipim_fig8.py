@@ -76,14 +76,14 @@ def main(argv=None) -> int:
     w, h = (int(v) for v in a.size.split("x"))
     sets = parse_overrides(a.set)
     if "ipim.pe_placement" in sets:
-        raise SystemExit("--set ipim.pe_placement: the script runs both placements itself")
+        p.error("--set ipim.pe_placement: the script runs both placements itself")
     cfgs = {pl: load_config(a.config, {**sets, "ipim.pe_placement": pl})
             for pl in a.order.split(",")}
     ip = cfgs["base-die"].ipim
     benches = a.bench or [b for b in BENCHES if b in PIPELINES]
     for b in benches:
         if b not in PIPELINES:
-            raise SystemExit(f"--bench {b}: the compiler has {', '.join(PIPELINES)}")
+            p.error(f"--bench {b}: the compiler has {', '.join(PIPELINES)}")
     res: dict = {"config": a.config, "set": sets, "size": [w, h], "photo": a.photo,
                  "stencils": a.stencils, "tsv_bits": ip.tsv_bits, "t_tsv": ip.t_tsv,
                  "vaults": ip.vaults, "pes_per_vault": ip.pes, "runs": {}}

@@ -71,11 +71,11 @@ def main(argv=None) -> int:
     bw, bh = (int(v) for v in a.band.split("x"))
     counts = sorted({int(v) for v in a.vaults.split(",")})
     if not {1, 2} <= set(counts):
-        raise SystemExit("--vaults must include 1 and 2 (the histogram's reduction term is "
+        p.error("--vaults must include 1 and 2 (the histogram's reduction term is "
                          "measured between them)")
     sets = parse_overrides(a.set)
     if "ipim.vaults" in sets:
-        raise SystemExit("--set ipim.vaults: give the vault counts with --vaults")
+        p.error("--set ipim.vaults: give the vault counts with --vaults")
     cfgs = {n: load_config(a.config, {**sets, "ipim.vaults": n}) for n in counts}
     # One vault runs as vault 0 of a two-vault cube (the cube RTL needs two).
     cubes = {n: cfgs[max(n, 2)] if max(n, 2) in cfgs else
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     benches = a.bench or [b for b in BENCHES if b in PIPELINES]
     for b in benches:
         if b not in PIPELINES:
-            raise SystemExit(f"--bench {b}: the compiler has {', '.join(PIPELINES)}")
+            p.error(f"--bench {b}: the compiler has {', '.join(PIPELINES)}")
     res: dict = {"config": a.config, "set": sets, "band": [bw, bh], "photo": a.photo,
                  "stencils": a.stencils, "vaults": counts, "runs": {}}
     bad = []

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pimforge.gen.args import int_range, out_dir
-from pimforge.gen.output import check_output_dir
+from pimforge.gen.output import FileSet, check_output_dir
 from pimforge.sim.nicepim.networks import network_names
 from pimforge.sim.nicepim.tuner import METHODS, TABLE_I, Evaluator, nicepim_space, run, top3_quality
 
@@ -96,34 +96,37 @@ def report(args, nets, out, curves, best, seconds, ev, t_all, final: bool) -> No
     wins = {m: int(sum(c[-1] >= max(curves[o][s][-1] for o in METHODS)
                        for s, c in enumerate(curves[m]))) for m in METHODS}
     print("seeds where the method ends best: " + ", ".join(f"{m} {w}" for m, w in wins.items()))
-    write_json(out / "fig9.json", {
-        "nets": nets, "seeds": done, "iterations": args.iterations, "init": args.init,
-        "candidates": args.candidates, "quality_top3": curves,
-        "mean": {m: v.tolist() for m, v in mean.items()}, "best": best,
-        "seconds": {m: round(s, 1) for m, s in seconds.items()},
-        "evaluations": len(ev.cache),
-        "eval_seconds": round(sum(e.seconds for e in ev.cache.values()), 1),
-        "wall_s": round(time.perf_counter() - t_all, 1), "ends_best": wins,
-        "complete": final})
-    import matplotlib
+    # One set: an interrupted write leaves the previous JSON and plot, never a mix.
+    with FileSet(out, marker="fig9.json") as files:
+        write_json(files.path("fig9.json"), {
+            "nets": nets, "seeds": done, "iterations": args.iterations, "init": args.init,
+            "candidates": args.candidates, "quality_top3": curves,
+            "mean": {m: v.tolist() for m, v in mean.items()}, "best": best,
+            "seconds": {m: round(s, 1) for m, s in seconds.items()},
+            "evaluations": len(ev.cache),
+            "eval_seconds": round(sum(e.seconds for e in ev.cache.values()), 1),
+            "wall_s": round(time.perf_counter() - t_all, 1), "ends_best": wins,
+            "complete": final})
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
-    x = np.arange(1, n + 1)
-    for m in METHODS:
-        c = np.array(curves[m])
-        ax.plot(x, c.mean(0), label=LABELS[m])
-        ax.fill_between(x, c.min(0), c.max(0), alpha=0.15)
-    ax.axvline(args.init + 0.5, color="0.7", lw=0.8, ls="--")
-    ax.set_xlabel("evaluated architectures")
-    ax.set_ylabel("design quality: mean 1/EDP of the best three [1/(J s)]")
-    ax.set_title(f"NicePIM Fig. 9: {', '.join(nets)}, {done} seeds (mean, min-max)",
-                 fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "fig9.png")
+        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+        x = np.arange(1, n + 1)
+        for m in METHODS:
+            c = np.array(curves[m])
+            ax.plot(x, c.mean(0), label=LABELS[m])
+            ax.fill_between(x, c.min(0), c.max(0), alpha=0.15)
+        ax.axvline(args.init + 0.5, color="0.7", lw=0.8, ls="--")
+        ax.set_xlabel("evaluated architectures")
+        ax.set_ylabel("design quality: mean 1/EDP of the best three [1/(J s)]")
+        ax.set_title(f"NicePIM Fig. 9: {', '.join(nets)}, {done} seeds (mean, min-max)",
+                     fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(files.path("fig9.png"))
+        plt.close(fig)
     print(f"wrote {out / 'fig9.json'} and {out / 'fig9.png'}" + ("" if final else
           " (partial)"), flush=True)
 
