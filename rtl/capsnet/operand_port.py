@@ -105,6 +105,7 @@ overflow : sticky, a posted bundle or a hint was lost: FIFO full, or a write and
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
@@ -138,6 +139,11 @@ def _lowest(m: Module, vec: Signal, name: str) -> tuple[Signal, Signal]:
         with m.If(vec[i]):
             m.d.comb += idx.eq(i)
     return onehot, idx
+
+
+def _block_of(word):
+    """The 16 B block number of a word address."""
+    return word[2:]
 
 
 def _select(onehot: Signal, values: list) -> Cat:
@@ -193,13 +199,35 @@ class OperandPort(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n, s = self.lanes, 2 * self.lanes
-        vb = max(1, self.vault_bits)
-        vmask = (1 << self.vault_bits) - 1
+        posted, wq = self._posted_fifo(m)
+        r = self._slot_registers()
+        self._request_stream(m, r)
+        self._prefetch_buffer(m, r)
+        with m.FSM(name="op") as fsm:
+            with m.State("IDLE"):
+                self._idle(m, r, posted, wq)
+            with m.State("LOOKUP"):
+                self._lookup(m, r)
+            with m.State("READ"):
+                self._read(m, r)
+            with m.State("RDONE"):
+                m.d.comb += self.rd.ready.eq(1)
+                m.next = "IDLE"
+            self._write_states(m, r)
+        if self.prefetch:
+            self._prefetch_walker(m, r, fsm)
+        # At a barrier other vaults' sends have landed in this vault: forget every block.
+        with m.If(self.flush):
+            m.d.sync += r.cval.eq(0)
+            if r.P:
+                m.d.sync += [r.pvalid.eq(0), r.pstale.eq(r.pstale | r.pbusy)]
+        return m
 
-        # ---- posted writes and sends ---------------------------------------
-        # One FIFO for both, so that writes and sends stay in posting order (a send to
-        # the own vault and a later write of the same word must land in that order).
+    def _posted_fifo(self, m: Module) -> tuple[Signal, SyncFIFO]:
+        """Posted writes and sends: one FIFO for both, so that they stay in posting order
+        (a send to the own vault and a later write of the same word must land in that
+        order). Returns the strobe of a bundle posted this cycle and the FIFO."""
+        vmask = (1 << self.vault_bits) - 1
         m.submodules.wq = wq = SyncFIFO(width=self.entry.size, depth=self.write_depth)
         push = data.View(self.entry, Signal(self.entry.size, name="push"))
         with m.If(self.send.valid):
@@ -218,8 +246,13 @@ class OperandPort(wiring.Component):
         # would be lost, which is flagged like a full FIFO.
         with m.If((posted & ~wq.w_rdy) | (self.wr.en & self.send.valid)):
             m.d.sync += self.overflow.eq(1)
+        return posted, wq
 
-        # ---- per-slot registers ----------------------------------------------
+    def _slot_registers(self) -> SimpleNamespace:
+        """The bundle's slots (``2*lanes`` words: ``a`` then ``b``, or the write's lanes),
+        the write path's merged blocks and the read cache, shared by the states."""
+        n, s = self.lanes, 2 * self.lanes
+        vb = max(1, self.vault_bits)
         word = [Signal(WORD_BITS, name=f"w{i}") for i in range(s)]    # word address
         wdat = [Signal(WORD_BITS, name=f"d{i}") for i in range(s)]    # read data / write lane
         used = Signal(s)                                               # slot in the bundle
@@ -235,14 +268,17 @@ class OperandPort(wiring.Component):
         cblk = [Signal(WORD_BITS - 2, name=f"cblk{i}") for i in range(s)]
         cdat = [Signal(BLOCK_WORDS * WORD_BITS, name=f"cdat{i}") for i in range(s)]
         cval = Signal(s)
+        return SimpleNamespace(n=n, s=s, word=word, wdat=wdat, used=used, pend=pend,
+                               outst=outst, dest=dest, blk=blk, cov=cov, rdq=rdq, wrq=wrq,
+                               cblk=cblk, cdat=cdat, cval=cval)
 
-        def block_of(w):
-            return w[2:]
-
+    def _request_stream(self, m: Module, r: SimpleNamespace) -> None:
+        """The PE port: the read slots' and write blocks' requests (``main_req``) and the
+        prefetch walker's (``pf_issue``, only while ``main_req`` is low) share the request
+        stream; responses are always taken, a tag below ``2*lanes`` being a slot's."""
+        n, s = r.n, r.s
         req, resp = self.mem, self.mem_resp
         m.d.comb += [resp.ready.eq(1), req.payload.tag.eq(0)]
-        # The read slots' and write blocks' requests (main_req) and the prefetch
-        # walker's (pf_issue, only while main_req is low) share the request stream.
         main_req, pf_issue = Signal(), Signal()
         m.d.comb += req.valid.eq(main_req | pf_issue)
         fire = Signal()
@@ -251,12 +287,16 @@ class OperandPort(wiring.Component):
         pf_got = Signal()       # a response to a prefetch (tag >= s)
         m.d.comb += [got.eq(resp.valid & (resp.payload.tag < s)),
                      pf_got.eq(resp.valid & (resp.payload.tag >= s))]
-        m.d.comb += self.rd.a_data.eq(Cat(*wdat[:n])), self.rd.b_data.eq(Cat(*wdat[n:]))
-
+        m.d.comb += self.rd.a_data.eq(Cat(*r.wdat[:n])), self.rd.b_data.eq(Cat(*r.wdat[n:]))
         # Outstanding main requests: +1 per accepted request, -1 per response.
-        m.d.sync += outst.eq(outst + fire - got)
+        m.d.sync += r.outst.eq(r.outst + fire - got)
+        r.__dict__.update(req=req, resp=resp, main_req=main_req, pf_issue=pf_issue, fire=fire,
+                          got=got, pf_got=pf_got)
 
-        # ---- prefetch buffer: blocks of hinted bundles, filled by the walker -----
+    def _prefetch_buffer(self, m: Module, r: SimpleNamespace) -> None:
+        """The prefetch buffer: ``prefetch_blocks`` blocks of hinted bundles, filled by the
+        walker's responses (a stale one is dropped)."""
+        s, resp = r.s, r.resp
         P = self.prefetch_blocks
         pblk = [Signal(WORD_BITS - 2, name=f"pblk{e}") for e in range(P)]
         pdat = [Signal(BLOCK_WORDS * WORD_BITS, name=f"pdat{e}") for e in range(P)]
@@ -264,235 +304,233 @@ class OperandPort(wiring.Component):
         # A prefetch response for entry e this cycle, and the entries usable by a read.
         got_e = [Signal(name=f"pf_got{e}") for e in range(P)]
         for e in range(P):
-            m.d.comb += got_e[e].eq(pf_got & (resp.payload.tag == s + e))
+            m.d.comb += got_e[e].eq(r.pf_got & (resp.payload.tag == s + e))
         waitm = Signal(s)       # read slots waiting for their block's prefetch response
-        # Prefetch responses fill their entries (a stale one is dropped); a write's
-        # invalidation (assigned after this) wins over a fill in the same cycle.
+        # A write's invalidation (assigned after this) wins over a fill in the same cycle.
         for e in range(P):
             with m.If(got_e[e]):
                 m.d.sync += [pbusy[e].eq(0), pstale[e].eq(0), pvalid[e].eq(~pstale[e]),
                              pdat[e].eq(resp.payload.data)]
+        r.__dict__.update(P=P, pblk=pblk, pdat=pdat, pvalid=pvalid, pbusy=pbusy, pstale=pstale,
+                          got_e=got_e, waitm=waitm)
 
+    def _idle(self, m: Module, r: SimpleNamespace, posted: Signal, wq: SyncFIFO) -> None:
+        """Take the oldest posted write or send, else a read bundle (never one presented
+        in the cycle a write is posted: the write is older)."""
+        n = r.n
         head = data.View(self.entry, Signal(self.entry.size, name="head"))
-
-        def capture_write(src):
-            m.d.sync += cval.eq(0)       # the cached blocks may be about to change
-            m.d.comb += head.eq(src.r_data)
-            m.d.comb += src.r_en.eq(1)
-            m.d.sync += [dest.eq(head.vault), used.eq(head.mask), pend.eq(head.mask),
-                         rdq.eq(0), wrq.eq(0)]
+        m.d.comb += self.idle.eq(~wq.r_rdy & ~posted & ~r.pbusy.any())
+        with m.If(wq.r_rdy):
+            m.d.sync += r.cval.eq(0)       # the cached blocks may be about to change
+            m.d.comb += head.eq(wq.r_data)
+            m.d.comb += wq.r_en.eq(1)
+            m.d.sync += [r.dest.eq(head.vault), r.used.eq(head.mask), r.pend.eq(head.mask),
+                         r.rdq.eq(0), r.wrq.eq(0)]
             for i in range(n):
-                m.d.sync += [word[i].eq((head.addr + head.stride * i)[:WORD_BITS]),
-                             wdat[i].eq(head.data[WORD_BITS * i:WORD_BITS * (i + 1)])]
+                m.d.sync += [r.word[i].eq((head.addr + head.stride * i)[:WORD_BITS]),
+                             r.wdat[i].eq(head.data[WORD_BITS * i:WORD_BITS * (i + 1)])]
+            m.next = "WLOCK"
+        with m.Elif(self.rd.valid & ~posted):
+            mask2 = Cat(self.rd.mask, self.rd.mask)
+            m.d.sync += [r.used.eq(mask2), r.pend.eq(mask2)]
+            for i in range(n):
+                m.d.sync += [
+                    r.word[i].eq((self.rd.a_addr + self.rd.a_stride * i)[:WORD_BITS]),
+                    r.word[n + i].eq((self.rd.b_addr + self.rd.b_stride * i)
+                                     [:WORD_BITS])]
+            m.next = "LOOKUP"
 
-        with m.FSM(name="op") as fsm:
-            with m.State("IDLE"):
-                m.d.comb += self.idle.eq(~wq.r_rdy & ~posted & ~pbusy.any())
-                with m.If(wq.r_rdy):
-                    capture_write(wq)
-                    m.next = "WLOCK"
-                # A write posted in this very cycle is older than the read: serve it first.
-                with m.Elif(self.rd.valid & ~posted):
-                    mask2 = Cat(self.rd.mask, self.rd.mask)
-                    m.d.sync += [used.eq(mask2), pend.eq(mask2)]
-                    for i in range(n):
-                        m.d.sync += [
-                            word[i].eq((self.rd.a_addr + self.rd.a_stride * i)[:WORD_BITS]),
-                            word[n + i].eq((self.rd.b_addr + self.rd.b_stride * i)
-                                           [:WORD_BITS])]
-                    m.next = "LOOKUP"
+    def _lookup(self, m: Module, r: SimpleNamespace) -> None:
+        """Read bundle: slots whose block is in the prefetch buffer (or arriving now) or in
+        the read cache take their word from there; one on its way is waited for."""
+        n, s, word, resp = r.n, r.s, r.word, r.resp
+        hit = Signal(s)
+        wait = Signal(s)
+        for i in range(s):
+            for e in range(r.P):
+                same_blk = ~r.pstale[e] & (r.pblk[e] == _block_of(word[i]))
+                with m.If(same_blk & (r.pvalid[e] | r.got_e[e])):
+                    m.d.comb += hit[i].eq(1)
+                    m.d.sync += r.wdat[i].eq(Mux(r.got_e[e], resp.payload.data, r.pdat[e])
+                                             .word_select(word[i][:2], WORD_BITS))
+                with m.Elif(same_blk & r.pbusy[e]):
+                    m.d.comb += wait[i].eq(1)
+            half = range(n) if i < n else range(n, s)   # a slots vs a entries
+            for j in half:
+                with m.If(r.cval[j] & (r.cblk[j] == _block_of(word[i]))):
+                    m.d.comb += hit[i].eq(1)
+                    m.d.sync += r.wdat[i].eq(r.cdat[j].word_select(word[i][:2], WORD_BITS))
+        m.d.sync += [r.pend.eq(r.pend & ~hit & ~wait), r.waitm.eq(r.pend & ~hit & wait)]
+        m.next = "READ"
 
-            # ---- read bundle: slots whose block is cached take it from there -----
-            with m.State("LOOKUP"):
-                hit = Signal(s)
-                wait = Signal(s)
+    def _read(self, m: Module, r: SimpleNamespace) -> None:
+        """Read bundle: one request per distinct block still pending; each response fills
+        every slot of its block and the slot's cache entry."""
+        s, word, pend, req, resp = r.s, r.word, r.pend, r.req, r.resp
+        pick, idx = _lowest(m, pend, "rd")
+        w_t = Signal(WORD_BITS)
+        m.d.comb += w_t.eq(_select(pick, word))
+        m.d.comb += [
+            r.main_req.eq(pend != 0), req.payload.we.eq(0),
+            req.payload.addr.eq(self.word_address(self.vault_id, w_t)),
+            req.payload.tag.eq(idx),
+        ]
+        # Slots waiting for a prefetched block take it when it arrives (one
+        # dropped as stale is requested again).
+        refill = Signal(s)
+        for e in range(r.P):
+            with m.If(r.got_e[e]):
                 for i in range(s):
-                    # The prefetch buffer: a block there (or arriving now) is a hit, one
-                    # on its way is waited for.
-                    for e in range(P):
-                        same_blk = ~pstale[e] & (pblk[e] == block_of(word[i]))
-                        with m.If(same_blk & (pvalid[e] | got_e[e])):
-                            m.d.comb += hit[i].eq(1)
-                            m.d.sync += wdat[i].eq(Mux(got_e[e], resp.payload.data, pdat[e])
-                                                   .word_select(word[i][:2], WORD_BITS))
-                        with m.Elif(same_blk & pbusy[e]):
-                            m.d.comb += wait[i].eq(1)
-                    half = range(n) if i < n else range(n, s)   # a slots vs a entries
-                    for j in half:
-                        with m.If(cval[j] & (cblk[j] == block_of(word[i]))):
-                            m.d.comb += hit[i].eq(1)
-                            m.d.sync += wdat[i].eq(cdat[j].word_select(word[i][:2], WORD_BITS))
-                m.d.sync += [pend.eq(pend & ~hit & ~wait), waitm.eq(pend & ~hit & wait)]
-                m.next = "READ"
+                    with m.If(r.waitm[i] & (_block_of(word[i]) == r.pblk[e])):
+                        with m.If(r.pstale[e]):
+                            m.d.comb += refill[i].eq(1)
+                        with m.Else():
+                            m.d.sync += r.wdat[i].eq(resp.payload.data.word_select(
+                                word[i][:2], WORD_BITS))
+                        m.d.sync += r.waitm[i].eq(0)
+        m.d.sync += pend.eq(pend | refill)
+        with m.If(r.fire):
+            same = Cat(*(_block_of(word[i]) == _block_of(w_t) for i in range(s)))
+            m.d.sync += pend.eq((pend & ~same) | refill)
+        r_w = Signal(WORD_BITS)
+        m.d.comb += r_w.eq(Array(word)[resp.payload.tag[:ceil_log2(s)]])
+        with m.If(r.got):
+            for i in range(s):
+                with m.If(r.used[i] & (_block_of(word[i]) == _block_of(r_w))):
+                    m.d.sync += r.wdat[i].eq(
+                        resp.payload.data.word_select(word[i][:2], WORD_BITS))
+            for j in range(s):
+                with m.If(resp.payload.tag == j):
+                    m.d.sync += [r.cdat[j].eq(resp.payload.data),
+                                 r.cblk[j].eq(_block_of(r_w)), r.cval[j].eq(1)]
+        with m.If((pend == 0) & (r.outst == 0) & ~r.got & (r.waitm == 0)):
+            m.next = "RDONE"
 
-            # ---- read bundle: one request per distinct block ---------------
-            with m.State("READ"):
-                pick, idx = _lowest(m, pend, "rd")
-                w_t = Signal(WORD_BITS)
-                m.d.comb += w_t.eq(_select(pick, word))
-                m.d.comb += [
-                    main_req.eq(pend != 0), req.payload.we.eq(0),
-                    req.payload.addr.eq(self.word_address(self.vault_id, w_t)),
-                    req.payload.tag.eq(idx),
-                ]
-                # Slots waiting for a prefetched block take it when it arrives (one
-                # dropped as stale is requested again).
-                refill = Signal(s)
-                for e in range(P):
-                    with m.If(got_e[e]):
-                        for i in range(s):
-                            with m.If(waitm[i] & (block_of(word[i]) == pblk[e])):
-                                with m.If(pstale[e]):
-                                    m.d.comb += refill[i].eq(1)
-                                with m.Else():
-                                    m.d.sync += wdat[i].eq(resp.payload.data.word_select(
-                                        word[i][:2], WORD_BITS))
-                                m.d.sync += waitm[i].eq(0)
-                m.d.sync += pend.eq(pend | refill)
-                with m.If(fire):
-                    same = Cat(*(block_of(word[i]) == block_of(w_t) for i in range(s)))
-                    m.d.sync += pend.eq((pend & ~same) | refill)
-                r_w = Signal(WORD_BITS)
-                m.d.comb += r_w.eq(Array(word)[resp.payload.tag[:ceil_log2(s)]])
-                with m.If(got):
-                    for i in range(s):
-                        with m.If(used[i] & (block_of(word[i]) == block_of(r_w))):
-                            m.d.sync += wdat[i].eq(
-                                resp.payload.data.word_select(word[i][:2], WORD_BITS))
-                    for j in range(s):
-                        with m.If(resp.payload.tag == j):
-                            m.d.sync += [cdat[j].eq(resp.payload.data), cblk[j].eq(block_of(r_w)),
-                                         cval[j].eq(1)]
-                with m.If((pend == 0) & (outst == 0) & ~got & (waitm == 0)):
-                    m.next = "RDONE"
-            with m.State("RDONE"):
-                m.d.comb += self.rd.ready.eq(1)
+    def _write_states(self, m: Module, r: SimpleNamespace) -> None:
+        """Write / send bundle: the destination vault's lock, then one merged block per
+        cycle (later lanes win), then the block writes, partial blocks read first."""
+        n, word, pend, req, resp = r.n, r.word, r.pend, r.req, r.resp
+        with m.State("WLOCK"):
+            m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(r.dest)]
+            with m.If(self.lock_grant):
+                m.next = "WMERGE"
+        with m.State("WMERGE"):
+            m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(r.dest)]
+            pick, _ = _lowest(m, pend[:n], "wm")
+            w_t = Signal(WORD_BITS)
+            m.d.comb += w_t.eq(_select(pick, word[:n]))
+            group = Cat(*(r.used[i] & (_block_of(word[i]) == _block_of(w_t)) for i in range(n)))
+            merged = Signal(BLOCK_WORDS * WORD_BITS)
+            mcov = Signal(BLOCK_WORDS)
+            for i in range(n):
+                for k in range(BLOCK_WORDS):
+                    with m.If(group[i] & (word[i][:2] == k)):
+                        m.d.comb += [merged.word_select(k, WORD_BITS).eq(r.wdat[i]),
+                                     mcov[k].eq(1)]
+            with m.If(pend[:n] != 0):
+                m.d.sync += pend.eq(pend & ~group)
+                for j in range(n):
+                    with m.If(pick[j]):
+                        m.d.sync += [r.blk[j].eq(merged), r.cov[j].eq(mcov)]
+                full = mcov.all()
+                m.d.sync += [r.rdq.eq(r.rdq | Mux(full, 0, pick)),
+                             r.wrq.eq(r.wrq | Mux(full, pick, 0))]
+            with m.Else():
+                m.next = "WISSUE"
+        with m.State("WISSUE"):
+            m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(r.dest)]
+            todo = Signal(n)
+            m.d.comb += todo.eq(r.rdq | r.wrq)
+            pick, idx = _lowest(m, todo, "wi")
+            w_t = Signal(WORD_BITS)
+            is_wr = Signal()
+            m.d.comb += [w_t.eq(_select(pick, word[:n])), is_wr.eq((r.wrq & pick) != 0)]
+            m.d.comb += [
+                r.main_req.eq(todo != 0), req.payload.we.eq(is_wr),
+                req.payload.addr.eq(self.word_address(r.dest, w_t)),
+                req.payload.tag.eq(idx), req.payload.data.eq(_select(pick, r.blk)),
+            ]
+            # Read-modify-write: the read response fills the words no lane covers.
+            filled = Signal(n)
+            rtag = resp.payload.tag
+            with m.If(r.got & ~resp.payload.we):
+                for j in range(n):
+                    with m.If(rtag == j):
+                        m.d.comb += filled[j].eq(1)
+                        for k in range(BLOCK_WORDS):
+                            with m.If(~r.cov[j][k]):
+                                m.d.sync += r.blk[j].word_select(k, WORD_BITS).eq(
+                                    resp.payload.data.word_select(k, WORD_BITS))
+            taken = Signal(n)
+            m.d.comb += taken.eq(Mux(r.fire, pick, 0))
+            # A block write of this vault's block drops the prefetch buffer's copy.
+            with m.If(r.fire & is_wr & (r.dest == self.vault_id)):
+                for e in range(r.P):
+                    with m.If(r.pblk[e] == _block_of(w_t)):
+                        m.d.sync += [r.pvalid[e].eq(0), r.pstale[e].eq(r.pbusy[e])]
+            m.d.sync += [r.rdq.eq(r.rdq & ~taken), r.wrq.eq((r.wrq & ~taken) | filled)]
+            with m.If((todo == 0) & (r.outst == 0) & ~r.got):
                 m.next = "IDLE"
 
-            # ---- write / send bundle ------------------------------------------
-            with m.State("WLOCK"):
-                m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(dest)]
-                with m.If(self.lock_grant):
-                    m.next = "WMERGE"
-            with m.State("WMERGE"):
-                # One distinct block per cycle: merge its lanes (later lanes win).
-                m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(dest)]
-                pick, _ = _lowest(m, pend[:n], "wm")
-                w_t = Signal(WORD_BITS)
-                m.d.comb += w_t.eq(_select(pick, word[:n]))
-                group = Cat(*(used[i] & (block_of(word[i]) == block_of(w_t)) for i in range(n)))
-                merged = Signal(BLOCK_WORDS * WORD_BITS)
-                mcov = Signal(BLOCK_WORDS)
-                for i in range(n):
-                    for k in range(BLOCK_WORDS):
-                        with m.If(group[i] & (word[i][:2] == k)):
-                            m.d.comb += [merged.word_select(k, WORD_BITS).eq(wdat[i]),
-                                         mcov[k].eq(1)]
-                with m.If(pend[:n] != 0):
-                    m.d.sync += pend.eq(pend & ~group)
-                    for j in range(n):
-                        with m.If(pick[j]):
-                            m.d.sync += [blk[j].eq(merged), cov[j].eq(mcov)]
-                    full = mcov.all()
-                    m.d.sync += [rdq.eq(rdq | Mux(full, 0, pick)),
-                                 wrq.eq(wrq | Mux(full, pick, 0))]
-                with m.Else():
-                    m.next = "WISSUE"
-            with m.State("WISSUE"):
-                m.d.comb += [self.lock_req.eq(1), self.lock_vault.eq(dest)]
-                todo = Signal(n)
-                m.d.comb += todo.eq(rdq | wrq)
-                pick, idx = _lowest(m, todo, "wi")
-                w_t = Signal(WORD_BITS)
-                is_wr = Signal()
-                m.d.comb += [w_t.eq(_select(pick, word[:n])), is_wr.eq((wrq & pick) != 0)]
-                m.d.comb += [
-                    main_req.eq(todo != 0), req.payload.we.eq(is_wr),
-                    req.payload.addr.eq(self.word_address(dest, w_t)),
-                    req.payload.tag.eq(idx), req.payload.data.eq(_select(pick, blk)),
-                ]
-                # Read-modify-write: the read response fills the words no lane covers.
-                filled = Signal(n)
-                rtag = resp.payload.tag
-                with m.If(got & ~resp.payload.we):
-                    for j in range(n):
-                        with m.If(rtag == j):
-                            m.d.comb += filled[j].eq(1)
-                            for k in range(BLOCK_WORDS):
-                                with m.If(~cov[j][k]):
-                                    m.d.sync += blk[j].word_select(k, WORD_BITS).eq(
-                                        resp.payload.data.word_select(k, WORD_BITS))
-                taken = Signal(n)
-                m.d.comb += taken.eq(Mux(fire, pick, 0))
-                # A block write of this vault's block drops the prefetch buffer's copy.
-                with m.If(fire & is_wr & (dest == self.vault_id)):
-                    for e in range(P):
-                        with m.If(pblk[e] == block_of(w_t)):
-                            m.d.sync += [pvalid[e].eq(0), pstale[e].eq(pbusy[e])]
-                m.d.sync += [rdq.eq(rdq & ~taken), wrq.eq((wrq & ~taken) | filled)]
-                with m.If((todo == 0) & (outst == 0) & ~got):
-                    m.next = "IDLE"
-        # ---- prefetch walker: hints in order, one block request when the stream is free
-        if self.prefetch:
-            writing = fsm.ongoing("WLOCK") | fsm.ongoing("WMERGE") | fsm.ongoing("WISSUE")
-            m.submodules.hq = hq = SyncFIFO(width=self.hint.size, depth=self.prefetch + 2)
-            m.d.comb += [hq.w_en.eq(self.pf.valid),
-                         hq.w_data.eq(Cat(*(getattr(self.pf, f) for f in self.hint.members)))]
-            with m.If(self.pf.valid & ~hq.w_rdy):
-                m.d.sync += self.overflow.eq(1)
-            # The walked bundle: its slots' words and the slots still to look at.
-            pw = [Signal(WORD_BITS, name=f"pw{i}") for i in range(s)]
-            ppend = Signal(s)
-            # Hints taken minus read bundles accepted: below 0 the head hint's bundle has
-            # been read already (the walker fell behind; the hint is skipped), at 0 the
-            # walked bundle has (its walk stops). The FIFO holds the unread hints and, for
-            # the cycle or two the walker lags, read ones: two entries more than announced.
-            lo = -self.prefetch - 1
-            ahead = Signal(range(lo, LOOKAHEAD + 1))
-            head = data.View(self.hint, hq.r_data)
-            load, skip, done = Signal(), Signal(), Signal()
-            m.d.comb += [done.eq(ahead <= 0),
-                         load.eq(((ppend == 0) | done) & hq.r_rdy & (ahead >= 0)
-                                 & (ahead < LOOKAHEAD)),
-                         skip.eq(hq.r_rdy & (ahead < 0))]
-            accepted = self.rd.valid & self.rd.ready
-            m.d.sync += ahead.eq(ahead + (load | skip) - (accepted & (ahead > lo)))
-            m.d.comb += hq.r_en.eq(load | skip)
-            with m.If(done):
-                m.d.sync += ppend.eq(0)
-            pick, _ = _lowest(m, ppend, "pf")
-            w_t = Signal(WORD_BITS)
-            m.d.comb += w_t.eq(_select(pick, pw))
-            same = Cat(*(block_of(pw[i]) == block_of(w_t) for i in range(s)))
-            inbuf = Signal()
-            m.d.comb += inbuf.eq(Cat(*((pvalid[e] | pbusy[e]) & ~pstale[e]
-                                       & (pblk[e] == block_of(w_t)) for e in range(P))).any())
-            vic = Signal(range(P))
-            with m.If((ppend == 0) | done):
-                pass
-            with m.Elif(inbuf):
-                m.d.sync += ppend.eq(ppend & ~same)
-            with m.Elif(~main_req & ~writing & ~pbusy.bit_select(vic, 1)):
-                m.d.comb += [pf_issue.eq(1), req.payload.we.eq(0),
-                             req.payload.addr.eq(self.word_address(self.vault_id, w_t)),
-                             req.payload.tag.eq(s + vic)]
-                with m.If(req.ready):
-                    m.d.sync += [ppend.eq(ppend & ~same), vic.eq(Mux(vic == P - 1, 0, vic + 1))]
-                    for e in range(P):
-                        with m.If(vic == e):
-                            m.d.sync += [pblk[e].eq(block_of(w_t)), pbusy[e].eq(1),
-                                         pvalid[e].eq(0), pstale[e].eq(0)]
-            with m.If(load):
-                m.d.sync += ppend.eq(Cat(head.mask, head.mask))
-                for i in range(n):
-                    m.d.sync += [pw[i].eq((head.a_addr + head.a_stride * i)[:WORD_BITS]),
-                                 pw[n + i].eq((head.b_addr + head.b_stride * i)[:WORD_BITS])]
-        # At a barrier other vaults' sends have landed in this vault: forget every block.
-        with m.If(self.flush):
-            m.d.sync += cval.eq(0)
-            if P:
-                m.d.sync += [pvalid.eq(0), pstale.eq(pstale | pbusy)]
-        return m
+    def _prefetch_walker(self, m: Module, r: SimpleNamespace, fsm) -> None:
+        """Hints in order, at most ``LOOKAHEAD`` bundles ahead of the reads: one block
+        request whenever the stream is free and no write bundle is in progress."""
+        n, s, P, req = r.n, r.s, r.P, r.req
+        pvalid, pbusy, pstale, pblk = r.pvalid, r.pbusy, r.pstale, r.pblk
+        writing = fsm.ongoing("WLOCK") | fsm.ongoing("WMERGE") | fsm.ongoing("WISSUE")
+        m.submodules.hq = hq = SyncFIFO(width=self.hint.size, depth=self.prefetch + 2)
+        m.d.comb += [hq.w_en.eq(self.pf.valid),
+                     hq.w_data.eq(Cat(*(getattr(self.pf, f) for f in self.hint.members)))]
+        with m.If(self.pf.valid & ~hq.w_rdy):
+            m.d.sync += self.overflow.eq(1)
+        # The walked bundle: its slots' words and the slots still to look at.
+        pw = [Signal(WORD_BITS, name=f"pw{i}") for i in range(s)]
+        ppend = Signal(s)
+        # Hints taken minus read bundles accepted: below 0 the head hint's bundle has
+        # been read already (the walker fell behind; the hint is skipped), at 0 the
+        # walked bundle has (its walk stops). The FIFO holds the unread hints and, for
+        # the cycle or two the walker lags, read ones: two entries more than announced.
+        lo = -self.prefetch - 1
+        ahead = Signal(range(lo, LOOKAHEAD + 1))
+        head = data.View(self.hint, hq.r_data)
+        load, skip, done = Signal(), Signal(), Signal()
+        m.d.comb += [done.eq(ahead <= 0),
+                     load.eq(((ppend == 0) | done) & hq.r_rdy & (ahead >= 0)
+                             & (ahead < LOOKAHEAD)),
+                     skip.eq(hq.r_rdy & (ahead < 0))]
+        accepted = self.rd.valid & self.rd.ready
+        m.d.sync += ahead.eq(ahead + (load | skip) - (accepted & (ahead > lo)))
+        m.d.comb += hq.r_en.eq(load | skip)
+        with m.If(done):
+            m.d.sync += ppend.eq(0)
+        pick, _ = _lowest(m, ppend, "pf")
+        w_t = Signal(WORD_BITS)
+        m.d.comb += w_t.eq(_select(pick, pw))
+        same = Cat(*(_block_of(pw[i]) == _block_of(w_t) for i in range(s)))
+        inbuf = Signal()
+        m.d.comb += inbuf.eq(Cat(*((pvalid[e] | pbusy[e]) & ~pstale[e]
+                                   & (pblk[e] == _block_of(w_t)) for e in range(P))).any())
+        vic = Signal(range(P))
+        with m.If((ppend == 0) | done):
+            pass
+        with m.Elif(inbuf):
+            m.d.sync += ppend.eq(ppend & ~same)
+        with m.Elif(~r.main_req & ~writing & ~pbusy.bit_select(vic, 1)):
+            m.d.comb += [r.pf_issue.eq(1), req.payload.we.eq(0),
+                         req.payload.addr.eq(self.word_address(self.vault_id, w_t)),
+                         req.payload.tag.eq(s + vic)]
+            with m.If(req.ready):
+                m.d.sync += [ppend.eq(ppend & ~same), vic.eq(Mux(vic == P - 1, 0, vic + 1))]
+                for e in range(P):
+                    with m.If(vic == e):
+                        m.d.sync += [pblk[e].eq(_block_of(w_t)), pbusy[e].eq(1),
+                                     pvalid[e].eq(0), pstale[e].eq(0)]
+        with m.If(load):
+            m.d.sync += ppend.eq(Cat(head.mask, head.mask))
+            for i in range(n):
+                m.d.sync += [pw[i].eq((head.a_addr + head.a_stride * i)[:WORD_BITS]),
+                             pw[n + i].eq((head.b_addr + head.b_stride * i)[:WORD_BITS])]
+
 
 def compiler_placement(hmc, mapping: str | None = None) -> tuple[AddressMap, Callable]:
     """The address map of *hmc* (``hmc.mapping`` unless *mapping* is given) and its
