@@ -71,6 +71,8 @@ pe_key : str
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
@@ -217,9 +219,21 @@ class VaultCompute(wiring.Component):
         self.latencies = {"pe": pe_latency}
 
     def elaborate(self, platform):
-
         m = Module()
-        L, N, H = self.pe_latency, self.pes, self.hold_words
+        c = self._fetch(m)
+        self._read_port(m, c)
+        self._hints(m, c)
+        self._stationary(m, c)
+        self._pes(m, c)
+        self._controller_ops(m, c)
+        self._sequencer(m, c)
+        return m
+
+    def _fetch(self, m: Module) -> SimpleNamespace:
+        """The instruction memory, the instruction register and the two walkers over the
+        instruction's loop nest: ``use`` issues to the PEs, ``ahead`` announces the same
+        bundles up to ``prefetch`` ahead (hints)."""
+        N, H = self.pes, self.hold_words
         m.submodules.imem = imem = Memory(shape=INSTR_BITS, depth=self.imem_depth, init=[])
         wp = imem.write_port()
         rp = imem.read_port(transparent_for=())
@@ -236,87 +250,101 @@ class VaultCompute(wiring.Component):
         if H:
             m.d.comb += hold_on.eq((ins.op == Opcode.FLOW) & (ins.hold != Hold.NONE)
                                    & (ins.g <= H))
-
-        # Two walkers over the same loop nest: ``use`` issues to the PEs,
-        # ``ahead`` announces the same bundles up to ``prefetch`` ahead (hints).
         use = _Walker(m, ins, g_eff, hold_on, N, "")
         ahead = _Walker(m, ins, g_eff, hold_on, N, "pf_")
+        return SimpleNamespace(rp=rp, pc=pc, ins=ins, hold_on=hold_on, use=use, ahead=ahead)
 
-        # ---- read ports ------------------------------------------------------
+    def _read_port(self, m: Module, c: SimpleNamespace) -> None:
+        """The operand read port: the walker's bundle while the instruction runs; a
+        bundle issues when the port takes it."""
+        N, use = self.pes, c.use
         run = Signal()
         issue = Signal()
         m.d.comb += issue.eq(run & self.rd.ready)
         m.d.comb += self.rd.valid.eq(run)
         m.d.comb += [getattr(self.rd, f).eq(x)
                      for f, x in zip(OPERAND_FIELDS, (use.mask, *use.bundle()))]
-        xa = [self.rd.a_data[32 * i:32 * i + 32] for i in range(N)]
-        xb = [self.rd.b_data[32 * i:32 * i + 32] for i in range(N)]
-        cnt = use.cnt
-        last_e = use.last_e
-        add_b = use.add_b
-        is_add = ins.op == Opcode.ADD
+        c.xa = [self.rd.a_data[32 * i:32 * i + 32] for i in range(N)]
+        c.xb = [self.rd.b_data[32 * i:32 * i + 32] for i in range(N)]
+        c.run, c.issue = run, issue
+        c.cnt, c.last_e, c.add_b = use.cnt, use.last_e, use.add_b
+        c.is_add = c.ins.op == Opcode.ADD
 
-        # ---- prefetch hints ----------------------------------------------------
+    def _hints(self, m: Module, c: SimpleNamespace) -> None:
+        """Prefetch hints: the ``ahead`` walker's bundles, at most ``prefetch`` of them
+        announced and not yet issued."""
+        ahead = c.ahead
         ahead_done = Signal()
         outstanding = Signal(range(self.prefetch + 2))
         hint = Signal()
         if self.prefetch:
-            m.d.comb += [hint.eq(run & ~ahead_done & (outstanding < self.prefetch)),
+            m.d.comb += [hint.eq(c.run & ~ahead_done & (outstanding < self.prefetch)),
                          self.pf.valid.eq(hint)]
             m.d.comb += [getattr(self.pf, f).eq(x)
                          for f, x in zip(OPERAND_FIELDS, (ahead.mask, *ahead.bundle()))]
-            m.d.sync += outstanding.eq(outstanding + hint - issue)
+            m.d.sync += outstanding.eq(outstanding + hint - c.issue)
             with m.If(hint):
                 ahead.advance()
                 with m.If(ahead.done):
                     m.d.sync += ahead_done.eq(1)
+        c.ahead_done, c.outstanding = ahead_done, outstanding
 
-        # ---- stationary operand registers ----------------------------------------
-        # One word per lane per element of the group, filled at o2 = 0.
+    def _stationary(self, m: Module, c: SimpleNamespace) -> None:
+        """Stationary operand registers: one word per lane per element of the group,
+        filled at ``o2 = 0`` and read instead of the port's operand after that."""
+        N, H, ins, cnt = self.pes, self.hold_words, c.ins, c.cnt
         held = Signal()
-        m.d.comb += held.eq(hold_on & (cnt["o2"] != 0))
+        m.d.comb += held.eq(c.hold_on & (cnt["o2"] != 0))
         if H:
             m.submodules.hold = hmem = Memory(shape=32 * N, depth=H, init=[])
             hw = hmem.write_port()
             hr = hmem.read_port(domain="comb")
             m.d.comb += [hr.addr.eq(cnt["e"]), hw.addr.eq(cnt["e"]),
-                         hw.en.eq(issue & hold_on & (cnt["o2"] == 0)),
+                         hw.en.eq(c.issue & c.hold_on & (cnt["o2"] == 0)),
                          hw.data.eq(Mux(ins.hold == Hold.A, self.rd.a_data, self.rd.b_data))]
-            ha = [Mux(held & (ins.hold == Hold.A), hr.data[32 * i:32 * i + 32], xa[i])
+            ha = [Mux(held & (ins.hold == Hold.A), hr.data[32 * i:32 * i + 32], c.xa[i])
                   for i in range(N)]
-            hbv = [Mux(held & (ins.hold == Hold.B), hr.data[32 * i:32 * i + 32], xb[i])
+            hbv = [Mux(held & (ins.hold == Hold.B), hr.data[32 * i:32 * i + 32], c.xb[i])
                    for i in range(N)]
-            xa, xb = ha, hbv
+            c.xa, c.xb = ha, hbv
 
-        # ---- PEs, one Verilog module instantiated pes times -----------------
+    def _pes(self, m: Module, c: SimpleNamespace) -> None:
+        """The PEs (one Verilog module instantiated ``pes`` times) and the destination
+        and lane mask of their results, delayed to meet the PE outputs."""
+        L, N, ins, cnt, use = self.pe_latency, self.pes, c.ins, c.cnt, c.use
         key = leaf_name("capsnet_pe", self.pe_key)
         pes = [Leaf(key, self.pe_factory) for _ in range(self.pes)]
         for i, p in enumerate(pes):
             m.submodules[f"pe{i}"] = p
         is_pe = Signal()
-        m.d.comb += is_pe.eq((ins.op == Opcode.FLOW) | is_add)
+        m.d.comb += is_pe.eq((ins.op == Opcode.FLOW) | c.is_add)
         pe_op = Signal(Flow)
-        m.d.comb += pe_op.eq(Mux(is_add, Flow.MAC, ins.flow))
+        m.d.comb += pe_op.eq(Mux(c.is_add, Flow.MAC, ins.flow))
         pe_b_add = Mux(cnt["e"] == 0, _ONE, Mux(ins.sign, _MINUS_ONE, _ONE))
         for i, p in enumerate(pes):
             m.d.comb += [p.op.eq(pe_op),
-                         p.a.eq(Mux(add_b, xb[i], xa[i])),
-                         p.b.eq(Mux(is_add, pe_b_add, xb[i])),
-                         p.first.eq(cnt["e"] == 0), p.last.eq(last_e), p.tag.eq(0),
-                         p.in_valid.eq(issue & is_pe & use.mask[i])]
-        # Destination (lane 0) and lane mask, delayed to meet the PE outputs.
+                         p.a.eq(Mux(c.add_b, c.xb[i], c.xa[i])),
+                         p.b.eq(Mux(c.is_add, pe_b_add, c.xb[i])),
+                         p.first.eq(cnt["e"] == 0), p.last.eq(c.last_e), p.tag.eq(0),
+                         p.in_valid.eq(c.issue & is_pe & use.mask[i])]
         dl_v = [Signal(name=f"dl_v{i}") for i in range(L)]
         dl_m = [Signal(N, name=f"dl_m{i}") for i in range(L)]
         dl_a = [Signal(ADDR_BITS, name=f"dl_a{i}") for i in range(L)]
-        m.d.sync += [dl_v[0].eq(issue & is_pe & last_e), dl_m[0].eq(use.mask),
+        m.d.sync += [dl_v[0].eq(c.issue & is_pe & c.last_e), dl_m[0].eq(use.mask),
                      dl_a[0].eq(use.addr["d"]["e"])]
         for i in range(1, L):
             m.d.sync += [dl_v[i].eq(dl_v[i - 1]), dl_m[i].eq(dl_m[i - 1]),
                          dl_a[i].eq(dl_a[i - 1])]
-        res = Cat(*(p.result for p in pes))
+        c.res = Cat(*(p.result for p in pes))
         m.d.comb += self.pe_busy.eq(Cat(*dl_v).any())
+        c.dl_v, c.dl_m, c.dl_a = dl_v, dl_m, dl_a
 
-        # ---- controller-side ops (registered write / send) -------------------
+    def _controller_ops(self, m: Module, c: SimpleNamespace) -> None:
+        """The controller-side operations (a registered write for MAXR and SELPOS, a send
+        for SEND) and the write and send ports, which also carry the PE results."""
+        N, ins, cnt, use, xa, xb = self.pes, c.ins, c.cnt, c.use, c.xa, c.xb
+        dl_v, dl_m, dl_a = c.dl_v, c.dl_m, c.dl_a
+
         def key_of(v):
             # Total order of non-NaN floats as unsigned keys; -0 counts as +0.
             neg = v[31] & (v[:31] != 0)
@@ -329,11 +357,11 @@ class VaultCompute(wiring.Component):
         dw_data = Signal(32 * N)
         sv, sp, sm, sa, sd = Signal(), Signal(8), Signal(N), Signal(ADDR_BITS), Signal(32 * N)
         m.d.sync += [dw_en.eq(0), sv.eq(0)]
-        with m.If(issue):
+        with m.If(c.issue):
             with m.Switch(ins.op):
                 with m.Case(Opcode.MAXR):
                     m.d.sync += [mx[i].eq(cand[i]) for i in range(N)]
-                    with m.If(last_e):
+                    with m.If(c.last_e):
                         m.d.sync += [dw_en.eq(1), dw_mask.eq(use.mask),
                                      dw_addr.eq(use.addr["d"]["e"]), dw_data.eq(Cat(*cand))]
                 with m.Case(Opcode.SELPOS):
@@ -349,24 +377,27 @@ class VaultCompute(wiring.Component):
             self.wr.mask.eq(Mux(dl_v[-1], dl_m[-1], dw_mask)),
             self.wr.addr.eq(Mux(dl_v[-1], dl_a[-1], dw_addr)),
             self.wr.stride.eq(use.stride("d", "s3")),
-            self.wr.data.eq(Mux(dl_v[-1], res, dw_data)),
+            self.wr.data.eq(Mux(dl_v[-1], c.res, dw_data)),
             self.send.valid.eq(sv), self.send.peer.eq(sp), self.send.mask.eq(sm),
             self.send.addr.eq(sa), self.send.stride.eq(use.stride("d", "s3")),
             self.send.data.eq(sd),
         ]
 
-        # ---- sequencer -------------------------------------------------------
+    def _sequencer(self, m: Module, c: SimpleNamespace) -> None:
+        """Fetch, decode, set the walkers up, run the instruction until its last bundle
+        issues, drain the PE pipeline; barriers wait for ``go``, and so does a halt."""
+        L, ins, pc, use, ahead = self.pe_latency, c.ins, c.pc, c.use, c.ahead
         drain = Signal(range(L + 4))
         with m.FSM(init="HALT"):   # idle until the driver loads a program and pulses go
             with m.State("FETCH"):
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += ins.eq(rp.data)
+                m.d.sync += ins.eq(c.rp.data)
                 m.next = "SETUP"
             with m.State("SETUP"):
                 use.reset()
                 ahead.reset()
-                m.d.sync += [ahead_done.eq(0), outstanding.eq(0)]
+                m.d.sync += [c.ahead_done.eq(0), c.outstanding.eq(0)]
                 with m.Switch(ins.op):
                     with m.Case(Opcode.BAR):
                         m.next = "BAR"
@@ -375,8 +406,8 @@ class VaultCompute(wiring.Component):
                     with m.Default():
                         m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += run.eq(1)
-                with m.If(issue):
+                m.d.comb += c.run.eq(1)
+                with m.If(c.issue):
                     use.advance()
                     with m.If(use.done):
                         m.d.sync += drain.eq(L + 2)
@@ -396,7 +427,6 @@ class VaultCompute(wiring.Component):
                 with m.If(self.go):     # restart from the top (a new program)
                     m.d.sync += pc.eq(0)
                     m.next = "FETCH"
-        return m
 
 
 def from_config(cfg) -> VaultCompute:
