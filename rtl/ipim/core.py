@@ -130,6 +130,8 @@ counter_bits : int
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -392,26 +394,34 @@ class ControlCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        P, Q = self.pes, self.inst_queue
-        U = P                           # the vault-unit bit of a slot's outstanding bits
+        c = self._fetch(m)
+        self._ctrl_rf(m, c)
+        self._issue(m, c)
+        self._next_pc(m, c)
+        self._dispatch(m, c)
+        self._counters(m, c)
+        return m
 
-        # ---- instruction memory and fetch ------------------------------------
+    def _fetch(self, m: Module) -> SimpleNamespace:
+        """Instruction memory and fetch: while running, the word of ``pc`` is always in
+        the issue stage (start presents address 0, and every cycle presents the next pc)."""
         m.submodules.imem = imem = Memory(shape=WORD_BITS, depth=self.imem_depth, init=[])
         wp = imem.write_port()
         rp = imem.read_port(transparent_for=())
         m.d.comb += [wp.en.eq(self.imem_we), wp.addr.eq(self.imem_addr),
                      wp.data.eq(self.imem_data)]
-        # While running, the word of pc is always in the issue stage: start
-        # presents address 0, and every cycle presents the next pc.
         running = Signal()
-        ivalid = running
         pc = Signal(self.pc_bits)
         next_pc = Signal(self.pc_bits)
         m.d.comb += [rp.addr.eq(next_pc), self.halted.eq(~running)]
         ins = data.View(INSTRUCTION, rp.data)
-        op = ins.opcode
+        return SimpleNamespace(rp=rp, running=running, ivalid=running, pc=pc,
+                               next_pc=next_pc, ins=ins, op=ins.opcode)
 
-        # ---- CtrlRF (read in the issue stage, written by the ALU) ----------------
+    def _ctrl_rf(self, m: Module, c: SimpleNamespace) -> None:
+        """The CtrlRF: read in the issue stage (a jump's target and condition, or the
+        ALU's sources), written by the ALU."""
+        ins, op = c.ins, c.op
         m.submodules.crf = crf = Memory(shape=32, depth=self.crf_entries, init=[])
         self.crf = crf      # for a simulator's backdoor read, ``crf.data[i]``
         crf_w = crf.write_port()
@@ -423,10 +433,13 @@ class ControlCore(wiring.Component):
             crf_a.addr.eq(Mux(is_jump, ins.args.jump.target, ins.args.calc_crf.src1)[:cb]),
             crf_b.addr.eq(Mux(is_jump, ins.args.jump.src, ins.args.calc_crf.src2)[:cb]),
         ]
+        c.crf_w, c.crf_a, c.crf_b = crf_w, crf_a, crf_b
 
-        # ---- issued-instruction queue ---------------------------------------------
+    def _issue(self, m: Module, c: SimpleNamespace) -> None:
+        """The issue decision: the issued-instruction queue's dependency check, a free
+        slot when the instruction needs one, and the unit that takes it ready."""
+        P, Q, ins, op = self.pes, self.inst_queue, c.ins, c.op
         q = m.submodules.queue = IssueQueue(slots=Q, pes=P)
-        slot, drained = q.slot, q.drained
         hz = _decode_hazards(m, ins)
         m.d.comb += q.hazard.eq(hz)
         dep = q.dep
@@ -458,20 +471,25 @@ class ControlCore(wiring.Component):
             with m.Case(Opcode.REQ):
                 m.d.comb += unit_ready.eq(units.req_ready)
             with m.Case(Opcode.SYNC):
-                m.d.comb += unit_ready.eq(drained & self.sync.proceed)
+                m.d.comb += unit_ready.eq(q.drained & self.sync.proceed)
             with m.Case(Opcode.HALT):
-                m.d.comb += unit_ready.eq(drained)
+                m.d.comb += unit_ready.eq(q.drained)
             with m.Default():
                 m.d.comb += unit_ready.eq(1)
         fire = Signal()
-        m.d.comb += fire.eq(ivalid & ~dep & ~full & unit_ready)
-        m.d.comb += [self.issue_valid.eq(fire), self.issue_pc.eq(pc)]
-        m.d.comb += [self.sync.arrive.eq(ivalid & (op == Opcode.SYNC) & drained),
+        m.d.comb += fire.eq(c.ivalid & ~dep & ~full & unit_ready)
+        m.d.comb += [self.issue_valid.eq(fire), self.issue_pc.eq(c.pc)]
+        m.d.comb += [self.sync.arrive.eq(c.ivalid & (op == Opcode.SYNC) & q.drained),
                      self.sync.phase.eq(ins.args.sync.phase)]
+        c.__dict__.update(q=q, dep=dep, mask=mask, is_pe_op=is_pe_op, needs_slot=needs_slot,
+                          full=full, units=units, fire=fire)
 
-        # Next pc: jumps resolve here, so the target's word is fetched at once.
+    def _next_pc(self, m: Module, c: SimpleNamespace) -> None:
+        """Next pc: jumps resolve in the issue stage, so the target's word is fetched at
+        once; start runs from address 0 and an issued halt stops."""
+        ins, op, pc, next_pc, running, fire = c.ins, c.op, c.pc, c.next_pc, c.running, c.fire
         taken = Signal()
-        c_src = crf_b.data
+        c_src = c.crf_b.data
         with m.Switch(ins.args.jump.cond):
             with m.Case(Cond.Z):
                 m.d.comb += taken.eq(c_src == 0)
@@ -486,7 +504,7 @@ class ControlCore(wiring.Component):
             m.d.comb += next_pc.eq(0)
         with m.Elif(fire):
             with m.If((op == Opcode.JUMP) | ((op == Opcode.CJUMP) & taken)):
-                m.d.comb += next_pc.eq(crf_a.data)
+                m.d.comb += next_pc.eq(c.crf_a.data)
             with m.Elif(op != Opcode.HALT):
                 m.d.comb += next_pc.eq(pc + 1)
         m.d.sync += pc.eq(next_pc)
@@ -495,22 +513,24 @@ class ControlCore(wiring.Component):
         with m.If(fire & (op == Opcode.HALT)):
             m.d.sync += running.eq(0)
 
-        # ---- SIMB broadcast ------------------------------------------------------
+    def _dispatch(self, m: Module, c: SimpleNamespace) -> None:
+        """The SIMB broadcast to the masked PEs, the vault units' inputs and ports, and
+        the queue's slot bookkeeping (taken at issue, freed by the PEs' and the units'
+        completions)."""
+        P, U, q, units, fire, slot = self.pes, self.pes, c.q, c.units, c.fire, c.q.slot
         for p in range(P):
             port = self.pe[p]
-            m.d.comb += [port.valid.eq(fire & is_pe_op & mask[p]), port.instr.eq(rp.data),
-                         port.tag.eq(slot)]
-
-        # ---- vault units ---------------------------------------------------------
-        m.d.comb += [units.go.eq(fire), units.instr.eq(ins), units.tag.eq(slot),
-                     units.crf_a.eq(crf_a.data), units.crf_b.eq(crf_b.data),
-                     crf_w.en.eq(units.crf_we), crf_w.addr.eq(units.crf_addr),
-                     crf_w.data.eq(units.crf_data)]
+            m.d.comb += [port.valid.eq(fire & c.is_pe_op & c.mask[p]),
+                         port.instr.eq(c.rp.data), port.tag.eq(slot)]
+        m.d.comb += [units.go.eq(fire), units.instr.eq(c.ins), units.tag.eq(slot),
+                     units.crf_a.eq(c.crf_a.data), units.crf_b.eq(c.crf_b.data),
+                     c.crf_w.en.eq(units.crf_we), c.crf_w.addr.eq(units.crf_addr),
+                     c.crf_w.data.eq(units.crf_data)]
         wiring.connect(m, wiring.flipped(self.vsm), units.vsm)
         wiring.connect(m, wiring.flipped(self.nic_req), units.nic_req)
-
-        # ---- slot bookkeeping ----------------------------------------------------
-        m.d.comb += [q.take.eq(fire & needs_slot), q.take_pending.eq(Mux(is_pe_op, mask, 1 << U))]
+        # U is the vault-unit bit of a slot's outstanding bits.
+        m.d.comb += [q.take.eq(fire & c.needs_slot),
+                     q.take_pending.eq(Mux(c.is_pe_op, c.mask, 1 << U))]
         for p in range(P):
             m.d.comb += [q.pe_done[p].valid.eq(self.pe[p].done),
                          q.pe_done[p].tag.eq(self.pe[p].done_tag)]
@@ -519,19 +539,22 @@ class ControlCore(wiring.Component):
         m.d.comb += [q.unit_done[2].valid.eq(self.landed.valid),
                      q.unit_done[2].tag.eq(self.landed.tag)]
 
-        # ---- counters ------------------------------------------------------------
+    def _counters(self, m: Module, c: SimpleNamespace) -> None:
+        """The performance counters (``COUNTER_NAMES``): cleared at start, each cycle's
+        stall charged to one cause."""
+        P, running, fire, op = self.pes, c.running, c.fire, c.op
         ctr = self.perf
         incs = {n: Const(0) for n in COUNTER_NAMES}
         incs["cycles"] = running
         incs["issued"] = fire
-        waiting = ivalid & ~fire
+        waiting = c.ivalid & ~fire
         sync_like = (op == Opcode.SYNC) | (op == Opcode.HALT)
         incs["stall_sync"] = waiting & sync_like
-        incs["stall_dep"] = waiting & ~sync_like & dep
-        incs["stall_full"] = waiting & ~sync_like & ~dep & full
-        incs["stall_unit"] = waiting & ~sync_like & ~dep & ~full
-        for c, ops in OPCODE_CLASSES.items():
-            incs[f"issued_{c}"] = fire & Cat(*(op == o for o in ops)).any()
+        incs["stall_dep"] = waiting & ~sync_like & c.dep
+        incs["stall_full"] = waiting & ~sync_like & ~c.dep & c.full
+        incs["stall_unit"] = waiting & ~sync_like & ~c.dep & ~c.full
+        for cls, ops in OPCODE_CLASSES.items():
+            incs[f"issued_{cls}"] = fire & Cat(*(op == o for o in ops)).any()
         for u in BUSY_UNITS:
             bits = Cat(*(self.pe_busy[p][u] for p in range(P)))
             cnt = Signal(range(P + 1), name=f"busy_{u}_now")
@@ -542,7 +565,6 @@ class ControlCore(wiring.Component):
                 m.d.sync += getattr(ctr, n).eq(0)
             with m.Else():
                 m.d.sync += getattr(ctr, n).eq(getattr(ctr, n) + incs[n])
-        return m
 
 
 def from_config(cfg) -> ControlCore:
