@@ -10,13 +10,6 @@
   (:func:`pimforge.verif.tb.ipim.programs.load_and_start`) with the small vault config
   the vault tests share (``SMALL_VAULT``).
 
-How the tests share the two workers (``--dist loadgroup``, see
-:func:`pytest_collection_modifyitems`): a module's tests stay together on one worker, so
-its module fixtures (a Verilator build, a simulator run) are made once; the items of
-``INDEPENDENT`` modules (one Verilog lint or one cocotb bench each, every build of its
-own) go one by one to whichever worker is free; the modules of a ``SHARED_BUILDS`` group
-run on one worker, one after another, because they need the same Verilator build and a
-second worker would only wait on its lock.
 """
 
 from __future__ import annotations
@@ -30,22 +23,6 @@ from pimforge.gen.config import load_config
 from pimforge.gen.registry import get_block
 from pimforge.verif.tb.amaranth_sim import simulate as _simulate
 from pimforge.verif.tb.ipim.programs import SMALL_VAULT, load_and_start
-
-#: Modules whose tests are independent of each other and each cost minutes at most.
-INDEPENDENT = {"test_cli", "test_regression"}
-#: Modules that run on the same native build of the ``ipim_small`` cube.
-SHARED_BUILDS = {"test_ipim_image_rtl": "ipim_small_cube", "test_ipim_cube": "ipim_small_cube",
-                 "test_ipim_placement": "ipim_small_cube"}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Group the tests for ``--dist loadgroup`` (module doc); before xdist reads the
-    marks."""
-    for item in items:
-        mod = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-        if mod not in INDEPENDENT:
-            item.add_marker(pytest.mark.xdist_group(SHARED_BUILDS.get(mod, mod)))
 
 
 @functools.cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -19,9 +20,18 @@ PACKAGES = ("rtl", "gen", "sim", "verif")
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    # Built from a copy of the tree: setuptools builds in the source folder (build/,
+    # *.egg-info), where the other worker's tests run at the same time.
+    src = tmp_path_factory.mktemp("src")
+    for name in (*PACKAGES, "pyproject.toml", "README.md"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
     out = tmp_path_factory.mktemp("wheel")
     res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                          str(out), str(ROOT)], capture_output=True, text=True)
+                          str(out), str(src)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     (whl,) = out.glob("pimforge-*.whl")
     return whl
