@@ -20,7 +20,7 @@ from pimforge.rtl.nicepim.engine import tile_cycles
 from pimforge.rtl.nicepim.params import Layout
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
-from pimforge.sim.nicepim import ddam, mapper
+from pimforge.sim.nicepim import ddam, mapper, mapspace, movement
 from pimforge.sim.nicepim import networks as nets
 from pimforge.sim.nicepim.dnn_run import scale_network
 from pimforge.sim.nicepim.rtl_run import conv_tasks
@@ -123,7 +123,7 @@ def test_partitions_cover_the_region():
 def test_partition_text_and_node_layout_follow_p_order(case):
     """A partition's text gives it back, spatial order included; every node of the
     region gets a distinct part of each split loop; and the members of a one-loop
-    sharing set that follow each other are :func:`mapper._spacing` apart along the
+    sharing set that follow each other are :func:`mapspace.spacing` apart along the
     axis where that loop is split, whatever the order."""
     rng = random.Random(SEED * 31 + case)
     log.info("seed %d case %d", SEED, case)
@@ -149,7 +149,7 @@ def test_partition_text_and_node_layout_follow_p_order(case):
                     for js in groups.values():
                         js.sort(key=lambda j: nd[d][j])
                         gaps = {int(abs(nd[ax][a] - nd[ax][b])) for a, b in zip(js, js[1:])}
-                        assert gaps == {mapper._spacing(part, d)}, (str(part), d, gaps)
+                        assert gaps == {mapspace.spacing(part, d)}, (str(part), d, gaps)
                         checked += len(js) > 1
     assert checked
     assert str(mapper.parse_partition("Q1x2 K2x1")) == "Q1x2 K2x1"
@@ -297,8 +297,8 @@ def test_every_needed_element_has_one_owner(case):
              if cons.kind == "conv" or pt.parts("c") == 1]
     dst = mapper.Placement(cons, rng.choice(mapper.orders(rng.choice(parts))), (0, 0, rh, rw))
     log.info("batch %d: %s -> %s", n, src.part, dst.part)
-    _, own = mapper._owned(src)
-    _, home = mapper._home(dst, prod, 0)
+    _, own = movement.owned_boxes(src)
+    _, home = movement.home_boxes(dst, prod, 0)
     vol = np.prod(own[:, 1::2] - own[:, 0::2], axis=1)
     assert vol.sum() == prod.n * prod.k * prod.p * prod.q
     lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])

@@ -15,12 +15,12 @@ What this module builds, for ``S`` stages:
    by bisection on the bottleneck with a greedy feasibility check); then again, twice,
    with each layer's node-cycles on the region the last cut gave it;
 2. the regions are cut from the array by the slicing tree PIM-Mapper uses for
-   branches (:func:`~.mapper.branch_regions`), each in proportion to its stage's load;
+   branches (:func:`~.branch_regions`), each in proportion to its stage's load;
 3. a stage's layers run one after the other on its region, each with its fastest LM
    (the layer's own data sharing counted) and, by Algorithm 2's DP on that one region,
    the WRs of least stage time whose weights fit a node's DRAM (a node stores only
    its stage's weights); each layer's inputs are moved from its predecessors' nodes
-   (:func:`~.mapper.redistribution`, also across regions).
+   (:func:`~.redistribution`, also across regions).
 
 The pipeline's period is its slowest stage; with a batch of ``b`` samples the
 pipeline takes ``(S - 1 + b)`` periods, so the throughput at the paper's largest
@@ -38,8 +38,12 @@ from dataclasses import dataclass, field
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.params import Layout
 
-from . import mapper
+from .mapcost import NodeModel
+from .mapper import baseline_map
+from .mapspace import LAYOUTS
+from .movement import Placement, redistribution
 from .networks import Network
+from .selection import branch_regions, layer_candidates, mapping_select
 
 __all__ = ["PipelineMapping", "ddam_map", "min_max_split"]
 
@@ -112,27 +116,27 @@ def _stage_counts(nodes: int, layers: int) -> list[int]:
 
 
 def ddam_map(net: Network, cfg, *, stages: Sequence[int] | None = None, batch: int = 16,
-             rounds: int = 2, model: mapper.NodeModel | None = None) -> PipelineMapping:
+             rounds: int = 2, model: NodeModel | None = None) -> PipelineMapping:
     """The DDAM-style pipeline of highest throughput at *batch* over the stage counts
     *stages* (by default 2 to 8, then growing by half, up to the nodes and layers: a
     pipeline has at least two parts) and the three layouts."""
     n = cfg.nicepim
     array = (n.na_rows, n.na_cols)
-    model = model or mapper.NodeModel(cfg)
+    model = model or NodeModel(cfg)
     lays = [lay for lay in net.layers if lay.kind != "input"]
     best = None
-    for lo in mapper.LAYOUTS:
-        base = mapper.baseline_map(net, cfg, lo, lm_goal="full", model=model)
+    for lo in LAYOUTS:
+        base = baseline_map(net, cfg, lo, lm_goal="full", model=model)
         load = [base.layers[lay.name]["cycles"] * n.na_rows * n.na_cols + 1.0 for lay in lays]
         layouts = {lay.name: lo for lay in net.layers}
-        cache: dict = {}
+        cache = model.memo      # the candidates, keyed by layer shape and layouts
         for s in stages or _stage_counts(n.na_rows * n.na_cols, len(lays)):
             est = load
             for _ in range(1 + rounds):
                 starts = min_max_split(est, s)
                 ends = [*starts[1:], len(lays)]
                 groups = [lays[a:b] for a, b in zip(starts, ends, strict=True)]
-                regs = mapper.branch_regions(array, [sum(est[a:b])
+                regs = branch_regions(array, [sum(est[a:b])
                                                for a, b in zip(starts, ends, strict=True)])
                 if any(h < 1 or w < 1 for _, _, h, w in regs):
                     break
@@ -153,21 +157,21 @@ def ddam_map(net: Network, cfg, *, stages: Sequence[int] | None = None, batch: i
 
 def _evaluate(net, model, array, n, groups, regs, layouts, cache) -> PipelineMapping:
     pm = PipelineMapping(net.name, "")
-    placed: dict[str, mapper.Placement] = {}
+    placed: dict[str, Placement] = {}
     energy = 0.0
     for group, region in zip(groups, regs, strict=True):
         _, _, h, w = region
         wrs = sorted({1, h * w} | {2 ** i for i in range(8) if 2 ** i <= h * w})
-        cands = [mapper.layer_candidates(model, lay, region, wrs, layouts, cache)
+        cands = [layer_candidates(model, lay, region, wrs, layouts, cache)
                  for lay in group]
-        _, _, pick = mapper.mapping_select([[[cands]]], n.node_bytes)
+        _, _, pick = mapping_select([[[cands]]], n.node_bytes)
         cycles = 0.0
         per = []
         for lay, cs, ci in zip(group, cands, pick[0][0], strict=True):
             c = cs[ci]
-            pl = mapper.Placement(lay, c.part, tuple(region))
+            pl = Placement(lay, c.part, tuple(region))
             preds = [placed[p] for p in lay.preds if p in placed]
-            move, bit_hops = mapper.redistribution(model, array, preds, pl)
+            move, bit_hops = redistribution(model, array, preds, pl)
             placed[lay.name] = pl
             cycles += c.perf + move
             per.append(c.perf + move)

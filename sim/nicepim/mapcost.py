@@ -1,0 +1,336 @@
+"""PIM-Mapper's cost model: one node's cycles and energy for its part of a layer.
+
+The cost of one node's part of a layer follows the node's hardware
+(:mod:`pimforge.rtl.nicepim`): the node's task list, tiled as the node's lowering tiles
+it (:mod:`.tiling`: output channels ``pe_cols`` at a time, output-row bands,
+input-channel chunks and kernel-row bands as large as the buffers hold), costed
+task by task by :mod:`.node_model` (the engine's
+:func:`~pimforge.rtl.nicepim.engine.tile_cycles`, the tensor DMA, its DRAM word reads,
+write-backs and row activations in the tensor's layout, the controller's cycles per
+task, refresh) and checked against the node RTL on sampled layer tiles
+(:mod:`.costmodel_check`); the data sharing of Sec. VII as Hamilton cycles of one
+link per edge (:mod:`.sharing`'s model), each step costed as the node's data-sharing
+unit moves it (:meth:`.node_model.NodeTiming.share_step`). Node tasks run one after
+the other (the node controller is in order), so a layer's latency on a node is the
+sum; the layer's latency is its slowest node's. Energy: MACs, buffer accesses, DRAM
+bits and NoC bit-hops at the config's ``dram_pj_per_bit`` and ``noc_pj_per_bit_hop``
+and the constants below.
+
+Layers without MACs (pools, additions, softmax, normalization) cost their DRAM
+traffic and one element per PE column and cycle (they run on the host in ``pimforge
+run dnn``; that part of the model is not checked against hardware).
+:class:`WhatIfNodeModel` replaces the engine or the DMA by what a simulator of the
+paper's kind counts, for studies of the mapping's headroom.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pimforge.gen.errors import CapacityError
+from pimforge.rtl.nicepim.engine import tile_cycles
+from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
+from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+
+from .mapspace import Partition, layer_shape, spacing
+from .networks import Layer
+from .node_model import NodeTiming, part_cost
+from .tiling import ConvPart, blocking
+
+__all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "LayerCost", "NodeModel",
+           "WhatIfNodeModel", "node_model"]
+
+#: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
+#: integer multiplier and 32-bit adder in a 28 nm class process).
+E_MAC_PJ = 0.2
+#: Energy of one bit read from or written to a node's SRAM buffers, pJ (assumed).
+E_BUF_PJ_PER_BIT = 0.02
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One node's share of a layer under one mapping: cycles and energy by part."""
+
+    compute: int
+    dram: int
+    share: int
+    energy_pj: float
+    weight_bytes: int          # DRAM a node keeps for the layer's weights
+
+    @property
+    def cycles(self) -> int:
+        return self.compute + self.dram + self.share
+
+
+class NodeModel:
+    """The per-node cost model of a config's ``nicepim`` section (see the module docstring)."""
+
+    def __init__(self, cfg):
+        n = cfg.nicepim
+        self.n = n
+        self.R, self.C = n.pe_rows, n.pe_cols
+        self.word_bytes = n.word_bytes
+        self.row_bytes = n.row_bytes * n.banks_per_node   # the banks open a row together
+        t = n.timing
+        self.act_cycles = math.ceil((t.tRP + t.tRCD) / n.tck_ns)
+        self.flit_bytes = n.flit_bits // 8
+        self.packet_flits = n.noc_packet_flits
+        self.timing = NodeTiming(n)
+        self._engine: dict = {}             # compute_cycles by its arguments
+        self._layer: dict = {}              # layer_cost by the layer's shape and its LM
+        self._node: dict = {}               # its node terms by the shape and the LM's sizes
+        self._share: dict = {}              # share_cycles by its arguments
+        self.memo: dict = {}                # the mapper's other results on this model
+
+    # ---- the engine ---------------------------------------------------------------------
+    def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
+                       groups: int) -> tuple[int, int, int]:
+        """Engine cycles, output-row bands and output-channel blocks of a convolution
+        ``c -> k`` channels onto ``p x q`` outputs on one node, tiled as the node's
+        lowering tiles it (:mod:`.tiling`)."""
+        key = (c, k, p, q, r, s, stride, groups)
+        if key in self._engine:
+            return self._engine[key]
+        part = ConvPart(c=c, k=k, h=(p - 1) * stride + r, w=(q - 1) * stride + s, r=r, s=s,
+                        stride=stride, pad=0, groups=groups, rows=(0, p), cols=(0, q))
+        b = blocking(self.n, part)
+        co_blocks = math.ceil(k // groups / self.C)
+        full, last = divmod(p, b.per_rows)
+        cyc = 0
+        for oh, times in ((b.per_rows, full), (last, 1 if last else 0)):
+            for b0 in range(0, b.blocks, b.cbs):
+                for u0 in range(0, r, b.kr):
+                    cyc += times * tile_cycles(pe_rows=self.R, pe_cols=self.C,
+                                               cb=min(b.cbs, b.blocks - b0),
+                                               kh=min(b.kr, r - u0), kw=s, oh=oh, ow=q)
+        self._engine[key] = groups * co_blocks * cyc, math.ceil(p / b.per_rows), co_blocks
+        return self._engine[key]
+
+    # ---- DRAM ---------------------------------------------------------------------------
+    def _runs(self, layout: int, ch: int, rows: int, cols: int, full_w: int) -> tuple[int, int]:
+        """(contiguous runs, elements per run) to read *ch* channels of a ``rows x cols``
+        window of a map *full_w* wide in *layout*."""
+        if layout == Layout.NCHW:
+            return (ch * rows, cols) if cols < full_w else (ch, rows * cols)
+        if layout == Layout.NHWC:
+            return (rows * cols, ch)
+        blocks = math.ceil(ch / C_BLOCK)
+        return (blocks * rows, cols * C_BLOCK) if cols < full_w else (blocks, rows * cols
+                                                                       * C_BLOCK)
+
+    def dram_cycles(self, layout: int, ch: int, rows: int, cols: int, full_w: int,
+                    bits: int = DATA_BITS) -> tuple[int, int]:
+        """(cycles, bits moved) to move a window between DRAM and a buffer: the DRAM words
+        of each contiguous run, and a row activation per run that starts in another row
+        (every run when runs are a row or more apart, else one per row of data)."""
+        runs, elems = self._runs(layout, ch, rows, cols, full_w)
+        run_bytes = elems * bits // 8
+        words = runs * (math.ceil(run_bytes / self.word_bytes) + (run_bytes % self.word_bytes
+                                                                  > 0))
+        total = runs * run_bytes
+        acts = max(math.ceil(total / self.row_bytes), runs if run_bytes < self.row_bytes
+                   and full_w * ch * bits // 8 > self.row_bytes else 0)
+        return words + acts * self.act_cycles, words * self.word_bytes * 8
+
+    # ---- data sharing -------------------------------------------------------------------
+    def share_cycles(self, set_size: int, part_bytes: int, hops: int) -> tuple[int, int]:
+        """(cycles, bit-hops) of Hamilton-cycle sharing in a set of *set_size* nodes
+        *hops* apart, each with *part_bytes*, one cycle edge per link (the Data-Scheduler's
+        ILP reaches one on the interleaved sets; :mod:`.sharing`): ``set_size - 1`` steps
+        in which every node sends the chunk it got last to the next one through its
+        data-sharing unit (:meth:`.node_model.NodeTiming.share_step`: one DRAM word in
+        flight, the received words written through the same DRAM port, the chunks side
+        by side in DRAM). The unit's word (a read and 3 flits) is slower than a link's
+        flits, so the links are not the bound. Bit-hops count every message's 3 flits."""
+        if set_size <= 1 or part_bytes <= 0:
+            return 0, 0
+        key = (set_size, part_bytes, hops)
+        got = self._share.get(key)
+        if got is None:
+            got = self._share[key] = self._share_cycles(set_size, part_bytes, hops)
+        return got
+
+    def _share_cycles(self, set_size: int, part_bytes: int, hops: int) -> tuple[int, int]:
+        tm = self.timing
+        words = math.ceil(part_bytes / self.word_bytes)
+        step = tm.share_step(words, tm.share_switches(words, words), hops)
+        bits = words * MESSAGE_FLITS * self.flit_bytes * 8
+        return math.ceil((set_size - 1) * step), set_size * (set_size - 1) * bits * hops
+
+    # ---- a layer ------------------------------------------------------------------------
+    def layer_cost(self, lay: Layer, part: Partition, wr: int, layout_in: int = Layout.NCHW,
+                   layout_out: int = Layout.NCHW) -> LayerCost:
+        """One node's cost of *lay* split by *part* with weight replication *wr*: its
+        samples' parts one after the other (compute, DRAM, energy), its data sharing
+        (each sharing set's data of all its samples at once).
+
+        Memoized by the layer's shape (:func:`.mapspace.layer_shape`), the LM, the size
+        of its weights' sharing set (what the WR changes) and the layouts, and the
+        node's part by the shape, the sizes of the LM's parts and the layouts: the
+        layers of a repeated block, the WRs and spatial orders of one split and the
+        later iterations of the mapper cost nothing again.
+
+        Raises
+        ------
+        CapacityError
+            A node's buffers cannot hold the LM's tiles."""
+        shape = layer_shape(lay)
+        # the WR matters only through the size of the weights' sharing set
+        pb, _, pp, pq, _ = part.sizes
+        key = (shape, part, math.ceil(pb * pp * pq / max(1, wr)) if lay.kind in ("conv", "fc")
+               else 0, int(layout_in), int(layout_out))
+        got = self._layer.get(key)
+        if got is None:
+            try:
+                got = self._layer_cost(lay, shape, part, wr, layout_in, layout_out)
+            except CapacityError as e:
+                got = e
+            self._layer[key] = got
+        if isinstance(got, CapacityError):
+            raise type(got)(*got.args)
+        return got
+
+    def _layer_cost(self, lay: Layer, shape: tuple, part: Partition, wr: int, layout_in: int,
+                    layout_out: int) -> LayerCost:
+        sizes = part.sizes
+        key = (shape, sizes, int(layout_in), int(layout_out))
+        node = self._node.get(key)
+        if node is None:
+            try:
+                node = self._node_terms(lay, sizes, layout_in, layout_out)
+            except CapacityError as e:
+                node = e
+            self._node[key] = node
+        if isinstance(node, CapacityError):
+            raise type(node)(*node.args)
+        if isinstance(node, LayerCost):
+            return node
+        pb, pk, pp, pq, pc = sizes
+        nb, cyc, dram, in_bytes, w_bytes, out_bytes, e_node, e_buf = node
+        # sharing: inputs among the K parts, weights among the B/P/Q parts (WR; an
+        # attention product's second operand, one per sample, among the P/Q parts),
+        # partial sums among the C parts; hops: the spacing of the sharing set in the
+        # region. The bit-hops of one set are spread over its nodes.
+        cyc_i, bh_i = self.share_cycles(pk, in_bytes // pk, spacing(part, "k"))
+        if lay.dynamic_weights:
+            w_stored = 0
+            set_w = pp * pq
+            cyc_w, bh_w = self.share_cycles(set_w, nb * w_bytes // max(1, set_w),
+                                            spacing(part, "pq"))
+        else:
+            set_w = math.ceil(pb * pp * pq / max(1, wr))
+            w_stored = math.ceil(w_bytes / set_w)
+            cyc_w, bh_w = self.share_cycles(set_w, w_stored, spacing(part, "bpq"))
+        cyc_c, bh_c = self.share_cycles(pc, out_bytes // pc, spacing(part, "c"))
+        share = cyc_i + cyc_w + cyc_c
+        bits_hops = bh_i / pk + bh_w / max(1, set_w) + bh_c / pc
+        energy = e_node + bits_hops * self.n.noc_pj_per_bit_hop + e_buf
+        return LayerCost(cyc, dram, share, energy, w_stored)
+
+    def _node_terms(self, lay: Layer, sizes: tuple[int, ...], layout_in: int,
+                    layout_out: int) -> LayerCost | tuple:
+        """What a node's part of *lay* costs that depends on the LM only through its
+        parts' sizes (not on its spatial order or the WR): the layer's whole cost for
+        a layer without MACs, else ``(samples, compute cycles, DRAM cycles, input,
+        weight and output bytes, energy of the MACs and DRAM, energy of the
+        buffers)``."""
+        pb, pk, pp, pq, pc = sizes
+        nb = math.ceil(lay.n / pb)
+        k = math.ceil(lay.k / pk)
+        p, q = math.ceil(lay.p / pp), math.ceil(lay.q / pq)
+        c = math.ceil(lay.c / pc)
+        groups = max(1, math.ceil(lay.groups / pk)) if lay.groups > 1 else 1
+        if lay.groups > 1:       # a node's output channels are whole groups: their inputs
+            c = math.ceil(lay.c // lay.groups * groups / pc)
+        if lay.kind == "input":          # the network's input is already in DRAM
+            return LayerCost(0, 0, 0, 0.0, 0)
+        if lay.kind not in ("conv", "fc", "matmul"):
+            one = self._plain_cost(lay, k, p, q, layout_in, layout_out)
+            return LayerCost(nb * one.compute, nb * one.dram, 0, nb * one.energy_pj, 0)
+        r, s, st = lay.r, lay.s, lay.stride
+        if groups > 1:           # whole groups, each with its share of the group's channels
+            c = groups * math.ceil(lay.c // lay.groups / pc)
+            k = groups * (lay.k // lay.groups)
+        # the node's task list (:mod:`.node_model`), for the largest part (the last of
+        # each split), its engine tiles from compute_cycles
+        node = part_cost(self.n, ConvPart(c=c, k=k, h=lay.h, w=lay.w, r=r, s=s, stride=st,
+                                          pad=lay.pad, groups=groups,
+                                          rows=(lay.p - p, lay.p), cols=(lay.q - q, lay.q)),
+                         layout_in, layout_out, self.timing)
+        eng, _, _ = self.compute_cycles(c, k, p, q, r, s, st, groups)
+        cyc = nb * (eng + node.overhead)
+        dram = nb * (node.dma + node.refresh)
+        rows_in = (p - 1) * st + r
+        cols_in = (q - 1) * st + s
+        w_elems = k * (c // groups if groups > 1 else c) * r * s
+        w_bytes = w_elems * DATA_BITS // 8
+        in_bytes = nb * c * rows_in * cols_in * DATA_BITS // 8
+        out_bytes = nb * k * p * q * PSUM_BITS // 8
+        macs = nb * k * (c // groups if groups > 1 else c) * r * s * p * q
+        dram_bits = nb * (node.words_rd + node.words_wr) * self.word_bytes * 8
+        # the energy's terms in the order they are summed (the NoC's comes between)
+        e_node = macs * E_MAC_PJ + dram_bits * self.n.dram_pj_per_bit
+        e_buf = (macs * 2 * DATA_BITS + nb * k * p * q * PSUM_BITS) * E_BUF_PJ_PER_BIT
+        return nb, cyc, dram, in_bytes, w_bytes, out_bytes, e_node, e_buf
+
+    def _plain_cost(self, lay: Layer, k: int, p: int, q: int, layout_in: int,
+                    layout_out: int) -> LayerCost:
+        reads = max(1, len(lay.preds))
+        cin, bits_in = self.dram_cycles(layout_in, min(lay.c, k), lay.r * p if lay.r > 1 else p,
+                                        q, lay.w)
+        cout, bits_out = self.dram_cycles(layout_out, k, p, q, lay.q)
+        compute = math.ceil(k * p * q * max(1, lay.r * lay.s) / self.C)
+        energy = (reads * bits_in + bits_out) * self.n.dram_pj_per_bit
+        return LayerCost(compute, reads * cin + cout, 0, energy, 0)
+
+
+class _WordRateTiming(NodeTiming):
+    """The node's DRAM events with a DMA that moves one DRAM word (all the node's banks'
+    width) a cycle instead of one element per two cycles, the row activations kept."""
+
+    def dma(self, op, layout, dims, n0, c0, h0, w0, cb, nh, nw):
+        _, words, rows, elements = super().dma(op, layout, dims, n0, c0, h0, w0, cb, nh, nw)
+        return words + rows * self.row, words, rows, elements
+
+
+class WhatIfNodeModel(NodeModel):
+    """A what-if node model for studies of the mapping's headroom, :class:`NodeModel`
+    with one or both of its dominant terms replaced by what a simulator of the paper's
+    kind counts (Timeloop for the engine, a DRAM simulator at the banks' width):
+
+    * ``engine``: every engine tile streams its outputs without the PE array's fill
+      and drain, ``ceil(K/PE_col) ceil(C/PE_row) R S P Q`` cycles a node (the PE
+      quantization kept);
+    * ``dma``: the tensor DMA moves one DRAM word (``banks_per_node x 128`` bits) a
+      cycle, plus ``tRP + tRCD`` per row switch, instead of two cycles per element and
+      a read latency per word.
+
+    The tiling, buffers, controller and NoC are :class:`NodeModel`'s."""
+
+    def __init__(self, cfg, *, engine: bool = True, dma: bool = True):
+        super().__init__(cfg)
+        self.ideal_engine = engine
+        if dma:
+            self.timing = _WordRateTiming(cfg.nicepim)
+
+    def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
+                       groups: int) -> tuple[int, int, int]:
+        cyc, bands, co_blocks = super().compute_cycles(c, k, p, q, r, s, stride, groups)
+        if not self.ideal_engine:
+            return cyc, bands, co_blocks
+        cg, og = c // groups, k // groups
+        return (groups * math.ceil(og / self.C) * math.ceil(cg / self.R) * r * s * p * q,
+                bands, co_blocks)
+
+
+WHAT_IF = {"rtl": {}, "ideal-engine": {"engine": True, "dma": False},
+           "ideal-dma": {"engine": False, "dma": True}, "ideal": {"engine": True, "dma": True}}
+
+
+def node_model(cfg, kind: str = "rtl") -> NodeModel:
+    """The node model *kind*: ``rtl`` (:class:`NodeModel`) or a :data:`WHAT_IF` of
+    :class:`WhatIfNodeModel`."""
+    if kind not in WHAT_IF:
+        raise ValueError(f"node model must be one of {', '.join(WHAT_IF)}, not {kind!r}")
+    return NodeModel(cfg) if kind == "rtl" else WhatIfNodeModel(cfg, **WHAT_IF[kind])

@@ -1,0 +1,262 @@
+"""Data movement between layers: where each node of a layer's LM runs, what it keeps
+and what it needs, and the NoC transfers that bring a layer's inputs into place.
+
+A layer's output stays in the DRAM of the nodes that made it (the C parts of a split
+reduction each keep a slice of its channels, :func:`owned_boxes`); before a layer
+runs, each of its nodes gets the part of its input window it does not hold
+(:func:`home_boxes`) from the nodes that hold it (:func:`redistribution`: the boxes
+intersected, :func:`traffic`, the transfers routed XY at once by the nodes'
+data-sharing units, :func:`noc_transfer`: the slower of the busiest sender's unit and
+the busiest link or port in flits). Its K set then shares the window as the node
+model counts (:meth:`.mapcost.NodeModel.layer_cost`). :func:`node_index` is the one
+source of which node runs which part, for the model and for the runs on the RTL.
+A flatten before a classifier moves each node's share from every producer node in
+proportion.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pimforge.rtl.nicepim.params import DATA_BITS
+from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
+
+from .mapcost import NodeModel
+from .mapspace import DIMS, Partition, layer_shape
+from .networks import Layer
+
+__all__ = ["Placement", "home_boxes", "noc_transfer", "node_index", "owned_boxes",
+           "placement_nodes", "redistribution", "traffic"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a layer runs: its LM on a region ``(y, x, h, w)`` of the array."""
+
+    layer: Layer
+    part: Partition
+    region: tuple[int, int, int, int]
+
+
+def _split(total: int, parts: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ranges ``[lo, hi)`` of part *idx* when *total* is cut into *parts* near-equal parts."""
+    return idx * total // parts, (idx + 1) * total // parts
+
+
+def node_index(part: Partition, h: int, w: int) -> dict[str, np.ndarray]:
+    """Each node of an ``h x w`` region, row by row: its row ``y`` and column ``x`` in
+    the region and its part index along B, K, P, Q and C. Along each axis the split
+    loops follow ``P_order``, the last fastest (as :func:`.mapspace.spacing` assumes); a loop's
+    index is its row part times its column parts plus its column part. The one
+    source of where a part runs, for the model and for the runs on the RTL."""
+    return {d: a.copy() for d, a in _node_index(part, h, w).items()}
+
+
+@functools.lru_cache(maxsize=16384)
+def _node_index(part: Partition, h: int, w: int) -> dict[str, np.ndarray]:
+    # shared by the placements of one LM: read-only
+    ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    ys, xs = ys.ravel(), xs.ravel()
+    out = {"y": ys, "x": xs}
+    ry, rx = ys.copy(), xs.copy()
+    for d in reversed(part.order):
+        i = DIMS.index(d)
+        hi_, wi_ = ry % part.ph[i], rx % part.pw[i]
+        ry, rx = ry // part.ph[i], rx // part.pw[i]
+        out[d] = hi_ * part.pw[i] + wi_
+    for a in out.values():
+        a.setflags(write=False)
+    return out
+
+
+def placement_nodes(pl: Placement) -> dict[str, np.ndarray]:
+    """:func:`node_index` of *pl*'s region, ``y`` and ``x`` absolute in the array."""
+    y0, x0, h, w = pl.region
+    out = dict(_node_index(pl.part, h, w))
+    out["y"], out["x"] = out["y"] + y0, out["x"] + x0
+    return out
+
+
+def owned_boxes(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The output box ``[lo, hi)`` in samples, channels, rows and columns each node of
+    *pl* keeps in its DRAM after the layer: its B, K, P and Q part; the C parts of one
+    output split its channels among them (the partial sums are reduced onto the
+    owners). With :func:`placement_nodes`; cached, read-only."""
+    return _owned_boxes(pl)
+
+
+@functools.lru_cache(maxsize=65536)
+def _owned_boxes(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    lay, part = pl.layer, pl.part
+    nd = placement_nodes(pl)
+    n0, n1 = _split(lay.n, part.parts("b"), nd["b"])
+    k0, k1 = _split(lay.k, part.parts("k"), nd["k"])
+    pc = part.parts("c")
+    width = k1 - k0
+    c0, c1 = k0 + nd["c"] * width // pc, k0 + (nd["c"] + 1) * width // pc
+    p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
+    q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
+    return _frozen(nd, np.stack([n0, n1, c0, c1, p0, p1, q0, q1], axis=1))
+
+
+def home_boxes(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The input box of *pred*'s output each node of *pl* must hold in its own DRAM
+    before the layer: its window (output rows and columns back through the stride,
+    padding and kernel), its input channels (its C part; for a grouped layer its groups;
+    for a layer without MACs its output channels, less *offset* for a concatenation's
+    later inputs). The nodes of a K set of a layer with MACs each hold one slice of the
+    set's channels; the layer's own sharing (:meth:`NodeModel.layer_cost`) gathers the
+    rest. With :func:`placement_nodes`; cached, read-only."""
+    return _home_boxes(pl, pred.k, offset)
+
+
+@functools.lru_cache(maxsize=65536)
+def _home_boxes(pl: Placement, pred_k: int, offset: int) -> tuple[dict[str, np.ndarray],
+                                                                  np.ndarray]:
+    lay, part = pl.layer, pl.part
+    nd = placement_nodes(pl)
+    n0, n1 = _split(lay.n, part.parts("b"), nd["b"])
+    p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
+    q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
+    r0 = np.clip(p0 * lay.stride - lay.pad, 0, lay.h)
+    r1 = np.clip((p1 - 1) * lay.stride - lay.pad + lay.r, 0, lay.h)
+    s0 = np.clip(q0 * lay.stride - lay.pad, 0, lay.w)
+    s1 = np.clip((q1 - 1) * lay.stride - lay.pad + lay.s, 0, lay.w)
+    r1, s1 = np.maximum(r1, r0), np.maximum(s1, s0)
+    if lay.kind in ("conv", "fc", "matmul"):
+        if lay.groups > 1:
+            og, cg = lay.k // lay.groups, lay.c // lay.groups
+            k0, k1 = _split(lay.k, part.parts("k"), nd["k"])
+            g0, g1 = k0 // og, -(-k1 // og)
+            c0, c1 = g0 * cg, np.maximum(g1 * cg, g0 * cg)
+            w_ = c1 - c0
+            c0, c1 = c0 + nd["c"] * w_ // part.parts("c"), c0 + (nd["c"] + 1) * w_ \
+                // part.parts("c")
+        else:
+            c0, c1 = _split(lay.c, part.parts("c"), nd["c"])
+            pk = part.parts("k")
+            w_ = c1 - c0
+            c0, c1 = c0 + nd["k"] * w_ // pk, c0 + (nd["k"] + 1) * w_ // pk
+    else:
+        c0, c1 = _split(lay.k, part.parts("k"), nd["k"])
+        if lay.kind != "add":
+            c0, c1 = c0 - offset, c1 - offset
+        c0, c1 = np.clip(c0, 0, pred_k), np.clip(c1, 0, pred_k)
+    return _frozen(nd, np.stack([n0, n1, c0, c1, r0, r1, s0, s1], axis=1))
+
+
+def _frozen(nd: dict[str, np.ndarray], boxes: np.ndarray) -> tuple[dict[str, np.ndarray],
+                                                                     np.ndarray]:
+    for a in (*nd.values(), boxes):
+        a.setflags(write=False)
+    return nd, boxes
+
+
+def traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
+    """Rows ``(ys, xs, yd, xd, elements)`` of *src*'s output moved to *dst*'s nodes."""
+    ns, own = owned_boxes(src)
+    nd, home = home_boxes(dst, src.layer, offset)
+    lay = dst.layer
+    if (lay.kind not in ("concat", "add") and lay.kind in ("conv", "fc", "matmul")
+            and (lay.c, lay.h, lay.w) != (src.layer.k, src.layer.p, src.layer.q)):
+        # a reshape (a flatten before a classifier): the consumer's channels are the
+        # producer's elements of a sample in another order; each node's home is taken,
+        # sample by sample, from every producer node of that sample in proportion to
+        # what that node keeps
+        samples = np.maximum(np.minimum(own[:, None, 1], home[None, :, 1])
+                             - np.maximum(own[:, None, 0], home[None, :, 0]), 0)
+        size = np.prod(np.maximum(home[:, 3::2] - home[:, 2::2], 0), axis=1)
+        per = src.layer.k * src.layer.p * src.layer.q
+        share = np.prod(own[:, 3::2] - own[:, 2::2], axis=1) / max(1, per)
+        amount = samples * share[:, None] * size[None, :] * per / max(
+            1, lay.c * lay.h * lay.w)
+    else:
+        lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])
+        hi = np.minimum(own[:, None, 1::2], home[None, :, 1::2])
+        amount = np.prod(np.maximum(hi - lo, 0), axis=2).astype(float)
+    ys, yd = np.meshgrid(ns["y"], nd["y"], indexing="ij")
+    xs, xd = np.meshgrid(ns["x"], nd["x"], indexing="ij")
+    keep = (amount > 0) & ((ys != yd) | (xs != xd))
+    return np.stack([ys[keep], xs[keep], yd[keep], xd[keep], np.ceil(amount[keep])], axis=1)
+
+
+def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> tuple[int, float]:
+    """(cycles, bit-hops) of moving ``rows`` = ``(ys, xs, yd, xd, bytes)`` at once over
+    the mesh with XY routing by the nodes' data-sharing units (``SEND`` tasks, one DRAM
+    word a message of :data:`~pimforge.rtl.nicepim.share.MESSAGE_FLITS` flits): the slower
+    of the busiest sender's unit (its words one at a time,
+    :meth:`.node_model.NodeTiming.share_step`; the words it receives meanwhile are
+    written to other rows, so all but two of ``min(sent, received)`` reads switch rows)
+    and the busiest link, injection or ejection port in flits, plus the pipeline of the
+    longest path."""
+    if len(rows) == 0:
+        return 0, 0.0
+    H, W = array
+    ys, xs, yd, xd = (rows[:, i].astype(np.int64) for i in range(4))
+    words = np.ceil(rows[:, 4] / model.word_bytes)
+    flits = words * MESSAGE_FLITS
+    # link loads by difference arrays: east/west links of row ys between xs and xd, then
+    # north/south links of column xd between ys and yd; link i joins i and i + 1
+    load = 0.0
+    for a, b, fixed, n_fix, n_run in ((xs, xd, ys, H, W), (ys, yd, xd, W, H)):
+        for sign in (1, -1):
+            sel = (b - a) * sign > 0
+            lo = np.where(sign > 0, a, b)[sel]
+            hi = np.where(sign > 0, b, a)[sel]
+            diff = np.zeros((n_fix, n_run + 1))
+            np.add.at(diff, (fixed[sel], lo), flits[sel])
+            np.add.at(diff, (fixed[sel], hi), -flits[sel])
+            load = max(load, float(np.cumsum(diff, axis=1).max(initial=0.0)))
+    port = 0.0
+    per_node = []
+    for y, x in ((ys, xs), (yd, xd)):
+        per = np.zeros(H * W)
+        np.add.at(per, y * W + x, flits)
+        port = max(port, float(per.max()))
+        per_node.append(per / MESSAGE_FLITS)
+    sent, recv = per_node
+    tm = model.timing
+    unit = max(tm.share_busy(s, max(0.0, min(s, r) - 2))
+               for s, r in zip(sent, recv, strict=True))
+    hops = np.abs(ys - yd) + np.abs(xs - xd)
+    pipe = HEAD_CYCLES_PER_HOP * (int(hops.max()) + 1) - 1
+    bit_hops = float((flits * model.flit_bytes * 8 * hops).sum())
+    return math.ceil(max(load, port, unit)) + pipe, bit_hops
+
+
+def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Placement],
+                   dst: Placement) -> tuple[int, float]:
+    """(cycles, bit-hops) of bringing the outputs of *preds* from where their LMs left
+    them to where *dst*'s LM needs them (all predecessors' transfers at once); the
+    second operand of an attention product is shared by the layer's own model, and the
+    network's input is placed where the first layer needs it.
+
+    Memoized in ``model.memo`` by the layers' shapes (:func:`.mapspace.layer_shape`),
+    LMs and regions, which is all the movement depends on."""
+    lay = dst.layer
+    moved = []
+    offset = 0
+    for src in preds:
+        if not (src.layer.kind == "input" or src.layer.name == lay.operand):
+            moved.append((src, offset))
+        offset += src.layer.k
+    if not moved:
+        return 0, 0.0
+    key = ("redistribution", tuple(array), layer_shape(lay), dst.part, tuple(dst.region),
+           tuple((layer_shape(src.layer), src.part, tuple(src.region), off)
+                 for src, off in moved))
+    got = model.memo.get(key)
+    if got is None:
+        rows = []
+        for src, off in moved:
+            t = traffic(src, dst, off)
+            t[:, 4] *= DATA_BITS / 8
+            rows.append(t)
+        got = model.memo[key] = noc_transfer(model, array, np.concatenate(rows))
+    return got
