@@ -128,6 +128,41 @@ def test_time_limit_keeps_the_warm_start_and_reports_the_gap():
     assert s.bound is not None and s.bound <= s.max_edge_load
     if not s.optimal:
         assert s.gap == pytest.approx((s.max_edge_load - s.bound) / s.max_edge_load)
+    # one second does not fit the default annealing runs: the cap stopped the search,
+    # and the schedule says its result depends on the machine's speed
+    assert s.time_limited and s.to_json()["time_limited"]
+    assert any("time limit" in n for n in s.notes)
+
+
+def test_ilp_schedule_is_the_same_at_any_load():
+    """The search ends on counted work (annealing runs and moves, HiGHS's node limit),
+    not on time: two runs with a generous time limit give the same schedule, while a
+    busy process competes for the cores during the second."""
+    import subprocess
+    import sys
+
+    m = sh.Mesh(12, 12)                      # a big model: the annealing path runs
+    sets = sh.sharing_sets(m, 16, 3)
+    kw = dict(time_limit=300, seed=SEED, anneal_runs=1, anneal_moves=100, nodes=5)
+    first = sh.schedule_ilp(m, sets, 128, **kw)
+    burn = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        second = sh.schedule_ilp(m, sets, 128, **kw)
+    finally:
+        burn.kill()
+        burn.wait()
+    assert not first.time_limited and not second.time_limited
+    assert first.cycles == second.cycles
+    assert (first.max_edge_load, first.bound, first.optimal) == (
+        second.max_edge_load, second.bound, second.optimal)
+    assert any("1 annealing run(s)" in n for n in first.notes)
+
+
+def test_ilp_node_limit_without_a_warm_start_is_reported():
+    m = sh.Mesh(8, 8)
+    sets = sh.sharing_sets(m, 16, 2)
+    with pytest.raises(sh.SharingError, match="--nodes 3"):
+        sh.schedule_ilp(m, sets, 128, time_limit=300, seed=SEED, warm_start=False, nodes=3)
 
 
 def test_messages_forward_what_arrived():

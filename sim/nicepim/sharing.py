@@ -17,10 +17,15 @@ link carries the fewest cycle edges:
 * the objective: minimize ``z`` with ``sum Ps(a, b, link) C[s, a, b] <= z`` for
   every link, ``Ps`` being 1 where the XY route from ``a`` to ``b`` uses it.
 
-It is solved with HiGHS (:mod:`highspy`). A time limit bounds the solve on big
-meshes; the solver then starts from a warm start (the TSP cycles improved by a
-local search that flips cycle directions and reverses cycle segments) and the
-remaining optimality gap is reported.
+It is solved with HiGHS (:mod:`highspy`), single-threaded and seeded, from a warm
+start (the TSP cycles improved by a seeded local search that flips cycle directions
+and reverses cycle segments, and on big models by seeded annealing runs). What ends
+the search is counted work, not time: a fixed number of annealing runs and moves, and
+a limit on the solver's branch-and-bound nodes (:data:`MIP_NODES`), so the same
+inputs and seed give the same schedule however loaded the machine is; the remaining
+optimality gap is reported. The time limit (model building included) is a cap on
+the wall time only: a search it stops early is marked ``time_limited`` (its result
+then depends on the machine's speed).
 
 The baselines of Fig. 12: **TSP** puts each set on its minimum-hop Hamilton cycle
 (solved exactly, per set, without looking at the other sets; congruent sets get
@@ -50,9 +55,10 @@ from pimforge.gen.errors import PimforgeError, ToolMissingError
 from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
-__all__ = ["METHODS", "Mesh", "Schedule", "SharingError", "check_ilp_size", "hamilton_edges",
-           "ilp_size", "link_loads", "schedule", "schedule_ilp", "schedule_shp",
-           "schedule_tsp", "set_shape", "sharing_sets", "size_warning", "valid_cycle"]
+__all__ = ["ANNEAL_MOVES", "ANNEAL_RUNS", "METHODS", "MIP_NODES", "Mesh", "Schedule",
+           "SharingError", "check_ilp_size", "hamilton_edges", "ilp_size", "link_loads",
+           "schedule", "schedule_ilp", "schedule_shp", "schedule_tsp", "set_shape",
+           "sharing_sets", "size_warning", "valid_cycle"]
 
 METHODS = ("ilp", "tsp", "shp")
 
@@ -200,6 +206,9 @@ class Schedule:
         ILP: the solver's lower bound on the busiest link's cycle edges.
     notes : list of str
         How the schedule was found (warm start, solver status).
+    time_limited : bool
+        ILP: the time limit stopped the search before its work limits (annealing
+        runs, solver nodes) did, so the schedule depends on the machine's speed.
     """
 
     method: str
@@ -214,6 +223,7 @@ class Schedule:
     gap: float | None = None
     bound: float | None = None
     notes: list[str] = field(default_factory=list)
+    time_limited: bool = False
 
     @property
     def set_size(self) -> int:
@@ -302,6 +312,7 @@ class Schedule:
             "max_link_load": self.max_link_load, "max_edge_load": self.max_edge_load,
             "latency_cycles": self.latency_cycles, "solve_s": round(self.solve_s, 4),
             "optimal": self.optimal, "gap": self.gap, "bound": self.bound,
+            "time_limited": self.time_limited,
             "total_link_flits": sum(loads) * self.parts_per_edge * self.part_flits,
             "links_used": len(loads), "max_hops": self.max_hops,
             "set_nodes": [list(s) for s in self.sets],
@@ -363,7 +374,9 @@ class _Model:
         self.rows.append((lo, hi, idx, val))
 
     def solve(self, *, time_limit: float | None, start: dict[int, float] | None = None,
-              seed: int = 0) -> tuple[np.ndarray | None, dict]:
+              seed: int = 0, nodes: int | None = None) -> tuple[np.ndarray | None, dict]:
+        """Solve; *nodes* limits the branch-and-bound nodes (a limit on work, so the
+        result does not depend on the machine's speed), *time_limit* the wall time."""
         h, hs = self.h, self.highspy
         n = len(self.cost)
         h.addCols(n, np.array(self.cost), np.array(self.lo), np.array(self.hi), 0,
@@ -383,6 +396,8 @@ class _Model:
         h.setOptionValue("threads", 1)
         if time_limit is not None:
             h.setOptionValue("time_limit", float(time_limit))
+        if nodes is not None:
+            h.setOptionValue("mip_max_nodes", int(nodes))
         if start:
             k = np.array(sorted(start), np.int32)
             h.setSolution(len(k), k, np.array([start[i] for i in k], np.float64))
@@ -393,6 +408,8 @@ class _Model:
         x = np.array(h.getSolution().col_value) if has else None
         return x, {"optimal": status == hs.HighsModelStatus.kOptimal,
                    "status": h.modelStatusToString(status),
+                   "time_limited": status == hs.HighsModelStatus.kTimeLimit,
+                   "nodes": int(info.mip_node_count),
                    "objective": info.objective_function_value if has else None,
                    "bound": info.mip_dual_bound, "gap": info.mip_gap}
 
@@ -564,10 +581,11 @@ def _improve(mesh: Mesh, cycles: list[list[int]], rng: random.Random,
 
 
 def _anneal(mesh: Mesh, cycles: list[list[int]], rng: random.Random, iterations: int,
-            target: int, deadline: float = math.inf) -> list[list[int]]:
+            target: int, deadline: float = math.inf) -> tuple[list[list[int]], bool]:
     """Simulated annealing over segment reversals and node moves of one cycle at a time,
     on ``(max load, links at the max, sum of squared loads)``; stops at *target* (a lower
-    bound) or after *iterations*. Returns the best cycles seen."""
+    bound) or after *iterations*, or at *deadline* (a wall-time cap). Returns the best
+    cycles seen and whether the deadline stopped it."""
     cycles = [list(c) for c in cycles]
     routes: dict[tuple[int, int], list] = {}
     load: dict = {}
@@ -593,8 +611,10 @@ def _anneal(mesh: Mesh, cycles: list[list[int]], rng: random.Random, iterations:
     temp = 20.0
     cool = (0.5 / temp) ** (1 / max(1, iterations))    # down to 0.5 at the end
     for it in range(iterations):
-        if max(load.values()) <= target or (it % 1024 == 0 and time.perf_counter() > deadline):
+        if max(load.values()) <= target:
             break
+        if it % 1024 == 0 and time.perf_counter() > deadline:
+            return best_cycles, True
         si = rng.randrange(len(cycles))
         c = cycles[si]
         N = len(c)
@@ -618,7 +638,7 @@ def _anneal(mesh: Mesh, cycles: list[list[int]], rng: random.Random, iterations:
             add(d, -1)
             add(c, +1)
         temp *= cool
-    return best_cycles
+    return best_cycles, False
 
 
 def _count_bound(mesh: Mesh, tsp: Schedule) -> int:
@@ -630,18 +650,38 @@ def _count_bound(mesh: Mesh, tsp: Schedule) -> int:
 
 # ---- the ILP ------------------------------------------------------------------------------------
 
+#: Branch-and-bound nodes HiGHS may explore after the warm start (a work limit, so the
+#: schedule does not depend on the machine's load). Fig. 12's meshes up to 8x8 are
+#: proved optimal well within it; on 16x16 the warm start usually meets the counting
+#: bound already.
+MIP_NODES = 2000
+#: Annealing runs from fresh local optima on big models (more than 1000 binaries), and
+#: moves per set in each: 16x16's Fig. 12 sets reach the counting bound in the first
+#: few; where the bound cannot be reached, more runs only spend time before HiGHS proves
+#: the warm start optimal.
+ANNEAL_RUNS = 8
+ANNEAL_MOVES = 4000
+
+
 def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
                  time_limit: float | None = 60.0, seed: int = 0,
-                 warm_start: bool = True) -> Schedule:
+                 warm_start: bool = True, nodes: int | None = MIP_NODES,
+                 anneal_runs: int = ANNEAL_RUNS, anneal_moves: int = ANNEAL_MOVES) -> Schedule:
     """The cycles of all sets at once, minimizing the busiest link's cycle edges (Sec. VII).
 
-    With *warm_start* the solver starts from the TSP cycles improved by
-    :func:`_improve`; if the time limit stops it, the best schedule found is
-    returned with ``optimal = False`` and the gap to the solver's bound.
+    With *warm_start* the solver starts from the TSP cycles improved by :func:`_improve`
+    (and, on big models, the best of *anneal_runs* seeded annealing runs of
+    *anneal_moves* moves per set); HiGHS then explores at most *nodes* branch-and-bound
+    nodes (``None``: no limit). Both limits count work, so the schedule is the same for
+    the same inputs and *seed* on any machine at any load. *time_limit* caps the wall
+    time, building the model included: past it while building, a :class:`SharingError`;
+    past it while searching, the best schedule found, with ``time_limited = True``. A
+    schedule not proved optimal comes with the gap to the solver's bound.
     """
     t0 = time.perf_counter()
     deadline = math.inf if time_limit is None else t0 + time_limit
     notes = []
+    time_limited = False
     m = _Model()
     z = m.var(0, math.inf, cost=1.0)
     xs, us = [], []
@@ -657,26 +697,36 @@ def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
     for lnk in sorted(on_link):
         idx = on_link[lnk]
         m.row(-math.inf, 0, idx + [z], [1.0] * len(idx) + [-1.0])
+    _left(deadline, "the ILP (all sets built)")
     start = None
     if warm_start:
         tsp = schedule_tsp(mesh, sets, part_flits, seed=seed)
         rng = random.Random(seed)
         cyc = _improve(mesh, tsp.cycles, rng)
         low = _count_bound(mesh, tsp)
+
         def worst(cs: list[list[int]]) -> int:
             return max(link_loads(mesh, [e for c in cs for e in hamilton_edges(c)]).values())
 
         # On big models (HiGHS alone stalls on 16x16's 3840 binaries) short annealing
         # runs from fresh local optima, each with its own stream, until one reaches the
-        # counting bound (many get stuck), within half the time limit.
+        # counting bound (many get stuck); the time limit caps them at half of it.
         big = sum(len(st) * (len(st) - 1) for st in sets) > 1000
-        deadline = t0 + (time_limit / 2 if time_limit is not None else 60.0)
-        for attempt in range(64 if big else 0):
-            if worst(cyc) <= low or time.perf_counter() > deadline:
+        half = t0 + (time_limit / 2 if time_limit is not None else math.inf)
+        runs = 0
+        for attempt in range(anneal_runs if big else 0):
+            if worst(cyc) <= low:
+                break
+            if time.perf_counter() > half:
+                time_limited = True
                 break
             r = random.Random(seed * 1009 + attempt)
-            alt = _anneal(mesh, _improve(mesh, tsp.cycles, r), r, 4000 * len(sets), low,
-                          deadline)
+            alt, stopped = _anneal(mesh, _improve(mesh, tsp.cycles, r), r, anneal_moves * len(sets),
+                                   low, half)
+            runs += 1
+            if stopped:
+                time_limited = True
+                break
             if worst(alt) < worst(cyc):
                 cyc = alt
         start = {}
@@ -684,13 +734,17 @@ def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
             start |= _start_values(x, u, s, c)
         start[z] = float(max(link_loads(mesh, [e for c in cyc for e in hamilton_edges(c)])
                              .values()))
-        notes.append(f"warm start: TSP cycles after local search and annealing, max edge "
-                     f"load {int(start[z])} (TSP {tsp.max_edge_load}, counting bound {low})")
-    left = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - t0))
-    sol, info = m.solve(time_limit=left, start=start, seed=seed)
+        notes.append(f"warm start: TSP cycles after local search and {runs} annealing "
+                     f"run(s), max edge load {int(start[z])} (TSP {tsp.max_edge_load}, "
+                     f"counting bound {low})")
+    left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
+    sol, info = m.solve(time_limit=left, start=start, seed=seed, nodes=nodes)
+    time_limited |= bool(info["time_limited"])
     if sol is None:
-        raise SharingError(f"HiGHS found no schedule within --time-limit {time_limit} s "
-                           f"({info['status']}); give it more time")
+        limit = (f"--time-limit {time_limit} s" if time_limited else
+                 f"--nodes {nodes}, without a warm start")
+        raise SharingError(f"HiGHS found no schedule within {limit} ({info['status']}); "
+                           "give it more")
     cycles = [_read_cycle(sol, x, s) for s, x in zip(sets, xs, strict=True)]
     loads = link_loads(mesh, [e for c in cycles for e in hamilton_edges(c)])
     best = max(loads.values())
@@ -698,9 +752,14 @@ def schedule_ilp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
     # the loads are integers: a bound within 1 of the schedule proves it optimal
     optimal = bool(info["optimal"]) or math.ceil(bound - 1e-6) >= best
     gap = 0.0 if optimal else (best - bound) / best
-    notes.append(f"HiGHS: {info['status']}")
+    notes.append(f"HiGHS: {info['status']} after {info['nodes']} node(s) (limit "
+                 f"{'none' if nodes is None else nodes})")
+    if time_limited:
+        notes.append(f"stopped by the time limit ({time_limit:g} s) before the work limits: "
+                     "this schedule depends on the machine's speed and load")
     return Schedule("ilp", mesh, sets, cycles, part_flits, loads, time.perf_counter() - t0,
-                    optimal=optimal, gap=gap, bound=bound, notes=notes)
+                    optimal=optimal, gap=gap, bound=bound, notes=notes,
+                    time_limited=time_limited)
 
 
 #: Measured cost of building the ILP (16x16 to 64x64 meshes, sets of 16 to 64): about
@@ -754,9 +813,10 @@ def check_ilp_size(mesh: Mesh, sets: Sequence[Sequence[int]], time_limit: float,
 
 def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
              flit_bits: int, *, packet_flits: int = 16, time_limit: float | None = 60.0,
-             seed: int = 0) -> Schedule:
+             seed: int = 0, nodes: int | None = MIP_NODES) -> Schedule:
     """The schedule of *method* for Fig. 12's layout: sets of *set_size* nodes, *stride*
-    apart, each node sharing *nbytes* in packets of *packet_flits* flits."""
+    apart, each node sharing *nbytes* in packets of *packet_flits* flits (the ILP's
+    limits as :func:`schedule_ilp` takes them)."""
     if method not in METHODS:
         raise SharingError(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
     if packet_flits < 1:
@@ -770,7 +830,7 @@ def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
     elif method == "tsp":
         sched = schedule_tsp(mesh, sets, F, seed=seed)
     else:
-        sched = schedule_ilp(mesh, sets, F, time_limit=time_limit, seed=seed)
+        sched = schedule_ilp(mesh, sets, F, time_limit=time_limit, seed=seed, nodes=nodes)
     sched.packet_flits = packet_flits
     return sched
 
