@@ -253,14 +253,14 @@ def test_dse_nicepim_end_to_end(tmp_path, capsys, cheap_mapper):
     with open(out / "points.csv") as f:
         assert f.readline().startswith('# {"schema": "pimforge.dse.nicepim.points"')
         rows = list(csv.DictReader(f))
-    assert len(rows) == 3 * 4
+    assert len(rows) == len(T.METHODS) * 4
     for r in rows:
         assert float(r["area_mm2"]) <= 48.0
         assert int(r["na_rows"]) * int(r["na_cols"]) * int(r["banks_per_node"]) == 256
     # the methods start from the same architectures
     first = {m: [tuple(r[k] for k in T.TABLE_I) for r in rows if r["method"] == m][:2]
              for m in T.METHODS}
-    assert first["dkl"] == first["gp"] == first["random"]
+    assert first["dkl"] == first["gp"] == first["random"] == first["sa"]
     for m in T.METHODS:
         q = res["quality_top3"][m]
         assert len(q) == 4 and q[2:] == sorted(q[2:])   # monotone once three are in

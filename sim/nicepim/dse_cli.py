@@ -1,9 +1,10 @@
 """``pimforge dse nicepim``: PIM-Tuner over Table I's hardware parameters (Sec. V, Fig. 9).
 
 Runs the exploration of :mod:`pimforge.sim.nicepim.tuner` with each ``--method``
-(``dkl``: NicePIM's deep-kernel-learning suggestion model; ``gp``: a plain GP;
-``random``: random search), every architecture evaluated by PIM-Mapper on the
-``--nets`` (Eq. 1's summed energy-delay product), and writes into ``--out``:
+(``dkl``: NicePIM's deep-kernel-learning suggestion model; ``gp``: scikit-learn's
+Gaussian process; ``random``: random search; ``sa``: simulated annealing), every
+architecture evaluated by PIM-Mapper on the ``--nets`` (Eq. 1's summed energy-delay
+product), and writes into ``--out``:
 
 * ``points.csv`` -- every evaluated architecture: method, iteration, the Table I
   parameters, banks per node, area (model and filter's prediction), whether it
@@ -49,8 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="initial random legal architectures, shared by the methods "
                         "(default 8)")
     p.add_argument("--method", choices=(*METHODS, "all"), default="all",
-                   help="dkl (NicePIM), gp (plain Gaussian process), random, or all "
-                        "(default)")
+                   help="dkl (NicePIM), gp (scikit-learn's Gaussian process), random, sa "
+                        "(simulated annealing), or all (default)")
     p.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
     p.add_argument("--candidates", type=int_range(16, 1 << 20), default=16384,
                    help="candidates the filter passes per iteration (default 16384, "
@@ -110,7 +111,8 @@ def plot(path: Path, curves: dict[str, list[float]], init: int, title: str) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = {"dkl": "NicePIM (DKL)", "gp": "GaussianProcess", "random": "Random"}
+    labels = {"dkl": "NicePIM (DKL)", "gp": "GaussianProcess", "random": "Random",
+              "sa": "Simulated annealing"}
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     for m, q in curves.items():
         ax.plot(range(1, len(q) + 1), q, marker=".", label=labels.get(m, m))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import weakref
 from dataclasses import dataclass
 
 from pimforge.rtl.nicepim.params import Layout
@@ -55,6 +56,20 @@ class Partition:
                                                                       strict=True)))
         split = [d for d in self.order if self.parts(d) > 1]
         object.__setattr__(self, "order", tuple(split + [d for d in DIMS if d not in split]))
+        # LMs key the mapper's memos: their hash is computed once
+        object.__setattr__(self, "_hash", hash((self.ph, self.pw, self.order)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self):
+        # rebuilt, not restored: string hashes differ between processes
+        return Partition, (self.ph, self.pw, self.order)
+
+    def __eq__(self, other) -> bool:
+        return self is other or (type(other) is Partition and self._hash == other._hash
+                                 and self.ph == other.ph and self.pw == other.pw
+                                 and self.order == other.order)
 
     def parts(self, dim: str) -> int:
         return self.sizes[_AT[dim]]
@@ -68,12 +83,13 @@ class Partition:
                         for d in self.split()) or "whole"
 
 
-def _factorizations(n: int, k: int) -> list[tuple[int, ...]]:
+@functools.lru_cache(maxsize=1024)
+def _factorizations(n: int, k: int) -> tuple[tuple[int, ...], ...]:
     """Ordered k-tuples of positive integers whose product is n."""
     if k == 1:
-        return [(n,)]
-    return [(d, *rest) for d in range(1, n + 1) if n % d == 0
-            for rest in _factorizations(n // d, k - 1)]
+        return ((n,),)
+    return tuple((d, *rest) for d in range(1, n + 1) if n % d == 0
+                 for rest in _factorizations(n // d, k - 1))
 
 
 def partitions(layer: Layer, h: int, w: int) -> list[Partition]:
@@ -175,5 +191,17 @@ def layer_shape(lay: Layer) -> tuple:
     """What the mapper's costs of *lay* depend on (all but its name, its predecessors'
     names and its post-operations): layers of one shape cost the same on the same
     nodes, so the costs are memoized by this key."""
-    return (lay.kind, lay.n, lay.c, lay.h, lay.w, lay.k, lay.p, lay.q, lay.r, lay.s,
-            lay.stride, lay.pad, lay.groups, len(lay.preds))
+    got = _SHAPES.get(id(lay))
+    if got is not None and got[0]() is lay:
+        return got[1]
+    shape = (lay.kind, lay.n, lay.c, lay.h, lay.w, lay.k, lay.p, lay.q, lay.r, lay.s,
+             lay.stride, lay.pad, lay.groups, len(lay.preds))
+    if len(_SHAPES) > 1 << 16:
+        _SHAPES.clear()
+    _SHAPES[id(lay)] = (weakref.ref(lay), shape)
+    return shape
+
+
+# layer_shape by the layer's identity (a Layer hashes all its fields, names included);
+# the weak reference tells a live layer from a new one at a reused address
+_SHAPES: dict[int, tuple] = {}

@@ -15,9 +15,13 @@ expected improvement; check their area with the area model ("the simulator")
 one by one until one is legal; evaluate it (PIM-Mapper on every workload
 network); add the area checks to the filter's data and the result to the
 suggestion model's. Methods: ``dkl`` (NicePIM: DKL suggestion model), ``gp``
-(the GaussianProcess comparison: the same flow with a plain GP), ``random`` (a
-random legal architecture each iteration). All start from the same ``init``
-random legal architectures (seeded), so that they differ only in the search.
+(the GaussianProcess comparison: the same flow with scikit-learn's Gaussian process,
+:class:`~.surrogate.SklearnGP`), ``random`` (a random legal architecture each
+iteration) and ``sa`` (simulated annealing: a random legal neighbour of the current
+architecture each iteration, one parameter one or two grid steps away, accepted by the
+Metropolis rule on the log cost at a temperature cooled geometrically from
+:data:`SA_T0` to :data:`SA_T1`). All start from the same ``init`` random legal
+architectures (seeded), so that they differ only in the search.
 
 The objective (Sec. VIII-C): Eq. 1 with ``alpha = beta = gamma = 1``, the summed
 energy-delay product of the workload networks (J s); design quality is its
@@ -43,8 +47,8 @@ from pimforge.gen.errors import CapacityError, PimforgeError
 from .area import AREA_CONSTRAINT_MM2, engine_area_mm2
 from .networks import network
 
-__all__ = ["METHODS", "TABLE_I", "Evaluator", "Record", "Space", "nicepim_space", "run",
-           "top3_quality"]
+__all__ = ["METHODS", "SA_T0", "SA_T1", "TABLE_I", "Evaluator", "Record", "Space",
+           "nicepim_space", "run", "top3_quality"]
 
 _KIB = 1024
 #: Table I's parameters and the discrete values explored (Table II's ranges).
@@ -59,7 +63,12 @@ TABLE_I: dict[str, tuple[int, ...]] = {
 }
 #: Table II: 16 x 16 DRAM banks shared by the nodes.
 BANKS = 256
-METHODS = ("dkl", "gp", "random")
+METHODS = ("dkl", "gp", "random", "sa")
+#: Simulated annealing's temperatures (in units of the log cost, whose spread over the
+#: space is several e-folds): the first accepts a 2.7x worse neighbour with probability
+#: 1/e, the last practically none.
+SA_T0 = 1.0
+SA_T1 = 0.02
 
 
 class Space:
@@ -287,7 +296,7 @@ def run(method: str, space: Space, objective: Callable[[np.ndarray], object], *,
 def _run(method, space, objective, iterations, seed, init, candidates, area_samples,
          filter_steps, dkl_steps, dkl_hidden, filter_update_steps, progress) -> list[Record]:
     # scipy (the surrogate models) is loaded by the exploration, not by the command line
-    from .surrogate import DKL, GP, AreaFilter, expected_improvement
+    from .surrogate import DKL, AreaFilter, SklearnGP, expected_improvement
 
     init_rng = np.random.default_rng([seed, 0])     # the same first points for every method
     rng = np.random.default_rng([seed, 1 + METHODS.index(method)])
@@ -314,12 +323,15 @@ def _run(method, space, objective, iterations, seed, init, candidates, area_samp
             p, a, c = _legal(space, rng, 1, seen)
             evaluate(p[0], init + it, a[0], None, c)
         return records
+    if method == "sa":
+        _anneal(space, rng, records, seen, iterations, init, evaluate)
+        return records
 
     # the filter's data: every area check so far
     ax = space.sample(init_rng, area_samples)
     filt_x, filt_a = list(space.encode(ax)), list(space.area(ax))
     filt = AreaFilter(np.random.default_rng([seed, 9])).fit(filt_x, filt_a, steps=filter_steps)
-    model = DKL(rng, hidden=dkl_hidden, steps=dkl_steps) if method == "dkl" else GP(rng)
+    model = DKL(rng, hidden=dkl_hidden, steps=dkl_steps) if method == "dkl" else SklearnGP(rng)
     for it in range(iterations):
         # (1) candidates that the filter predicts legal
         # (a small space may hold fewer: stop when three draws add nothing new)
@@ -368,3 +380,48 @@ def _run(method, space, objective, iterations, seed, init, candidates, area_samp
         # (5) the filter learns from the new area checks
         filt.fit(filt_x, filt_a, steps=filter_update_steps)
     return records
+
+
+def _neighbour(space: Space, rng, point: np.ndarray, seen: set,
+               tries: int = 1000) -> tuple[np.ndarray | None, float, int]:
+    """A random legal, valid, unevaluated grid neighbour of *point*: one parameter moved
+    one or two steps; (point or None, area, area checks)."""
+    checks = 0
+    for _ in range(tries):
+        d = int(rng.integers(len(space.values)))
+        step = int(rng.choice((-2, -1, 1, 2)))
+        q = point.copy()
+        q[d] = q[d] + step
+        if not 0 <= q[d] < len(space.values[d]) or tuple(q) in seen:
+            continue
+        if not space.valid(q[None])[0]:
+            continue
+        checks += 1
+        a = float(space.area(q[None])[0])
+        if a <= space.constraint:
+            return q, a, checks
+    return None, math.nan, checks
+
+
+def _anneal(space: Space, rng, records: list, seen: set, iterations: int, init: int,
+            evaluate) -> None:
+    """Simulated annealing from the best initial architecture (see the module docstring);
+    a neighbourhood with nothing legal left restarts from a random legal point."""
+    def log_cost(c: float) -> float:
+        return math.log(c) if math.isfinite(c) and c > 0 else math.inf
+
+    cur = min(records, key=lambda r: r.cost)
+    cur_idx, cur_e = np.array(cur.index), log_cost(cur.cost)
+    for it in range(iterations):
+        temp = SA_T0 * (SA_T1 / SA_T0) ** (it / max(1, iterations - 1))
+        q, a, checks = _neighbour(space, rng, cur_idx, seen)
+        if q is None:
+            p, aa, c = _legal(space, rng, 1, seen)
+            q, a, checks = p[0], aa[0], checks + c
+        else:
+            seen.add(tuple(q))
+        evaluate(q, init + it, a, None, checks)
+        e = log_cost(records[-1].cost)
+        if e <= cur_e or (math.isfinite(e) and rng.random() < math.exp((cur_e - e) / temp)):
+            cur_idx, cur_e = q, e
+
