@@ -1,0 +1,193 @@
+"""The fast PIM-Mapper against straightforward evaluations of the same search.
+
+The mapper memoizes its costs by layer shape, LM sizes and the weights' sharing set
+(:mod:`pimforge.sim.nicepim.mapcost`), its data movement by shapes, LMs and regions
+(:mod:`pimforge.sim.nicepim.movement`), and runs Algorithm 2's DP on numpy arrays
+(:mod:`pimforge.sim.nicepim.selection`). Here each shortcut is checked against the
+plain computation: the DP against the loop over grid cells it replaced (ties
+included), every memoized layer cost against a fresh model's, and whole mappings
+against a run in which no two layers share a memo entry.
+
+Random cases draw from ``random.Random(seed)`` with ``seed`` from ``PIMFORGE_SEED``
+(default 1), logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+from dataclasses import replace
+
+import pytest
+
+from pimforge.gen.config import load_config
+from pimforge.gen.errors import CapacityError
+from pimforge.rtl.nicepim.params import Layout
+from pimforge.sim.nicepim import mapcost, mapper, mapspace, movement, selection
+from pimforge.sim.nicepim import networks as nets
+from pimforge.sim.nicepim.dnn_run import scale_network
+
+log = logging.getLogger(__name__)
+SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
+
+
+def _loop_select(segments, cap, steps=256):
+    """Algorithm 2 as a loop over grid cells, candidates and splits (the mapper's DP
+    before it ran on numpy arrays): first minimum wins every tie."""
+    def largest(unit):
+        return sum(max(max(sum(max(math.ceil(c.size / unit) for c in cands)
+                               for cands in region) for region in sm) for sm in seg)
+                   for seg in segments)
+
+    most = largest(1)
+    sized = sum(max(max(sum(any(c.size for c in cands) for cands in region) for region in sm)
+                    for sm in seg) for seg in segments)
+    steps = max(steps, 4 * sized)
+    unit = max(1, math.ceil(min(cap, most) / steps))
+    G = largest(unit) if most <= cap else cap // unit
+    INF = math.inf
+    F = [0.0] * (G + 1)
+    trace = []
+    for seg in segments:
+        best_seg = [INF] * (G + 1)
+        pick_seg: list = [None] * (G + 1)
+        for si, sm in enumerate(seg):
+            reg_tabs = []
+            for region in sm:
+                tab = [0.0] * (G + 1)
+                picks = []
+                for cands in region:
+                    new = [INF] * (G + 1)
+                    pick = [-1] * (G + 1)
+                    for ci, cand in enumerate(cands):
+                        u = math.ceil(cand.size / unit)
+                        for g in range(u, G + 1):
+                            v = tab[g - u] + cand.perf
+                            if v < new[g]:
+                                new[g], pick[g] = v, ci
+                    tab = new
+                    picks.append(pick)
+                reg_tabs.append((tab, picks))
+            for g in range(G + 1):
+                v = max(t[g] for t, _ in reg_tabs)
+                if v < best_seg[g]:
+                    best_seg[g], pick_seg[g] = v, (si, reg_tabs)
+        newF = [INF] * (G + 1)
+        split = [0] * (G + 1)
+        for g in range(G + 1):
+            for gs in range(g + 1):
+                v = F[g - gs] + best_seg[gs]
+                if v < newF[g]:
+                    newF[g], split[g] = v, gs
+        F = newF
+        trace.append((pick_seg, split))
+    if F[G] == INF:
+        raise CapacityError("does not fit")
+    sm_choice, layer_choice, g = [], [], G
+    for (pick_seg, split), seg in zip(reversed(trace), reversed(segments), strict=True):
+        gs = split[g]
+        si, reg_tabs = pick_seg[gs]
+        regions = []
+        for (_, picks), region in zip(reg_tabs, seg[si], strict=True):
+            gg, idx = gs, []
+            for cands, pick in zip(reversed(region), reversed(picks), strict=True):
+                ci = pick[gg]
+                idx.append(ci)
+                gg -= math.ceil(cands[ci].size / unit)
+            regions.append(idx[::-1])
+        sm_choice.append(si)
+        layer_choice.append(regions)
+        g -= gs
+    return F[G], sm_choice[::-1], layer_choice[::-1]
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_numpy_dp_equals_the_loop_dp(case):
+    """Same latency, SM and candidate choices, ties included (integer latencies from a
+    small range make many), float latencies too, capacities that bind or not."""
+    rng = random.Random(SEED * 1000 + case)
+    log.info("seed %d case %d", SEED, case)
+    ints = case % 2 == 0
+    def cand():
+        return selection.Candidate(rng.randint(1, 6) if ints else rng.uniform(1, 50),
+                                   rng.choice((0, rng.randint(1, 40))))
+
+    def region():
+        return [[cand() for _ in range(rng.randint(1, 4))] for _ in range(rng.randint(1, 3))]
+
+    tree = [[[region() for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 2))]
+            for _ in range(rng.randint(1, 4))]
+    cap, steps = rng.randint(10, 120), rng.choice((4, 16, 64))
+    try:
+        want = _loop_select(tree, cap, steps)
+    except CapacityError:
+        with pytest.raises(CapacityError):
+            selection.mapping_select(tree, cap, steps)
+        return
+    assert selection.mapping_select(tree, cap, steps) == want
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_memoized_layer_costs_equal_a_fresh_models(preset):
+    """Every LM and WR of a few layers (one layer per shape class: plain, grouped,
+    classifier, attention product, pool), costed through one model's memo (the WRs
+    and layers sharing entries) and each by a model of its own."""
+    cfg = load_config(preset)
+    n = cfg.nicepim
+    rng = random.Random(SEED)
+    lays = [nets.network("resnet152").by_name[x] for x in ("res2_0_b", "fc")]
+    lays += [next(lay for lay in nets.network("bert_base").layers if lay.kind == "matmul")]
+    lays += [next(lay for lay in nets.network("vgg16").layers if lay.kind == "maxpool")]
+    lays += [nets.Layer("dw", "conv", 1, 32, 14, 14, 32, 14, 14, 3, 3, 1, 1, groups=32)]
+    # twins that differ from a layer in one field of the memo's shape key each
+    base = nets.Layer("t", "conv", 2, 32, 14, 14, 32, 14, 14, 3, 3, 1, 1)
+    lays += [base, *(replace(base, name=f"t_{f}", **{f: v}) for f, v in
+                     (("pad", 0), ("stride", 2), ("r", 1), ("s", 1), ("groups", 2), ("n", 1),
+                      ("h", 16), ("w", 16), ("kind", "fc"), ("preds", ("a", "b"))))]
+    memo = mapcost.NodeModel(cfg)
+    checked = 0
+    for lay in lays:
+        parts = mapspace.layer_partitions(lay, n.na_rows, n.na_cols)
+        for part in random.Random(SEED).sample(parts, min(6, len(parts))):
+            for alt in mapspace.orders(part)[:2]:
+                for wr in (1, 2, n.na_rows * n.na_cols):
+                    lo = rng.choice(mapspace.LAYOUTS)
+                    try:
+                        want = mapcost.NodeModel(cfg).layer_cost(lay, alt, wr, lo, Layout.NCHW)
+                    except CapacityError:
+                        with pytest.raises(CapacityError):
+                            memo.layer_cost(lay, alt, wr, lo, Layout.NCHW)
+                        continue
+                    assert memo.layer_cost(lay, alt, wr, lo, Layout.NCHW) == want
+                    checked += 1
+    assert checked > 100
+
+
+def _unshared(monkeypatch):
+    """Memo keys that no two layers share (each layer's name in its shape key)."""
+    plain = mapspace.layer_shape
+
+    def by_name(lay):
+        return (lay.name, *plain(lay))
+
+    for mod in (mapspace, mapcost, movement, selection):
+        if hasattr(mod, "layer_shape"):
+            monkeypatch.setattr(mod, "layer_shape", by_name)
+
+
+@pytest.mark.parametrize("name, scale, preset", [("resnet152", 8, "nicepim_small"),
+                                                 ("googlenet", 8, "nicepim_small"),
+                                                 ("bert_base", 8, "nicepim_4x4")])
+def test_mapping_equals_one_without_shared_memo_entries(monkeypatch, name, scale, preset):
+    """Repeated blocks (ResNet's bottlenecks, BERT's encoder layers, inception modules)
+    share the memo's entries by shape; mapping with per-layer entries gives the same
+    mapping, layer by layer, and the same latency and energy."""
+    cfg = load_config(preset)
+    net = scale_network(nets.network(name), scale, layers=40)
+    fast = mapper.map_network(net, cfg).to_json()
+    with monkeypatch.context() as m:
+        _unshared(m)
+        slow = mapper.map_network(net, cfg).to_json()
+    assert fast == slow
