@@ -266,6 +266,34 @@ def test_dse_nicepim_end_to_end(tmp_path, capsys, cheap_mapper):
         assert len(q) == 4 and q[2:] == sorted(q[2:])   # monotone once three are in
     assert (out / "convergence.png").read_bytes()[:4] == b"\x89PNG"
     assert "wrote" in capsys.readouterr().out
+    assert not (out / "points.partial.csv").exists()      # published: the partial is gone
+
+
+def test_dse_nicepim_stopped_keeps_what_it_evaluated(tmp_path, capsys, monkeypatch,
+                                                     cheap_mapper):
+    """Ctrl-C during the fifth evaluation: the four before it are in
+    points.partial.csv (written atomically after each), and nothing is published."""
+    from pimforge.sim.nicepim import mapper
+
+    calls = []
+    fake = mapper.map_network
+
+    def stop_at_fifth(net, cfg, **kw):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return fake(net, cfg, **kw)
+
+    monkeypatch.setattr(mapper, "map_network", stop_at_fifth)
+    out = tmp_path / "dse"
+    assert main(["dse", "nicepim", "--nets", "vgg16", "--iterations", "4", "--init", "2",
+                 "--method", "random", "--seed", "3", "--out", str(out)]) != 0
+    with open(out / "points.partial.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in rows] == [0, 1, 2, 3]
+    assert not (out / "results.json").exists()
+    got = capsys.readouterr()
+    assert "4 architectures evaluated are kept" in got.out and "interrupted" in got.err
 
 
 @pytest.mark.parametrize("argv, msg", [

@@ -13,12 +13,17 @@ product), and writes into ``--out``:
   Fig. 9's curve (mean design quality of the best three so far, per evaluation)
   and the seconds spent;
 * ``convergence.png`` -- that curve for every method (Fig. 9).
+
+While it runs, ``points.partial.csv`` in ``--out`` holds every architecture evaluated
+so far, rewritten atomically after each one; it is removed when the results are
+published, and kept (with a message) when the run stops early (Ctrl-C, an error).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import time
@@ -28,7 +33,7 @@ from tqdm import tqdm
 
 from pimforge.gen.args import AppendUnique, int_range, number_range, out_dir, seed
 from pimforge.gen.errors import UnknownNameError
-from pimforge.gen.output import FileSet, check_output_dir
+from pimforge.gen.output import FileSet, check_output_dir, write_text
 from pimforge.gen.provenance import csv_comment, stamp
 
 from .area import AREA_CONSTRAINT_MM2
@@ -79,6 +84,13 @@ def _nets(args) -> list[str]:
 def write_points(path: Path, records: list[Record], evaluator: Evaluator, nets, limit,
                  header: str = "") -> None:
     with open(path, "w", newline="") as f:
+        f.write(points_csv(records, evaluator, nets, limit, header))
+
+
+def points_csv(records: list[Record], evaluator: Evaluator, nets, limit,
+               header: str = "") -> str:
+    """The text of ``points.csv``: a header comment line, then one row per record."""
+    with io.StringIO(newline="") as f:
         f.write(header)         # the provenance comment line
         w = csv.writer(f)
         w.writerow(["method", "seed", "iteration", *TABLE_I, "banks_per_node", "area_mm2",
@@ -96,6 +108,7 @@ def write_points(path: Path, records: list[Record], evaluator: Evaluator, nets, 
                         *(f"{ev.latency_s.get(n, math.nan):.6g}" for n in nets),
                         *(f"{ev.energy_j.get(n, math.nan):.6g}" for n in nets),
                         r.area_checks, f"{ev.seconds:.3f}", r.error])
+        return f.getvalue()
 
 
 def _arch(r: Record) -> dict:
@@ -138,9 +151,12 @@ def run(args) -> int:
 
     done: list[Record] = []
     bar = None
+    partial = out / "points.partial.csv"
 
     def progress(r: Record) -> None:
         done.append(r)
+        write_text(partial, points_csv([(args.seed, x) for x in done], evaluator, nets,
+                                       args.area_limit))
         best = min(x.cost for x in done if x.method == r.method)
         line = (f"  {r.method:6s} {r.iteration:4d}  area {r.area_mm2:7.2f} mm^2  EDP "
                 f"{r.cost:.4g} J s  best {best:.4g}" + (f"  ({r.error})" if r.error else ""))
@@ -161,6 +177,11 @@ def run(args) -> int:
             recs = explore(m, space, evaluator, iterations=args.iterations, seed=args.seed,
                            init=args.init, candidates=args.candidates,
                            area_samples=args.area_samples, progress=progress)
+        except BaseException:
+            if done:
+                print(f"stopped: the {len(done)} architectures evaluated are kept in "
+                      f"{partial}", flush=True)
+            raise
         finally:
             bar.close()
         seconds[m] = round(time.perf_counter() - t, 3)
@@ -195,6 +216,7 @@ def run(args) -> int:
         plot(files.path("convergence.png"), curves, args.init,
              f"PIM-Tuner on {', '.join(nets)} (seed {args.seed}, {args.area_limit:g} mm^2)")
         files.path("results.json").write_text(json.dumps(results, indent=2) + "\n")
+    partial.unlink(missing_ok=True)
     print(f"{'method':8s} {'best EDP [J s]':>15s} {'top-3 quality':>14s}  best architecture")
     for m in methods:
         b = best[m][0] if best[m] else None
