@@ -222,8 +222,9 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
         per_node.append(per / MESSAGE_FLITS)
     sent, recv = per_node
     tm = model.timing
-    unit = max(tm.share_busy(s, max(0.0, min(s, r) - 2))
-               for s, r in zip(sent, recv, strict=True))
+    # nodes that send and receive alike keep their units equally busy: each pair once
+    pairs = dict.fromkeys(zip(sent, recv, strict=True))
+    unit = max(tm.share_busy(s, max(0.0, min(s, r) - 2)) for s, r in pairs)
     hops = np.abs(ys - yd) + np.abs(xs - xd)
     pipe = HEAD_CYCLES_PER_HOP * (int(hops.max()) + 1) - 1
     bit_hops = float((flits * model.flit_bytes * 8 * hops).sum())
