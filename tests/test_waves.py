@@ -127,9 +127,14 @@ def _vault_waves_ok(vcd, start, stop):
     assert {name for _, name in names.values()} >= {"clk", "rd_valid", "at_bar"}
 
 
+#: the vault with 2 PEs: its traced build (made only for waves) is a fraction of the
+#: default's 16-PE one, and the two capsnet tests below share it
+SMALL_VAULT = ["--set", "capsnet.pes_per_vault=2"]
+
+
 def test_demo_writes_the_waves_of_one_vault(tmp_path, capsys):
     """``pimforge demo --waves``: the routing's waves of one vault's compute, the window
-    only, on the demo's own Verilator build."""
+    only, on a traced build of a small vault."""
     rng = random.Random()
     seed = rng.randrange(2**16)
     rng = random.Random(seed)
@@ -137,8 +142,8 @@ def test_demo_writes_the_waves_of_one_vault(tmp_path, capsys):
     stop = start + 5 + rng.randrange(40)
     log.info("seed %d, waves of cycles %d to %d", seed, start, stop)
     vcd = tmp_path / "demo.vcd"
-    assert main(["demo", "--batch", "2", "--waves", str(vcd), "--waves-from", str(start),
-                 "--waves-to", str(stop), "--waves-vault", "1"]) == 0
+    assert main(["demo", *SMALL_VAULT, "--batch", "2", "--waves", str(vcd), "--waves-from",
+                 str(start), "--waves-to", str(stop), "--waves-vault", "1"]) == 0
     assert str(vcd) in capsys.readouterr().err
     assert not list(tmp_path.glob(".demo.vcd.*"))
     _vault_waves_ok(vcd, start, stop)
@@ -152,8 +157,8 @@ def test_run_capsnet_writes_the_waves_of_the_rtl_run(tmp_path, capsys):
     stop = start + 5 + rng.randrange(20)
     log.info("seed %d, waves of cycles %d to %d", seed, start, stop)
     vcd, out = tmp_path / "r.vcd", tmp_path / "r.json"
-    assert main(["run", "capsnet", "--net", "Caps-MN1", "--scale", "128", "--json", str(out),
-                 "--waves", str(vcd), "--waves-from", str(start), "--waves-to",
+    assert main(["run", "capsnet", "--net", "Caps-MN1", "--scale", "128", *SMALL_VAULT,
+                 "--json", str(out), "--waves", str(vcd), "--waves-from", str(start), "--waves-to",
                  str(stop)]) == 0
     assert str(vcd) in capsys.readouterr().err
     _vault_waves_ok(vcd, start, stop)

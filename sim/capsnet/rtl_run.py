@@ -76,13 +76,13 @@ PINS.update({f"{bundle}_{member}": f"{bundle}__{member}" for bundle, members in 
     ("send", ("valid", "peer", "addr", "mask", "stride", "data"))) for member in members})
 
 
-def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
+def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = (), trace: bool = False) -> Path:
     """The cached native driver executable for *cfg*'s vault compute.
 
-    ``extra_args`` go to Verilator (e.g. ``("-MAKEFLAGS", "OPT_FAST=-O2")``).
-    The one build can write waves (Verilator ``--trace``): every test and run of a
-    config shares it, and a run writes waves only when asked (``run_on_rtl(...,
-    waves=...)``); without them tracing costs the run only Verilator's activity flags.
+    ``extra_args`` go to Verilator (e.g. ``("-MAKEFLAGS", "OPT_FAST=-O2")``). With
+    *trace*: a separate build that can write waves (Verilator ``--trace``), made the
+    first time a run asks for waves (``run_on_rtl(..., waves=...)``); tracing doubles
+    the build's time, so the runs without waves keep the untraced one.
     """
 
     el = elaborate("capsnet_vault", cfg)
@@ -90,7 +90,7 @@ def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
     hdr = params_header(top.name, IWORDS=IWORDS, LANES=cfg.capsnet.pes_per_vault,
                         TAB_BANK_BITS=TAB_BANK_BITS)
     return build_verilated(top.verilog, top.name, sources("vault_main.cpp", hdr, ("vault_dram.h",)),
-                           name="capsnet_vault-run", extra_args=tuple(extra_args), trace=True)
+                           name="capsnet_vault-run", extra_args=tuple(extra_args), trace=trace)
 
 
 @dataclass
@@ -233,7 +233,7 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     if waves is not None and not 0 <= waves_vault < comp.vaults:
         raise SimulationError(f"waves_vault must be between 0 and {comp.vaults - 1}, "
                               f"not {waves_vault}")
-    exe = exe or build_vault_driver(cfg)
+    exe = exe or build_vault_driver(cfg, trace=waves is not None)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="capsnet-run-") as td, \
             DriverWaves(waves, Path(td)) as wv:

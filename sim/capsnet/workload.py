@@ -560,7 +560,7 @@ def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun
     """
 
     t0 = time.monotonic()
-    exe = build_vault_driver(cfg)
+    exe = build_vault_driver(cfg, trace=waves is not None)
     build_s = time.monotonic() - t0
     rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram, hold_blocks=operand_buffer,
                      threads=threads, prefetch=prefetch, waves=waves, waves_vault=waves_vault)
