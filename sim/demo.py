@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from pimforge.gen.args import int_range, out_file
+from pimforge.gen.args import add_waves_options, int_range, out_file, waves_window
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
 from pimforge.gen.provenance import stamp
@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dram", choices=["banked", "ideal"], default="banked",
                    help="operand memory model of the RTL run (default banked)")
     p.add_argument("--json", type=out_file, help="write the routing run's results JSON here")
+    add_waves_options(p)        # the routing's waves of one vault's compute
+    p.add_argument("--waves-vault", type=int_range(0), default=0, metavar="V",
+                   help="with --waves: the vault whose compute the waves show (default 0)")
 
 
 def _over_ideal_lines(res, cfg) -> str:
@@ -78,6 +81,13 @@ def run(args) -> int:
 
     t_start = time.monotonic()
     cfg = args.config
+    waves = waves_window(args)
+    if args.waves_vault and waves is None:
+        raise PimforgeError("--waves-vault picks the vault of --waves FILE.vcd; give --waves "
+                            "too")
+    if args.waves_vault >= cfg.hmc.vaults:
+        raise PimforgeError(f"--waves-vault must be below the config's {cfg.hmc.vaults} "
+                            f"vaults, not {args.waves_vault}")
     vl.preflight()              # the routing runs on a Verilated build: say so before the work
     if args.offset > dn.TEST_IMAGES - args.batch:      # before loading anything
         raise PimforgeError(f"--offset must be between 0 and {dn.TEST_IMAGES - args.batch} "
@@ -108,7 +118,9 @@ def run(args) -> int:
           f"{cfg.capsnet.pes_per_vault} PEs at {cfg.freq_mhz:g} MHz, {args.dram} DRAM, "
           f"{cfg.hmc.mapping} address mapping (first run builds it with Verilator)...",
           flush=True)
-    routed = route(spec, cfg, CapsNetRunOptions(dram=args.dram), inputs=(u, W))
+    routed = route(spec, cfg, CapsNetRunOptions(dram=args.dram, waves=waves,
+                                                waves_vault=args.waves_vault),
+                   inputs=(u, W))
     res, v = routed.result, routed.v
     print("  dimension scores (1/s): " + ", ".join(f"{k} {s['score']:.4g}"
                                                    for k, s in res.scores.items())

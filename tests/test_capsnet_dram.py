@@ -154,3 +154,77 @@ def test_cycles_over_ideal_breakdown(cfg):
             for v, n in enumerate(busy):
                 assert n == (timing["phase_busy"][p][v] + run.phase_vault_request_stalls[p][v]
                              + run.phase_bandwidth_stalls[p][v]), (kw, p, v)
+
+
+def test_pim_intra_central_crossbar(cfg):
+    """PIM-Intra (Sec. 6.1): centralized units, every block over the crossbar as HMC
+    packets. The blocks that cross are the ones the same programs read and write
+    with the data in the vaults (counted by the local run), spread evenly over the
+    vaults by the low interleave (counted here from the address bits); the
+    crossbar's bytes are those blocks plus one packet header per request; a slower
+    crossbar is slower; and the Fig. 16(a) breakdown adds up to the cycles."""
+    import dataclasses
+
+    from pimforge.sim.capsnet.overhead import BREAKDOWN, time_breakdown
+
+    rng = np.random.default_rng(SEED + 2)
+    print("seed", SEED + 2)
+    net = CapsNetSpec("tiny", "none", batch=3, n_l=20, n_h=3, iterations=2)
+    u = rng.normal(0, 1, (net.batch, net.n_l, 8)).astype(np.float32)
+    W = rng.normal(0, 0.3, (net.n_l, net.n_h, 16, 8)).astype(np.float32)
+    local = compile_routing(net, "L", cfg, mapping="default")
+    central = dataclasses.replace(local, placement="central")
+    mems = local.memories(u, W)
+    want = [m.copy() for m in mems]
+    execute(local.programs, want, PEModel(cfg))
+    exe = build_vault_driver(cfg)
+
+    def with_link(gbs):
+        return cfg.replace(hmc=dataclasses.replace(cfg.hmc, link_bw_gbs=gbs))
+
+    # The default cube's 320 GB/s links outrun its two vaults' TSVs; 20 GB/s (5 GB/s
+    # per group each way) makes the crossbar the bottleneck, 10 GB/s more so.
+    base = run_on_rtl(local, mems, cfg, exe=exe, threads=1)
+    runs = {g: run_on_rtl(central, mems, with_link(g), exe=exe, threads=1)
+            for g in (320.0, 20.0, 10.0)}
+    b = base.dram_summary()
+    assert b["blocks_remote"] == b["crossbar_bytes"] == b["crossbar_stalls"] == 0
+    for g, r in runs.items():
+        assert all(np.array_equal(a, w) for a, w in zip(r.memories, want)), g
+        d = r.dram_summary()
+        moved = d["blocks_read"] + d["blocks_written"]
+        assert (d["blocks_read"], d["blocks_written"]) == (b["blocks_read"], b["blocks_written"])
+        assert d["blocks_remote"] == moved
+        # headers: one per written block, two per read request (request and response);
+        # a read request fetches 1..fetch_blocks blocks of one aligned run
+        head = d["crossbar_bytes"] - 16 * moved - 16 * d["blocks_written"]
+        assert head % 32 == 0
+        fetch = cfg.capsnet.fetch_blocks
+        assert -(-d["blocks_read"] // fetch) <= head // 32 <= d["blocks_read"], g
+        tb = time_breakdown(r)
+        assert set(tb["parts"]) == set(BREAKDOWN)
+        assert sum(tb["parts"].values()) == r.cycles and min(tb["parts"].values()) >= 0
+    assert runs[20.0].cycles > runs[320.0].cycles and sum(runs[20.0].crossbar_stalls) > 0
+    assert runs[10.0].cycles > runs[20.0].cycles
+    assert sum(runs[10.0].crossbar_stalls) > sum(runs[20.0].crossbar_stalls)
+    comm = {g: time_breakdown(r)["parts"]["inter_vault_communication"] for g, r in runs.items()}
+    assert comm[10.0] > comm[20.0] > 0
+    # the local run's breakdown: no crossbar stalls, its parts add up too
+    tb = time_breakdown(base)
+    assert sum(tb["parts"].values()) == base.cycles
+    # the data the central units touch is spread over the vaults by the low
+    # interleave: max_block_bytes runs go round the vaults (address bits, not the map)
+    vb = cfg.hmc.max_block_bytes.bit_length() - 1
+    for v in central.active:
+        home = central.home_vaults(v, central.words[v])
+        addr = (v << (local.amap.bank_bits + local.amap.row_bits + local.amap.col_bits + 4)) \
+            + 16 * np.arange(home.size)
+        assert (home == (addr >> vb) % cfg.hmc.vaults).all()
+        counts = np.bincount(home, minlength=cfg.hmc.vaults)
+        assert counts.max() - counts.min() <= cfg.hmc.max_block_bytes // 16
+
+
+def test_link_bw_validation():
+    with pytest.raises(ConfigError, match="hmc.link_bw_gbs"):
+        from_dict(Config, {"hmc": {"link_bw_gbs": 0}})
+    assert load_config("hmc_gen3").hmc.link_bw_gbs == 320.0

@@ -73,7 +73,7 @@ def test_run_capsnet_forced_dimension_and_errors(tmp_path, capsys):
 
 
 def test_run_capsnet_ablation_pim_intra(tmp_path):
-    """PIM-Intra (every vault computes, its operands mostly in other vaults) is slower."""
+    """PIM-Intra (centralized units, every operand over the crossbar) is slower."""
     out = tmp_path / "r.json"
     assert main(["run", "capsnet", "--net", "Caps-EN1", "--scale", "128", "--ablation", "all",
                  "--json", str(out)]) == 0
@@ -81,12 +81,16 @@ def test_run_capsnet_ablation_pim_intra(tmp_path):
     intra = res["variants"]["pim-intra"]
     assert intra["rtl_matches_model"] is True
     det = intra["ablation_detail"]
-    assert det["placement"] == "flat" and intra["dimension"] == "L"
-    # 2 vaults under the low interleave: about half of the blocks are the other vault's
+    assert det["placement"] == "central" and intra["dimension"] == "L"
+    # every block the units read or write crosses the crossbar, with packet headers
     dram = intra["dram"]
     moved = dram["blocks_read"] + dram["blocks_written"]
-    assert 0.35 * moved < dram["blocks_remote"] < 0.65 * moved
-    assert det["remote_operand_bytes"] == 16 * dram["blocks_remote"]
+    assert dram["blocks_remote"] == moved
+    assert det["remote_operand_bytes"] == 16 * moved
+    assert det["crossbar_bytes"] == dram["crossbar_bytes"] > 16 * moved
+    assert det["crossbar"]["link_bw_gbs"] == 320.0
+    parts = intra["time_breakdown"]["parts"]
+    assert sum(parts.values()) == intra["cycles"]
     assert res["dram"]["blocks_remote"] == 0
     assert res["speedup_vs"]["pim-intra"] == pytest.approx(intra["time_s"] / res["time_s"])
     assert res["speedup_vs"]["pim-intra"] > 1.0

@@ -115,3 +115,59 @@ def test_waves_need_a_run_on_the_rtl(tmp_path, monkeypatch, capsys, argv, msg):
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.s"]
+
+
+def _vault_waves_ok(vcd, start, stop):
+    names, times, _ = read_vcd(vcd)
+    # every cycle of the window, both clock phases, and nothing else
+    assert times == [10 * c + p for c in range(start, stop + 1) for p in (0, 5)], times[:6]
+    # the vault compute inside: its controller's instruction memory and the PE lanes
+    scopes = {scope for scope, _ in names.values()}
+    assert any("pe" in s.lower() for s in scopes), sorted(scopes)[:20]
+    assert {name for _, name in names.values()} >= {"clk", "rd_valid", "at_bar"}
+
+
+#: the vault with 2 PEs: its traced build (made only for waves) is a fraction of the
+#: default's 16-PE one, and the two capsnet tests below share it
+SMALL_VAULT = ["--set", "capsnet.pes_per_vault=2"]
+
+
+def test_demo_writes_the_waves_of_one_vault(tmp_path, capsys):
+    """``pimforge demo --waves``: the routing's waves of one vault's compute, the window
+    only, on a traced build of a small vault."""
+    rng = random.Random()
+    seed = rng.randrange(2**16)
+    rng = random.Random(seed)
+    start = 20 + rng.randrange(200)
+    stop = start + 5 + rng.randrange(40)
+    log.info("seed %d, waves of cycles %d to %d", seed, start, stop)
+    vcd = tmp_path / "demo.vcd"
+    assert main(["demo", *SMALL_VAULT, "--batch", "2", "--waves", str(vcd), "--waves-from",
+                 str(start), "--waves-to", str(stop), "--waves-vault", "1"]) == 0
+    assert str(vcd) in capsys.readouterr().err
+    assert not list(tmp_path.glob(".demo.vcd.*"))
+    _vault_waves_ok(vcd, start, stop)
+
+
+def test_run_capsnet_writes_the_waves_of_the_rtl_run(tmp_path, capsys):
+    rng = random.Random()
+    seed = rng.randrange(2**16)
+    rng = random.Random(seed)
+    start = rng.randrange(100)
+    stop = start + 5 + rng.randrange(20)
+    log.info("seed %d, waves of cycles %d to %d", seed, start, stop)
+    vcd, out = tmp_path / "r.vcd", tmp_path / "r.json"
+    assert main(["run", "capsnet", "--net", "Caps-MN1", "--scale", "128", *SMALL_VAULT,
+                 "--json", str(out), "--waves", str(vcd), "--waves-from", str(start), "--waves-to",
+                 str(stop)]) == 0
+    assert str(vcd) in capsys.readouterr().err
+    _vault_waves_ok(vcd, start, stop)
+    # waves need the RTL run, and a vault of the cube
+    for argv, msg in ((["--model-only"], "leave out --model-only"),
+                      (["--waves-vault", "2"], "below the config's 2 vaults")):
+        assert main(["run", "capsnet", "--net", "Caps-MN1", "--scale", "128", "--waves",
+                     str(tmp_path / "x.vcd"), *argv]) == 2
+        assert msg in capsys.readouterr().err
+    assert main(["run", "capsnet", "--net", "Caps-MN1", "--waves-vault", "1"]) == 2
+    assert "give --waves too" in capsys.readouterr().err
+    assert not (tmp_path / "x.vcd").exists()

@@ -110,6 +110,14 @@ class HMCConfig:
         logic die, GB/s. PIM-CapsNet Table 4: 512 GB/s internal over 32 vaults
         = 16.0. The PIM-CapsNet driver's banked DRAM model moves at most this
         much per vault.
+    link_bw_gbs : float
+        Aggregate bandwidth of the host links, both directions together, GB/s
+        (half of it each way). PIM-CapsNet Sec. 4 / Table 4: "fully-duplex
+        links which can provide up to 320GB/s" (the HMC 1.0 figure: 8 links x
+        16 lanes x 10 Gb/s x 2 directions). The crossbar is built to switch
+        the links' traffic to the vaults, so logic-die units that reach the
+        vaults through it (PIM-Intra's centralized units, Sec. 6.1) share this
+        bandwidth.
     timing : DRAMTimingNs
         Timing constraints in ns.
     """
@@ -129,6 +137,7 @@ class HMCConfig:
     starvation_limit: int = 256
     tck_ns: float = _TCK_HMC21
     vault_bw_gbs: float = 16.0
+    link_bw_gbs: float = 320.0
     timing: DRAMTimingNs = field(default_factory=DRAMTimingNs)
 
     def __post_init__(self):
@@ -151,6 +160,7 @@ class HMCConfig:
         check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 100_000,
               "hmc.vault_bw_gbs", v,
               "a positive number of GB/s (internal TSV bandwidth of one vault) up to 100000")
+        check_float("hmc.link_bw_gbs", self.link_bw_gbs, 0.001, 100_000.0)
         # The capsnet mapping's largest sub-page (256 B) must fit in one row.
         if self.mapping == "capsnet":
             check(self.row_bytes >= 256, "hmc.row_bytes", self.row_bytes,

@@ -7,7 +7,15 @@ Runs PIM-CapsNet, PIM-Inter and PIM-Intra (see
 :func:`pimforge.sim.capsnet.workload.compile_variant`) of every network on the
 RTL with the banked DRAM model and prints one Markdown row per network: the
 three cycle counts, PIM-CapsNet's speed-up over each variant, and the averages
-next to the paper's (Fig. 16a: 2.28x over PIM-Inter, 1.77x over PIM-Intra).
+next to the paper's (Fig. 16a: 2.28x over PIM-Inter, 1.77x over PIM-Intra);
+then Fig. 16(a)'s breakdown: per variant, its time normalized to PIM-CapsNet's
+and the shares of compute, inter-vault communication, vault request stalls
+(and TSV bandwidth stalls) in it, averaged over the networks
+(:func:`pimforge.sim.capsnet.overhead.time_breakdown`), next to the shares the
+paper gives (PIM-Intra: inter-vault communication 45.24 %; PIM-Inter: vault
+request stalls 57.91 %), and the speed-up PIM-CapsNet would have over the
+variant if that part took the paper's share of the variant's time and the rest
+were as measured: ``(cycles - part) / (1 - share)`` over PIM-CapsNet's cycles.
 Every run must have ``rtl_matches_model`` true.
 """
 
@@ -21,6 +29,7 @@ from pathlib import Path
 from pimforge.gen.args import int_range, out_file
 from pimforge.gen.config import load_config, parse_overrides
 from pimforge.sim.capsnet.networks import network_names
+from pimforge.sim.capsnet.overhead import BREAKDOWN
 from pimforge.sim.capsnet.workload import CapsNetRunOptions, run_capsnet
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,6 +37,10 @@ from report import md_header, md_row, write_json  # noqa: E402
 
 VARIANTS = ("pim-capsnet", "pim-inter", "pim-intra")
 PAPER = {"pim-inter": 2.28, "pim-intra": 1.77}
+#: The shares of a variant's time that Sec. 6.2.2 gives for Fig. 16(a).
+PAPER_SHARES = {"pim-intra": {"inter_vault_communication": 0.4524},
+                "pim-inter": {"vault_request_stalls": 0.5791}}
+NAMES = {"pim-capsnet": "PIM-CapsNet", "pim-inter": "PIM-Inter", "pim-intra": "PIM-Intra"}
 
 
 def main(argv=None) -> int:
@@ -48,7 +61,7 @@ def main(argv=None) -> int:
                                 "PIM-Intra cycles", "vs PIM-Inter", "vs PIM-Intra"])))
     for name in a.net or network_names():
         t0 = time.monotonic()
-        cyc, dims = {}, {}
+        cyc, dims, parts = {}, {}, {}
         for var in VARIANTS:
             r = run_capsnet(name, cfg, CapsNetRunOptions(scale=a.scale, ablation=var,
                                                          threads=a.threads))
@@ -56,7 +69,8 @@ def main(argv=None) -> int:
                 print(f"{name} {var}: the RTL does not match the model", file=sys.stderr)
                 return 1
             cyc[var], dims[var] = r.cycles, r.dimension
-        row = {"net": name, "dim": dims, "cycles": cyc,
+            parts[var] = r.time_breakdown["parts"]
+        row = {"net": name, "dim": dims, "cycles": cyc, "breakdown": parts,
                "speedup_vs": {v: cyc[v] / cyc["pim-capsnet"] for v in PAPER},
                "wall_s": time.monotonic() - t0}
         rows.append(row)
@@ -67,10 +81,41 @@ def main(argv=None) -> int:
     mean = {v: sum(r["speedup_vs"][v] for r in rows) / len(rows) for v in PAPER}
     print(f"| mean of {len(rows)} | | | | | {mean['pim-inter']:.2f}x (paper 2.28x) | "
           f"{mean['pim-intra']:.2f}x (paper 1.77x) |")
+    fig = fig16a(rows)
+    print()
+    print("\n".join(md_header(["variant", "time / PIM-CapsNet's", *BREAKDOWN, "paper",
+                                "speed-up at the paper's share"])))
+    for var in VARIANTS:
+        f = fig[var]
+        paper = ", ".join(f"{k.replace('_', ' ')} {100 * x:.2f} %"
+                          for k, x in PAPER_SHARES.get(var, {}).items())
+        what_if = ", ".join(f"{x:.2f}x" for x in f.get("at_paper_share", {}).values())
+        print(md_row([NAMES[var], f"{f['normalized_time']:.2f}",
+                      *(f"{100 * f['share'][k]:.1f} %" for k in BREAKDOWN), paper or "-",
+                      what_if or "-"]))
     if a.json:
         write_json(a.json, {"config": a.config, "overrides": a.overrides, "scale": a.scale,
-                            "rows": rows, "mean": mean, "paper": PAPER})
+                            "rows": rows, "mean": mean, "paper": PAPER, "fig16a": fig,
+                            "paper_shares": PAPER_SHARES})
     return 0
+
+
+def fig16a(rows: list[dict]) -> dict:
+    """Per variant: its mean time over PIM-CapsNet's, and the mean share of each
+    :data:`BREAKDOWN` part in its time, over *rows*."""
+    out = {}
+    for var in VARIANTS:
+        share = {k: sum(r["breakdown"][var][k] / r["cycles"][var] for r in rows) / len(rows)
+                 for k in BREAKDOWN}
+        norm = sum(r["cycles"][var] / r["cycles"]["pim-capsnet"] for r in rows) / len(rows)
+        out[var] = {"normalized_time": norm, "share": share}
+        at = {}
+        for k, paper in PAPER_SHARES.get(var, {}).items():
+            at[k] = sum((r["cycles"][var] - r["breakdown"][var][k]) / (1 - paper)
+                        / r["cycles"]["pim-capsnet"] for r in rows) / len(rows)
+        if at:
+            out[var]["at_paper_share"] = at
+    return out
 
 
 if __name__ == "__main__":

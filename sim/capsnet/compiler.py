@@ -137,8 +137,10 @@ class Compiled:
     labels: list[list[str]] = field(default_factory=list)
     v_at: list[tuple[int, str, tuple]] = field(default_factory=list)
     #: ``"local"``: each vault's data in its own vault (:meth:`cube_address`);
-    #: ``"flat"`` (PIM-Intra, Sec. 6.1): the vaults' data one after the other in
-    #: the cube's address space, whatever vault the address map puts it in.
+    #: ``"flat"``: the vaults' data one after the other in the cube's address
+    #: space, whatever vault the address map puts it in; ``"central"``
+    #: (PIM-Intra, Sec. 6.1): placed as ``"flat"``, and computed by units in the
+    #: middle of the logic die, so that every block crosses the crossbar.
     placement: str = "local"
 
     def memories(self, u: np.ndarray, W: np.ndarray) -> list[np.ndarray]:
@@ -185,12 +187,21 @@ class Compiled:
     def bank_rows(self, vault: int, words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(bank, row, remote)`` of each of the first ``ceil(words / 4)`` blocks of
         *vault*, decoded by the shared address map (what the driver's DRAM model
-        reads); ``remote`` marks blocks whose home is another vault."""
+        reads); ``remote`` marks blocks that cross the crossbar: those whose home
+        is another vault, or every block with the ``"central"`` placement."""
         j = np.arange(-(-words // 4), dtype=np.int64)
         d = self.amap.decode(self.home_address(vault, 4 * j), NUMPY_OPS)
+        home = np.asarray(d.vault, dtype=np.int64) + 0 * j
         return (np.asarray(d.bank, dtype=np.int64) + 0 * j,
                 np.asarray(d.row, dtype=np.int64) + 0 * j,
-                np.asarray(d.vault, dtype=np.int64) + 0 * j != vault)
+                np.ones_like(home, dtype=bool) if self.placement == "central" else home != vault)
+
+    def home_vaults(self, vault: int, words: int) -> np.ndarray:
+        """The vault holding each of the first ``ceil(words / 4)`` blocks of *vault*'s
+        data under :attr:`placement` (decoded by the shared address map)."""
+        j = np.arange(-(-words // 4), dtype=np.int64)
+        d = self.amap.decode(self.home_address(vault, 4 * j), NUMPY_OPS)
+        return np.asarray(d.vault, dtype=np.int64) + 0 * j
 
     def program_words(self) -> int:
         return max(len(p) for p in self.programs)

@@ -27,11 +27,14 @@ from __future__ import annotations
 
 from .rtl_run import RTLRun
 
-__all__ = ["PARTS", "cycles_over_ideal"]
+__all__ = ["BREAKDOWN", "PARTS", "cycles_over_ideal", "time_breakdown"]
 
 #: Keys of the breakdown's parts, in the order the parts are printed.
-PARTS = ("bandwidth_stalls", "vault_request_stalls", "hidden_by_other_vaults",
-         "barrier_and_crossbar", "unaccounted")
+PARTS = ("bandwidth_stalls", "crossbar_stalls", "vault_request_stalls",
+         "hidden_by_other_vaults", "barrier_and_crossbar", "unaccounted")
+#: Keys of :func:`time_breakdown` (Fig. 16a's factors, and the TSV's).
+BREAKDOWN = ("compute", "inter_vault_communication", "vault_request_stalls",
+             "tsv_bandwidth_stalls")
 
 
 def cycles_over_ideal(run: RTLRun, timing: dict) -> dict:
@@ -51,16 +54,51 @@ def cycles_over_ideal(run: RTLRun, timing: dict) -> dict:
     last, per_phase = [], []
     for p, (busy, b_ideal) in enumerate(zip(run.phase_busy, ideal_busy)):
         vrs, bw = run.phase_vault_request_stalls[p], run.phase_bandwidth_stalls[p]
-        v = max(range(len(busy)), key=lambda k: (busy[k], -(vrs[k] + bw[k])))
+        xs = _crossbar_stalls(run, p, len(busy))
+        v = max(range(len(busy)), key=lambda k: (busy[k], -(vrs[k] + bw[k] + xs[k])))
         last.append(v)
         ph = {"over": rtl_len[p] - ideal_len[p], "bandwidth_stalls": bw[v],
-              "vault_request_stalls": vrs[v],
+              "crossbar_stalls": xs[v], "vault_request_stalls": vrs[v],
               "hidden_by_other_vaults": -(max(b_ideal) - b_ideal[v]),
               "barrier_and_crossbar": (rtl_len[p] - max(busy)) - (ideal_len[p] - max(b_ideal)),
-              "unaccounted": busy[v] - vrs[v] - bw[v] - b_ideal[v]}
+              "unaccounted": busy[v] - vrs[v] - bw[v] - xs[v] - b_ideal[v]}
         per_phase.append(ph)
         for k in PARTS:
             parts[k] += ph[k]
     return {"cycles": run.cycles, "ideal_cycles": timing["cycles"],
             "over": run.cycles - timing["cycles"], "parts": parts, "last_vault": last,
             "per_phase": per_phase}
+
+
+def _crossbar_stalls(run: RTLRun, p: int, vaults: int) -> list[int]:
+    # Runs read back from before the crossbar stalls were counted have none.
+    return run.phase_crossbar_stalls[p] if run.phase_crossbar_stalls else [0] * vaults
+
+
+def time_breakdown(run: RTLRun) -> dict:
+    """The run's cycles split as Fig. 16(a) splits the time: ``compute``,
+    ``inter_vault_communication``, ``vault_request_stalls`` (and
+    ``tsv_bandwidth_stalls``, which the figure does not show).
+
+    Per phase, on the vault that reached the barrier last (``v*``, the most
+    active cycles): its stall cycles by cause (its banks behind: vault request
+    stalls; its TSV behind: TSV bandwidth; the crossbar behind: inter-vault
+    communication), the rest of its active cycles as compute, and the phase's
+    cycles after it reached the barrier (the crossbar still moving the
+    aggregation's sends) as inter-vault communication. The release cycle
+    between phases is compute (the controller's barrier). The parts add up to
+    ``run.cycles``. Returns ``{"cycles", "parts": {BREAKDOWN...}, "share":
+    {BREAKDOWN...}}`` (shares of ``cycles``).
+    """
+    parts = dict.fromkeys(BREAKDOWN, 0)
+    for p, busy in enumerate(run.phase_busy):
+        vrs, bw = run.phase_vault_request_stalls[p], run.phase_bandwidth_stalls[p]
+        xs = _crossbar_stalls(run, p, len(busy))
+        v = max(range(len(busy)), key=lambda k: (busy[k], -(vrs[k] + bw[k] + xs[k])))
+        parts["compute"] += busy[v] - vrs[v] - bw[v] - xs[v]
+        parts["vault_request_stalls"] += vrs[v]
+        parts["tsv_bandwidth_stalls"] += bw[v]
+        parts["inter_vault_communication"] += xs[v] + run.phase_cycles[p] - busy[v]
+    parts["compute"] += run.cycles - sum(run.phase_cycles)
+    return {"cycles": run.cycles, "parts": parts,
+            "share": {k: x / run.cycles for k, x in parts.items()}}

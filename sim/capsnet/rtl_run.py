@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pimforge.gen.args import WavesWindow
 from pimforge.gen.elaborate import elaborate
 from pimforge.gen.errors import SimulationError
 from pimforge.rtl.capsnet.isa import INSTR_BITS, encode
@@ -50,10 +51,11 @@ from ..build import build_verilated
 from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields
 from ..drivers.pins import driver_top
+from ..drivers.waves import DriverWaves
 from .compiler import Compiled
 
 __all__ = ["RTLRun", "build_vault_driver", "run_on_rtl", "native_loop", "default_threads",
-           "DRAM_MODES", "PINS"]
+           "central_crossbar", "DRAM_MODES", "PINS"]
 
 IWORDS = -(-INSTR_BITS // 32)
 DRAM_MODES = ("banked", "ideal")
@@ -74,10 +76,13 @@ PINS.update({f"{bundle}_{member}": f"{bundle}__{member}" for bundle, members in 
     ("send", ("valid", "peer", "addr", "mask", "stride", "data"))) for member in members})
 
 
-def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
+def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = (), trace: bool = False) -> Path:
     """The cached native driver executable for *cfg*'s vault compute.
 
-    ``extra_args`` go to Verilator (e.g. ``("-MAKEFLAGS", "OPT_FAST=-O2")``).
+    ``extra_args`` go to Verilator (e.g. ``("-MAKEFLAGS", "OPT_FAST=-O2")``). With
+    *trace*: a separate build that can write waves (Verilator ``--trace``), made the
+    first time a run asks for waves (``run_on_rtl(..., waves=...)``); tracing doubles
+    the build's time, so the runs without waves keep the untraced one.
     """
 
     el = elaborate("capsnet_vault", cfg)
@@ -85,7 +90,7 @@ def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = ()) -> Path:
     hdr = params_header(top.name, IWORDS=IWORDS, LANES=cfg.capsnet.pes_per_vault,
                         TAB_BANK_BITS=TAB_BANK_BITS)
     return build_verilated(top.verilog, top.name, sources("vault_main.cpp", hdr, ("vault_dram.h",)),
-                           name="capsnet_vault-run", extra_args=tuple(extra_args))
+                           name="capsnet_vault-run", extra_args=tuple(extra_args), trace=trace)
 
 
 @dataclass
@@ -108,6 +113,10 @@ class RTLRun:
     blocks_read: list[int] = field(default_factory=list)
     blocks_written: list[int] = field(default_factory=list)
     blocks_remote: list[int] = field(default_factory=list)          # over the crossbar
+    #: Cycles a bundle waited for the crossbar (later than its banks and TSV), and
+    #: the bytes (packets, both directions) the centralized units moved over it.
+    crossbar_stalls: list[int] = field(default_factory=list)
+    crossbar_bytes: list[int] = field(default_factory=list)
     row_hits: list[int] = field(default_factory=list)
     row_misses: list[int] = field(default_factory=list)             # = ACTs
     #: Per phase, per vault: active (not at a barrier) cycles and the stall cycles
@@ -115,11 +124,12 @@ class RTLRun:
     phase_busy: list[list[int]] = field(default_factory=list)
     phase_vault_request_stalls: list[list[int]] = field(default_factory=list)
     phase_bandwidth_stalls: list[list[int]] = field(default_factory=list)
+    phase_crossbar_stalls: list[list[int]] = field(default_factory=list)
 
     def dram_summary(self) -> dict:
         """The DRAM counters, summed over the vaults and per vault (for the run JSON)."""
-        keys = ("vault_request_stalls", "bandwidth_stalls", "blocks_read", "blocks_written",
-                "blocks_remote", "row_hits", "row_misses")
+        keys = ("vault_request_stalls", "bandwidth_stalls", "crossbar_stalls", "blocks_read",
+                "blocks_written", "blocks_remote", "crossbar_bytes", "row_hits", "row_misses")
         out = {"model": self.dram, **{k: int(sum(getattr(self, k))) for k in keys}}
         out["activates"] = out["row_misses"]
         out["per_vault"] = {k: [int(x) for x in getattr(self, k)] for k in keys}
@@ -145,16 +155,32 @@ def dram_params(cfg) -> dict:
             "close_page": int(cfg.hmc.page_policy == "close")}
 
 
+def central_crossbar(cfg, groups: int) -> dict:
+    """Bytes per logic cycle that each of *groups* centralized compute groups gets
+    of the crossbar in each direction, and the packet overhead (PIM-Intra,
+    Sec. 6.1). The units reach the vaults through the crossbar that switches the
+    host links (``hmc.link_bw_gbs`` for both directions, half each way); while
+    every group streams, round-robin arbitration gives each an equal share."""
+    per_dir = cfg.hmc.link_bw_gbs / 2 * 1e9 / (cfg.freq_mhz * 1e6) / max(1, groups)
+    return {"rd": per_dir, "wr": per_dir, "packet": cfg.capsnet.packet_overhead_bytes}
+
+
 def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str,
                   hold_blocks: bool = False, native_cycles: int = 0, threads: int = 1,
-                  prefetch: bool = True) -> None:
+                  prefetch: bool = True, waves: dict | None = None) -> None:
     if dram not in DRAM_MODES:
         raise ValueError(f"dram must be one of {', '.join(DRAM_MODES)}, not {dram!r}")
     if cfg.hmc.banks_per_vault > 1 << TAB_BANK_BITS:
         raise ValueError(f"the DRAM model holds at most {1 << TAB_BANK_BITS} banks per vault")
     bw = cfg.capsnet.intervault_bw_gbs * 1e9 / (cfg.freq_mhz * 1e6)   # bytes per cycle
     p = dram_params(cfg)
+    central = comp.placement == "central"
+    xb = central_crossbar(cfg, len(comp.active))
+    if central:     # the aggregation's sends cross the same crossbar share
+        bw = min(bw, xb["rd"])
     write_fields(d / "run.txt", {
+        "central": int(central), "xbar_rd_bytes_per_cycle": xb["rd"],
+        "xbar_wr_bytes_per_cycle": xb["wr"], "packet_bytes": xb["packet"],
         "vaults": comp.vaults, "max_cycles": max_cycles, "xbar_bytes_per_cycle": bw,
         "dram": int(dram == "banked"), "hit_cycles": p["hit"], "miss_cycles": p["miss"],
         "closed_cycles": p["closed"], "tsv_bytes_per_cycle": p["tsv"],
@@ -164,7 +190,7 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
         "write_buffer_blocks": cfg.capsnet.write_buffer_blocks,
         "fetch_blocks": cfg.capsnet.fetch_blocks,
         "native_cycles": native_cycles,
-        "threads": threads})
+        "threads": threads, **(waves or {})})
     for v in range(comp.vaults):
         mem = np.asarray(mems[v], dtype=np.uint32)
         mem.tofile(d / f"mem{v}.bin")
@@ -181,7 +207,8 @@ def _write_inputs(d: Path, comp: Compiled, mems, cfg, max_cycles: int, dram: str
 def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None = None,
                max_cycles: int = 10**11, dram: str = "banked", hold_blocks: bool = True,
                progress_dir: str | None = None, threads: int | None = None,
-               prefetch: bool = True) -> RTLRun:
+               prefetch: bool = True, waves: WavesWindow | None = None,
+               waves_vault: int = 0) -> RTLRun:
     """Run *comp*'s programs on the RTL from memories *mems* (not modified).
 
     ``dram`` is ``"banked"`` or ``"ideal"`` (see the module doc); the DRAM
@@ -198,29 +225,45 @@ def run_on_rtl(comp: Compiled, mems: list[np.ndarray], cfg, *, exe: Path | None 
     ``progress_dir``: run in this folder (kept), where the driver rewrites
     ``progress.txt`` (named fields ``cycle``, ``phase``, ``seconds``; see
     :func:`~pimforge.sim.drivers.io.read_fields`) every 10 s of a long run.
+    ``waves``: write the waves of vault ``waves_vault``'s compute for these cycles of
+    the run (cycle 0: the first cycle after the programs are loaded and started, as
+    the run's cycle count); a vault waiting at a barrier is not clocked, so its
+    signals hold there. The path is printed on stderr.
     """
-    exe = exe or build_vault_driver(cfg)
+    if waves is not None and not 0 <= waves_vault < comp.vaults:
+        raise SimulationError(f"waves_vault must be between 0 and {comp.vaults - 1}, "
+                              f"not {waves_vault}")
+    exe = exe or build_vault_driver(cfg, trace=waves is not None)
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="capsnet-run-") as td:
+    with tempfile.TemporaryDirectory(prefix="capsnet-run-") as td, \
+            DriverWaves(waves, Path(td)) as wv:
         d = Path(progress_dir or td)
         d.mkdir(parents=True, exist_ok=True)
+        if waves is not None and d != Path(td):     # the waves link lives in the run folder
+            (d / "waves.vcd").unlink(missing_ok=True)
+            (d / "waves.vcd").symlink_to(os.readlink(Path(td) / "waves.vcd"))
         _write_inputs(d, comp, mems, cfg, max_cycles, dram, hold_blocks,
                       threads=default_threads() if threads is None else threads,
-                      prefetch=prefetch)
+                      prefetch=prefetch,
+                      waves={**wv.fields, "waves_vault": waves_vault} if waves else None)
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True)
+        if waves is not None:
+            wv.publish()        # a failed run's too: its waves show where
         if res.returncode != 0:
             raise SimulationError(f"vault driver failed (exit {res.returncode}): "
                                   f"{(res.stdout + res.stderr)[-2000:]}")
         out = [np.fromfile(d / f"out{v}.bin", dtype=np.uint32) for v in range(comp.vaults)]
         st = read_fields(d / "stats.txt")
     per_vault = {k: st.ints(k) for k in ("reads", "writes", "busy", "vault_request_stalls",
-                                         "bandwidth_stalls", "blocks_read", "blocks_written",
-                                         "blocks_remote", "row_hits", "row_misses")}
+                                         "bandwidth_stalls", "crossbar_stalls", "blocks_read",
+                                         "blocks_written", "blocks_remote", "crossbar_bytes",
+                                         "row_hits", "row_misses")}
     if any(len(x) != comp.vaults for x in per_vault.values()):
         raise SimulationError(f"vault driver reported {len(per_vault['reads'])} vaults, "
                               f"not {comp.vaults}")
     per_phase = {k: _phase_deltas(st.ints(k), comp.vaults)
-                 for k in ("phase_busy", "phase_vault_request_stalls", "phase_bandwidth_stalls")}
+                 for k in ("phase_busy", "phase_vault_request_stalls", "phase_bandwidth_stalls",
+                           "phase_crossbar_stalls")}
     return RTLRun(out, st.int("cycles"), st.float("seconds"), st.ints("phase_cycles"),
                   xbar_wait=st.int("xbar_wait"), sends=st.int("sends"),
                   wall_s=time.monotonic() - t0, dram=dram, **per_vault, **per_phase)

@@ -22,7 +22,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from pimforge.gen.args import int_range, nonempty, number_range, out_dir, seed
+from pimforge.gen.args import (
+    add_waves_options,
+    int_range,
+    nonempty,
+    number_range,
+    out_dir,
+    seed,
+    waves_window,
+)
 from pimforge.gen.errors import PimforgeError
 
 from .. import verilator as vl
@@ -76,24 +84,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-only", action="store_true",
                    help="skip the RTL: run the ISA-level model and its exact cycle count "
                         "(for sizes the RTL cannot finish here)")
+    add_waves_options(p)        # the PIM-CapsNet run's waves of one vault's compute
+    p.add_argument("--waves-vault", type=int_range(0), default=0, metavar="V",
+                   help="with --waves: the vault whose compute the waves show (default 0)")
 
 
 def options(args: argparse.Namespace) -> CapsNetRunOptions:
     """The run options of parsed :func:`add_arguments` options."""
     if args.scale < 1:
         raise PimforgeError(f"--scale must be >= 1, not {args.scale}")
+    waves = waves_window(args)
+    if waves is not None and args.model_only:
+        raise PimforgeError("--waves writes the RTL run's waves: leave out --model-only")
+    if getattr(args, "waves_vault", 0) and waves is None:
+        raise PimforgeError("--waves-vault picks the vault of --waves FILE.vcd; give --waves "
+                            "too")
     return CapsNetRunOptions(scale=args.scale, freq=args.freq, dim=args.dim,
                              dim_rule=args.dim_rule, seed=args.seed,
                              model_only=args.model_only, ablation=args.ablation,
                              dram=args.dram, operand_buffer=args.operand_buffer == "bundle",
-                             threads=args.threads)
+                             threads=args.threads, waves=waves,
+                             waves_vault=getattr(args, "waves_vault", 0))
 
 
 def run(args: argparse.Namespace, config: Config) -> CapsNetRun:
     """Run ``--net`` with the options in *args* on the resolved *config*."""
+    opts = options(args)
+    if opts.waves is not None and opts.waves_vault >= config.hmc.vaults:
+        raise PimforgeError(f"--waves-vault must be below the config's {config.hmc.vaults} "
+                            f"vaults, not {opts.waves_vault}")
     if not args.model_only:
         vl.preflight()          # the RTL run is a Verilated build: say so before the work
-    return run_ablations(args.net, config, options(args), dump=args.dump)
+    return run_ablations(args.net, config, opts, dump=args.dump)
 
 
 def prepare(args: argparse.Namespace, config: Config) -> None:

@@ -35,9 +35,11 @@ Ablations (Sec. 6.1), :func:`run_ablations`. Routing variants, each run on the
 RTL: ``pim-capsnet`` (inter- and intra-vault design, the config's address
 mapping; the presets use the custom ``capsnet`` mapping), ``pim-inter`` (the
 same distribution without the intra-vault design: no stationary operands, no
-prefetch, the ``default`` mapping) and ``pim-intra`` (the intra-vault design on all
-vaults without the inter-vault design: a fixed split and the data placed away from
-the work, so most operands cross the crossbar, see :func:`compile_variant`).
+prefetch, the ``default`` mapping) and ``pim-intra`` (the intra-vault design without
+the inter-vault design: centralized compute groups on the logic die, a fixed split
+and the data spread over the vaults by the ``default`` mapping, so every operand
+crosses the crossbar, see :func:`compile_variant`). Every RTL run reports its cycles
+split as Fig. 16(a) splits them (``time_breakdown``).
 Whole-network variants (Sec. 6.3), from
 :func:`pimforge.sim.capsnet.pipeline.whole_network` with this run's routing
 time and per-vault traffic: ``rmas-pim``, ``rmas-gpu`` (pipelined host and
@@ -61,6 +63,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pimforge.gen.args import WavesWindow
 from pimforge.gen.config import Config, load_config
 from pimforge.gen.errors import CapacityError, PimforgeError
 from pimforge.gen.output import FileSet
@@ -76,9 +79,9 @@ from .energy import pim_energy
 from .gpu_models import GPUModelTime, gpu_models
 from .gpu_roofline import roofline
 from .networks import CapsNetSpec, network
-from .overhead import cycles_over_ideal
+from .overhead import cycles_over_ideal, time_breakdown
 from .pipeline import routing_from_run, whole_network, whole_network_table
-from .rtl_run import build_vault_driver, run_on_rtl
+from .rtl_run import build_vault_driver, central_crossbar, run_on_rtl
 from .timing import compiled_cycles, program_cycles
 
 if TYPE_CHECKING:
@@ -166,6 +169,12 @@ class CapsNetRunOptions:
         Banked DRAM: the read ports keep the last bundle's blocks.
     threads : int or None
         Native driver threads (None: the usable cores); no effect on results.
+    waves : WavesWindow or None
+        Write the waves of vault ``waves_vault``'s compute for this window of the RTL
+        run's cycles (:func:`~pimforge.sim.capsnet.rtl_run.run_on_rtl`); only the
+        PIM-CapsNet run of :func:`run_ablations` writes them.
+    waves_vault : int
+        The vault whose compute the waves show.
     """
 
     scale: int = 1
@@ -180,6 +189,8 @@ class CapsNetRunOptions:
     mapping: str | None = None
     operand_buffer: bool = True
     threads: int | None = None
+    waves: WavesWindow | None = None
+    waves_vault: int = 0
 
 
 @dataclass(frozen=True)
@@ -207,6 +218,7 @@ class RoutingVariant:
     ablation_detail: dict | None
     rtl_matches_model: bool | None
     energy_j: dict[str, float]
+    time_breakdown: dict | None = None
 
     @classmethod
     def of(cls, run: CapsNetRun) -> RoutingVariant:
@@ -295,6 +307,11 @@ class CapsNetRun(WorkloadResult):
     #: (:func:`~pimforge.sim.capsnet.overhead.cycles_over_ideal`); None without an RTL run
     #: or when read back from a result written before it existed.
     cycles_over_ideal: dict | None = None
+    #: The cycles split as Fig. 16(a) splits them (compute, inter-vault
+    #: communication, vault request stalls, TSV bandwidth stalls:
+    #: :func:`~pimforge.sim.capsnet.overhead.time_breakdown`); None without an RTL
+    #: run or when read back from a result written before it existed.
+    time_breakdown: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -429,12 +446,16 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
     for, so the lanes wait for every bank of it). ``"pim-intra"``
     (Sec. 6.1 PIM-Intra): all vaults and the intra-vault design, without the
     inter-vault design: the work is split along *dim* (:func:`route` passes
-    :data:`INTRA_DIMENSION` instead of the Sec. 5.1 choice) and the data is not
-    placed with the work: the vaults' arrays lie one after the other in the
-    cube's addresses under the ``default`` low-interleave mapping (Fig. 13a),
-    so ``(N - 1) / N`` of every vault's operand blocks live in other vaults and
-    cross the crossbar (``placement="flat"``; the driver's DRAM model charges
-    them to the vault's crossbar port).
+    :data:`INTRA_DIMENSION` instead of the Sec. 5.1 choice) over compute groups
+    of ``pes_per_vault`` PEs that sit in the middle of the logic die ("the
+    centralized computation units in the logic layer"), one group per vault's
+    worth of PEs, and the data is not placed with the work: the groups' arrays
+    lie one after the other in the cube's addresses under the ``default``
+    low-interleave mapping (Fig. 13a), spread over every vault, and every block
+    a group reads or writes crosses the crossbar (``placement="central"``; the
+    driver's DRAM model charges each request as HMC packets to the group's
+    share of the crossbar, :func:`~pimforge.sim.capsnet.rtl_run.central_crossbar`,
+    besides its home bank and TSV).
     """
 
     if ablation not in ROUTING_ABLATIONS:
@@ -443,7 +464,7 @@ def compile_variant(net: CapsNetSpec, dim: str, cfg: Config, ablation: str = "pi
     mapping = mapping or ROUTING_ABLATIONS[ablation]
     if ablation == "pim-intra":
         return dataclasses.replace(compile_routing(net, dim, cfg, mapping=mapping),
-                                   placement="flat")
+                                   placement="central")
     return compile_routing(net, dim, cfg, mapping=mapping, intra_vault=ablation != "pim-inter")
 
 
@@ -530,7 +551,8 @@ def model_execution(model: ModelRun) -> Execution:
 
 def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun,
             dram: str = "banked", operand_buffer: bool = True,
-            threads: int | None = None, prefetch: bool = True) -> Execution:
+            threads: int | None = None, prefetch: bool = True,
+            waves: WavesWindow | None = None, waves_vault: int = 0) -> Execution:
     """Run *comp* on the Verilated vault compute and compare it with *model*.
 
     ``rtl_matches_model`` holds when every vault's memory and ``v`` equal the
@@ -538,10 +560,10 @@ def run_rtl(comp: Compiled, mems: list[np.ndarray], cfg: Config, model: ModelRun
     """
 
     t0 = time.monotonic()
-    exe = build_vault_driver(cfg)
+    exe = build_vault_driver(cfg, trace=waves is not None)
     build_s = time.monotonic() - t0
     rtl = run_on_rtl(comp, mems, cfg, exe=exe, dram=dram, hold_blocks=operand_buffer,
-                     threads=threads, prefetch=prefetch)
+                     threads=threads, prefetch=prefetch, waves=waves, waves_vault=waves_vault)
     v = comp.gather_v(rtl.memories)
     same_mem = all(np.array_equal(a, b) for a, b in zip(rtl.memories, model.ex.memories))
     matches = bool(same_mem and np.array_equal(v.view(np.uint32), model.v.view(np.uint32))
@@ -572,7 +594,8 @@ def measure(comp: Compiled, cfg: Config, model: ModelRun, run: Execution) -> Mea
 
     The remote operand blocks are counted by the RTL run's DRAM model (their
     time is in its cycles); a run without it (ideal memory, the ISA model)
-    counts them from the placement: ``(N-1)/N`` of the words read and written.
+    counts them from the placement (``"central"``: every word read and
+    written; ``"flat"``: ``(N-1)/N`` of them).
     """
 
     stats, lat = model.ex.stats, model.pe_latency
@@ -595,20 +618,32 @@ def measure(comp: Compiled, cfg: Config, model: ModelRun, run: Execution) -> Mea
     detail = None
     if comp.placement != "local":
         rtl = run.rtl
+        central = comp.placement == "central"
+        xb = central_crossbar(cfg, len(comp.active))
         if rtl is not None and rtl.dram == "banked":
             remote = 16 * sum(rtl.blocks_remote)
-            how = "remote blocks counted by the RTL run's DRAM model (in its cycles)"
+            moved = sum(rtl.crossbar_bytes) if central else remote
+            how = ("remote blocks counted by the RTL run's DRAM model (in its cycles)"
+                   + (", as HMC packets (both directions)" if central else ""))
         else:
             nv = cfg.hmc.vaults
             words = sum(2 * s.elements + s.outputs for s in stats if s.op != "SEND")
-            remote = 4 * words * (nv - 1) // nv
-            how = ("(N-1)/N of the words read and written at intervault_bw_gbs, overlapped "
-                   "with the compute (no DRAM model in this run)")
-            bw = cfg.capsnet.intervault_bw_gbs * 1e9 / f_hz
+            remote = moved = 4 * words if central else 4 * words * (nv - 1) // nv
+            how = ("the words read and written" if central else "(N-1)/N of the words read "
+                   "and written at intervault_bw_gbs") + (
+                   ", overlapped with the compute (no DRAM model in this run)")
+            bw = (xb["rd"] + xb["wr"]) * len(comp.active) if central else (
+                cfg.capsnet.intervault_bw_gbs * 1e9 / f_hz)
             cycles = max(cycles, int(np.ceil(remote / bw)))
         detail = {"placement": comp.placement, "dimension": comp.dim,
-                  "remote_operand_bytes": int(remote), "modelled": how}
-        xbar += int(remote)
+                  "remote_operand_bytes": int(remote), "crossbar_bytes": int(moved),
+                  "modelled": how}
+        if central:
+            detail["crossbar"] = {
+                "link_bw_gbs": cfg.hmc.link_bw_gbs, "groups": len(comp.active),
+                "bytes_per_cycle_per_group_each_way": xb["rd"],
+                "packet_overhead_bytes": xb["packet"]}
+        xbar += int(moved)
     time_s = cycles / f_hz
     reads, writes = run.reads, run.writes
     if reads is None:      # the controller reads one a/b pair per non-send element
@@ -685,6 +720,7 @@ def assemble(net: CapsNetSpec, cfg: Config, opts: CapsNetRunOptions, dist: Distr
                          total=time.monotonic() - t_start),
         rtl_cycles_per_s=rtl.cycles / max(rtl.seconds, 1e-9) if rtl else None,
         cycles_over_ideal=cycles_over_ideal(rtl, model.timing) if rtl else None,
+        time_breakdown=time_breakdown(rtl) if rtl else None,
     )
 
 
@@ -722,7 +758,8 @@ def route(net: CapsNetSpec | str, config: Config | str | None = None,
     model = run_isa_model(comp, mems, cfg, u, W, spec.iterations, opts.check_route_pim)
     run = (model_execution(model) if opts.model_only else
            run_rtl(comp, mems, cfg, model, opts.dram, opts.operand_buffer, opts.threads,
-                   prefetch=opts.ablation != "pim-inter"))
+                   prefetch=opts.ablation != "pim-inter", waves=opts.waves,
+                   waves_vault=opts.waves_vault))
     m = measure(comp, cfg, model, run)
     res = assemble(spec, cfg, opts, dist, dim, comp, model, run, m, u, W, t_start,
                    dim_cycles)
@@ -768,7 +805,7 @@ def run_ablations(net: CapsNetSpec | str, config: Config | str | None = None,
     res = run_capsnet(net, config, dataclasses.replace(opts, ablation="pim-capsnet"),
                       dump=dump)
     routing = [a for a in ROUTING_ABLATIONS if a != "pim-capsnet"] if which == "all" else []
-    others = {a: run_capsnet(net, config, dataclasses.replace(opts, ablation=a))
+    others = {a: run_capsnet(net, config, dataclasses.replace(opts, ablation=a, waves=None))
               for a in routing}
     speedup = {a: r.time_s / res.time_s for a, r in others.items()}
     scope = {a: "routing" for a in others}

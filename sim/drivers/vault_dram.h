@@ -27,12 +27,25 @@
 // block), and a write-combining buffer of `wbuf` blocks whose evicted blocks
 // go to the DRAM; a vault at a barrier drains its write buffer and empties its
 // read buffer (a peer's sends may have changed its memory).
-// Remote blocks (PIM-Intra's placement, Sec. 6.1): a table entry with bit 31
-// set is a block whose home is another vault. It is served by a bank and the
-// TSV as a local block is (the home vault's bank and TSV, stood in for by this
-// vault's: with the placement's uniform interleave every vault serves as many
-// remote blocks as it asks for) and also crosses the crossbar into this vault,
-// a port of `xbar_bytes_per_cycle` shared by its remote blocks.
+// Remote blocks: a table entry with bit 31 set is a block that crosses the
+// crossbar. It is served by a bank and the TSV as a local block is (the home
+// vault's bank and TSV, stood in for by this vault's: with the placement's
+// uniform interleave every vault serves as many remote blocks as it asks for)
+// and also crosses the crossbar:
+// * central = 0: through this vault's crossbar port, `xbar_bytes_per_cycle`
+//   shared by its remote blocks (payload only);
+// * central = 1 (PIM-Intra, Sec. 6.1: the compute units sit in the middle of
+//   the logic die and every block they read or write is remote): as HMC
+//   packets through this compute group's share of the crossbar, each
+//   direction its own resource (`xbar_rd_bytes_per_cycle` towards the
+//   units, `xbar_wr_bytes_per_cycle` towards the vaults). A read request of
+//   one aligned fetch run is a header-only packet (`packet_bytes`) towards
+//   the vaults and its response `packet_bytes` + the run's data back; a
+//   write is `packet_bytes` + its block towards the vaults (posted, no
+//   response). The bytes of both directions are counted in `xbar_bytes`.
+// A bundle that waits is counted as a vault request stall (its banks behind),
+// a bandwidth stall (the TSV behind) or a crossbar stall (the crossbar behind
+// and later than both).
 #pragma once
 
 #include <cstdint>
@@ -56,12 +69,14 @@ struct Dram {
     uint32_t held[2 * LANES];        // blocks of the last accepted read bundle (hold mode)
     int nheld = 0;
     long vrs = 0, bw_stall = 0, blk_rd = 0, blk_wr = 0, hits = 0, misses = 0, blk_remote = 0;
-    double xbar_free = 0;   // the crossbar port into this vault (remote blocks)
+    long xbar_stall = 0, xbar_bytes = 0;
+    double xbar_free = 0;   // the crossbar port into this vault (remote blocks, central = 0)
+    double xrd_free = 0, xwr_free = 0;   // this group's crossbar share (central = 1)
     // Announced, not yet read bundles (prefetch): addresses and arrival times.
-    struct Hint { uint32_t aa, ba, mask; int32_t as, bs; double bank_done, tsv_done; };
+    struct Hint { uint32_t aa, ba, mask; int32_t as, bs; double bank_done, tsv_done, xbar_done; };
     std::deque<Hint> queue;
     // Port buffers (prefetch with hold): block -> arrival (bank, TSV), LRU order.
-    struct Line { std::list<uint32_t>::iterator at; double bank_done, tsv_done; };
+    struct Line { std::list<uint32_t>::iterator at; double bank_done, tsv_done, xbar_done; };
     std::list<uint32_t> rlru, wlru;
     std::unordered_map<uint32_t, Line> rbuf;
     std::unordered_map<uint32_t, std::list<uint32_t>::iterator> wbuf;
@@ -69,7 +84,24 @@ struct Dram {
 
 struct Params {
     int dram; double hit, miss, tsv, closed, xbar; int close_page, hold, prefetch, rbuf, wbuf, fetch;
+    int central; double xrd, xwr, pkt;
 };
+
+// Why a bundle whose blocks arrive at (bank, tsv, xbar) is not ready at *now*
+// (0: it is): 1 banks, 2 TSV, 3 crossbar (the latest of the three).
+static inline int wait_reason(double bank, double tsv, double xbar, double now) {
+    const double lim = now + 1.0;
+    if (xbar >= lim && xbar > bank && xbar > tsv) return 3;
+    if (bank >= lim) return 1;
+    if (tsv >= lim) return 2;
+    return 0;
+}
+
+static inline void count_wait(struct Dram& d, int why) {
+    if (why == 1) d.vrs++;
+    else if (why == 2) d.bw_stall++;
+    else if (why == 3) d.xbar_stall++;
+}
 
 // Distinct blocks of a lane bundle (live lanes of base + l * stride), appended to out.
 static inline int bundle_blocks(uint32_t base, int32_t stride, uint32_t mask, uint32_t* out,
@@ -101,25 +133,44 @@ static inline double serve_block(Dram& d, const Params& P, uint32_t blk, double 
     return d.bank_free[bank];
 }
 
-// The TSV (all blocks) and the crossbar port (remote blocks) moving *n*
-// blocks; returns when the last has arrived.
+// The TSV (all blocks) and the crossbar (remote blocks) moving *n* blocks
+// in *requests* requests (reads unless *write*); returns when the last has
+// crossed the TSV and sets *xbar_done* to when it has crossed the crossbar.
 static inline double charge_path(Dram& d, const Params& P, const uint32_t* blk, int n,
-                                 double now) {
+                                 double now, double& xbar_done, bool write, int requests) {
     double s = d.tsv_free > now ? d.tsv_free : now;
     d.tsv_free = s + 16.0 * n / P.tsv;
+    xbar_done = now;
     int remote = 0;
     for (int k = 0; k < n; k++) remote += (d.tab[blk[k]] & TAB_REMOTE) != 0;
     if (!remote) return d.tsv_free;
     d.blk_remote += remote;
-    double x = d.xbar_free > now ? d.xbar_free : now;
-    d.xbar_free = x + 16.0 * remote / P.xbar;
-    return d.xbar_free > d.tsv_free ? d.xbar_free : d.tsv_free;
+    if (!P.central) {
+        double x = d.xbar_free > now ? d.xbar_free : now;
+        d.xbar_free = x + 16.0 * remote / P.xbar;
+        xbar_done = d.xbar_free;
+        return d.tsv_free;
+    }
+    const double data = 16.0 * remote, head = P.pkt * requests;
+    const double to_units = write ? 0.0 : data + head;     // read responses
+    const double to_vaults = write ? data + head : head;   // write requests, read requests
+    d.xbar_bytes += (long)(to_units + to_vaults);
+    double w = d.xwr_free > now ? d.xwr_free : now;
+    d.xwr_free = w + to_vaults / P.xwr;
+    xbar_done = d.xwr_free;
+    if (to_units > 0) {
+        double r = d.xrd_free > now ? d.xrd_free : now;
+        d.xrd_free = r + to_units / P.xrd;
+        if (d.xrd_free > xbar_done) xbar_done = d.xrd_free;
+    }
+    return d.tsv_free;
 }
 
 // Write the evicted / drained blocks of the write buffer to the DRAM.
 static inline void write_out(Dram& d, const Params& P, const uint32_t* blk, int n, double now) {
     for (int k = 0; k < n; k++) serve_block(d, P, blk[k], now);
-    if (n) charge_path(d, P, blk, n, now);
+    double x;
+    if (n) charge_path(d, P, blk, n, now, x, true, n);
     d.blk_wr += n;
 }
 
@@ -149,7 +200,8 @@ static inline void drain_buffers(Dram& d, const Params& P, double now) {
     d.wlru.clear();
     d.wbuf.clear();
     for (size_t k = 0; k < out.size(); k++) serve_block(d, P, out[k], now);
-    if (!out.empty()) charge_path(d, P, out.data(), (int)out.size(), now);
+    double x;
+    if (!out.empty()) charge_path(d, P, out.data(), (int)out.size(), now, x, true, (int)out.size());
     d.blk_wr += (long)out.size();
     d.rlru.clear();
     d.rbuf.clear();
@@ -159,8 +211,9 @@ static inline void drain_buffers(Dram& d, const Params& P, double now) {
 // way) are not fetched again; a missing block is fetched with the rest of its
 // aligned run of P.fetch blocks. Returns the bundle's arrival (bank, TSV).
 static inline void buffered_hint(Dram& d, const Params& P, const uint32_t* blk, int nb,
-                                 double now, double& bank_done, double& tsv_done, int vault) {
-    bank_done = tsv_done = now;
+                                 double now, double& bank_done, double& tsv_done,
+                                 double& xbar_done, int vault) {
+    bank_done = tsv_done = xbar_done = now;
     uint32_t miss[2 * LANES * 64];
     int nmiss = 0;
     for (int k = 0; k < nb; k++) {
@@ -179,11 +232,17 @@ static inline void buffered_hint(Dram& d, const Params& P, const uint32_t* blk, 
         double f = serve_block(d, P, miss[k], now);
         if (f > bd) bd = f;
     }
-    double td = nmiss ? charge_path(d, P, miss, nmiss, now) : now;
+    // A missing block's run is fetched with it, so each run is one request (its
+    // blocks are listed one after the other).
+    int runs = 0;
+    for (int k = 0; k < nmiss; k++)
+        runs += k == 0 || miss[k] / (uint32_t)P.fetch != miss[k - 1] / (uint32_t)P.fetch;
+    double xd = now;
+    double td = nmiss ? charge_path(d, P, miss, nmiss, now, xd, false, runs) : now;
     d.blk_rd += nmiss;
     for (int k = 0; k < nmiss; k++) {
         d.rlru.push_front(miss[k]);
-        d.rbuf[miss[k]] = {d.rlru.begin(), bd, td};
+        d.rbuf[miss[k]] = {d.rlru.begin(), bd, td, xd};
     }
     for (int k = 0; k < nb; k++) {
         auto it = d.rbuf.find(blk[k]);
@@ -191,6 +250,7 @@ static inline void buffered_hint(Dram& d, const Params& P, const uint32_t* blk, 
         d.rlru.splice(d.rlru.begin(), d.rlru, it->second.at);
         if (it->second.bank_done > bank_done) bank_done = it->second.bank_done;
         if (it->second.tsv_done > tsv_done) tsv_done = it->second.tsv_done;
+        if (it->second.xbar_done > xbar_done) xbar_done = it->second.xbar_done;
     }
     while ((int)d.rbuf.size() > P.rbuf) {
         uint32_t y = d.rlru.back();

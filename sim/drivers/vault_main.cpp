@@ -8,7 +8,10 @@
 // the same models (no memory serving, no bookkeeping) for the speed comparison;
 // stats.txt then holds its seconds.
 //
-// The DRAM model (dram = 1) is vault_dram.h.
+// The DRAM model (dram = 1) is vault_dram.h. Waves (pf::Waves: waves, waves_from,
+// waves_to) show vault `waves_vault`'s compute; cycle 0 is the first cycle of the
+// run after the programs are loaded and started (the cycles the run counts). A vault
+// waiting at a barrier is not clocked: its waves hold there.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -78,9 +81,17 @@ int main(int argc, char** argv) {
     P.rbuf = (int)run.integer("read_buffer_blocks", 0);
     P.wbuf = (int)run.integer("write_buffer_blocks", 0);
     P.fetch = (int)run.integer("fetch_blocks", 1);
+    P.central = (int)run.integer("central", 0);
+    P.xrd = P.central ? run.real("xbar_rd_bytes_per_cycle") : 1.0;
+    P.xwr = P.central ? run.real("xbar_wr_bytes_per_cycle") : 1.0;
+    P.pkt = P.central ? run.real("packet_bytes") : 0.0;
+    if (P.central && (P.xrd <= 0 || P.xwr <= 0)) { fprintf(stderr, "bad crossbar bandwidth\n"); return 2; }
     if (P.fetch < 1 || P.rbuf < 0 || P.wbuf < 0) { fprintf(stderr, "bad buffer sizes\n"); return 2; }
     const int threads = (int)run.integer("threads", 1);
     if (threads < 1) { fprintf(stderr, "threads must be at least 1\n"); return 2; }
+    pf::Waves waves(dir, run);   // before the models: tracing must be on when they are made
+    const int wvault = (int)run.integer("waves_vault", 0);
+    if (waves.on() && (wvault < 0 || wvault >= nv)) { fprintf(stderr, "bad waves_vault\n"); return 2; }
     std::vector<std::unique_ptr<Top>> v;
     std::vector<std::vector<uint32_t>> mem(nv), prog(nv);
     std::vector<Dram> dram(nv);
@@ -107,6 +118,7 @@ int main(int argc, char** argv) {
         v[i]->imem_we = 0;
         v[i]->rd_ready = 1;
     }
+    if (waves.on()) waves.attach(v[wvault].get());
     if (native_cycles > 0) {
         auto t0 = std::chrono::steady_clock::now();
         for (long c = 0; c < native_cycles; c++) for (int i = 0; i < nv; i++) pf::tick(v[i].get());
@@ -120,12 +132,13 @@ int main(int argc, char** argv) {
     std::vector<long> phase_cycles;
     // Per phase and vault, the cumulative active cycles and stall counters at the
     // phase's end (phases x vaults, flattened): the cycles-over-ideal breakdown.
-    std::vector<long> phase_busy, phase_vrs, phase_bw;
+    std::vector<long> phase_busy, phase_vrs, phase_bw, phase_xs;
     auto phase_snapshot = [&]() {
         for (int i = 0; i < nv; i++) {
             phase_busy.push_back(busy[i]);
             phase_vrs.push_back(dram[i].vrs);
             phase_bw.push_back(dram[i].bw_stall);
+            phase_xs.push_back(dram[i].xbar_stall);
         }
     };
     long cycle = 0, phase_start = 0, xbar_wait = 0, sends = 0;
@@ -171,18 +184,19 @@ int main(int argc, char** argv) {
             if (pb != pa || bs != as) nb = bundle_blocks(pb, bs, pm, blk, nb);
             for (int k = 0; k < nb; k++)
                 if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: prefetch outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
-            double bank_done = now, tsv_done = now;
+            double bank_done = now, tsv_done = now, xbar_done = now;
             if (P.hold) {
-                buffered_hint(d, P, blk, nb, now, bank_done, tsv_done, i);
+                buffered_hint(d, P, blk, nb, now, bank_done, tsv_done, xbar_done, i);
             } else {
                 for (int k = 0; k < nb; k++) {
                     double f = serve_block(d, P, blk[k], now);
                     if (f > bank_done) bank_done = f;
                 }
-                if (nb) tsv_done = charge_path(d, P, blk, nb, now);
+                if (nb) tsv_done = charge_path(d, P, blk, nb, now, xbar_done, false, nb);
                 d.blk_rd += nb;
             }
-            d.queue.push_back({t->pf_a_addr, t->pf_b_addr, t->pf_mask, as, bs, bank_done, tsv_done});
+            d.queue.push_back({t->pf_a_addr, t->pf_b_addr, t->pf_mask, as, bs, bank_done, tsv_done,
+                               xbar_done});
         }
         if (t->rd_valid) {
             uint32_t mask = t->rd_mask;
@@ -197,8 +211,8 @@ int main(int argc, char** argv) {
                     fprintf(stderr, "vault %d: read bundle at cycle %ld differs from the announced one\n", i, cycle);
                     err[i] = 5; return;
                 }
-                if (h.bank_done >= now + 1.0) { ready = false; d.vrs++; }
-                else if (h.tsv_done >= now + 1.0) { ready = false; d.bw_stall++; }
+                int why = wait_reason(h.bank_done, h.tsv_done, h.xbar_done, now);
+                if (why) { ready = false; count_wait(d, why); }
                 else d.queue.pop_front();
             } else if (P.dram) {
                 Dram& d = dram[i];
@@ -212,12 +226,16 @@ int main(int argc, char** argv) {
                     if (blk[k] >= d.tab.size()) { fprintf(stderr, "vault %d: read outside memory (block %u)\n", i, blk[k]); err[i] = 4; return; }
                     if (d.bank_free[d.tab[blk[k]] & TAB_BANK_MASK] >= now + 1.0) { banks_ok = false; break; }
                 }
+                double xb = P.central ? (d.xrd_free > d.xwr_free ? d.xrd_free : d.xwr_free)
+                                      : d.xbar_free;
                 if (!banks_ok) { ready = false; d.vrs++; }
-                else if (d.tsv_free >= now + 1.0 || d.xbar_free >= now + 1.0) {
-                    ready = false; d.bw_stall++;
+                else if (d.tsv_free >= now + 1.0 || xb >= now + 1.0) {
+                    ready = false;
+                    count_wait(d, wait_reason(0.0, d.tsv_free, xb, now));
                 } else {
                     for (int k = 0; k < nb; k++) serve_block(d, P, blk[k], now);
-                    charge_path(d, P, blk, nb, now);
+                    double x;
+                    charge_path(d, P, blk, nb, now, x, false, nb);
                     d.blk_rd += nb;
                 }
                 if (!ready) {   // not accepted: the ports still hold the previous bundle
@@ -267,6 +285,7 @@ int main(int argc, char** argv) {
             for (int i = tid; i < nv; i += T) {
                 Top* t = v[i].get();
                 t->clk = 0; t->eval();
+                if (i == wvault) waves.dump();
                 mb += t->at_bar; mh += t->halted;
             }
             nbar_t[tid] = mb; nhalt_t[tid] = mh;
@@ -317,7 +336,10 @@ int main(int argc, char** argv) {
                 if ((t->at_bar || t->halted) && P.dram && P.prefetch && P.hold
                     && (!dram[i].wbuf.empty() || !dram[i].rbuf.empty()))
                     drain_buffers(dram[i], P, now);
-                if (!active[i]) continue;
+                if (!active[i]) {
+                    if (i == wvault && waves.on()) { t->clk = 1; waves.dump(); t->clk = 0; }
+                    continue;
+                }
                 serve(i, now);
                 if (err[i]) break;
                 if (t->send_valid) {
@@ -339,6 +361,7 @@ int main(int argc, char** argv) {
                 if (!t->at_bar && !t->halted) busy[i]++;
                 t->go = rel ? 1 : 0;
                 t->clk = 1; t->eval();
+                if (i == wvault) waves.dump();
                 t->go = 0;
             }
             sync.wait();
@@ -368,10 +391,16 @@ int main(int argc, char** argv) {
     }
     if (rc) return rc;
     if (cycle >= max_cycles) { fprintf(stderr, "cycle limit %ld reached\n", max_cycles); return 3; }
+    // The vaults that halted in the last cycle still hold posted writes: they go
+    // to the DRAM too (counted; the run's cycles end with the halt).
+    for (int i = 0; i < nv; i++)
+        if (P.dram && P.prefetch && P.hold && !dram[i].wbuf.empty())
+            drain_buffers(dram[i], P, (double)cycle);
     cycle++;   // the cycle that sees every vault halted counts
     for (int k = 0; k < T; k++) sends += sends_t[k];
     phase_cycles.push_back(cycle - phase_start);
     phase_snapshot();
+    waves.close();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (int i = 0; i < nv; i++) pf::write_words(dir + "/out" + std::to_string(i) + ".bin", mem[i]);
     pf::Stats st(dir + "/stats.txt");
@@ -391,6 +420,8 @@ int main(int argc, char** argv) {
     per_vault("bandwidth_stalls", &Dram::bw_stall);
     per_vault("blocks_read", &Dram::blk_rd);
     per_vault("blocks_remote", &Dram::blk_remote);
+    per_vault("crossbar_stalls", &Dram::xbar_stall);
+    per_vault("crossbar_bytes", &Dram::xbar_bytes);
     per_vault("blocks_written", &Dram::blk_wr);
     per_vault("row_hits", &Dram::hits);
     per_vault("row_misses", &Dram::misses);
@@ -398,5 +429,6 @@ int main(int argc, char** argv) {
     st.put("phase_busy", phase_busy);
     st.put("phase_vault_request_stalls", phase_vrs);
     st.put("phase_bandwidth_stalls", phase_bw);
+    st.put("phase_crossbar_stalls", phase_xs);
     return 0;
 }
