@@ -34,12 +34,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, accesses
+from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Store, accesses
 
 from .lang import CompileError
 
-__all__ = ["Options", "OPT_LEVELS", "VInstr", "allocate", "dependency_graph", "reorder",
-           "schedule_block"]
+__all__ = ["Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate", "bank_span",
+           "dependency_graph", "may_alias", "mem_gap", "reorder", "schedule_block"]
 
 
 @dataclass(frozen=True)
@@ -199,30 +199,85 @@ def latency(ins: Instr, ip) -> int:
     return 1
 
 
-def dependency_graph(prog: list[Instr], mem_order: bool) -> list[set[int]]:
-    """``succ[i]``: the instructions that must follow instruction ``i``."""
-    return _graph(prog, mem_order)[0]
+#: A bank address range covering the whole bank (an access whose address is unknown).
+WHOLE_BANK = (0, 1 << 32)
 
 
-def _graph(prog: list[Instr], mem_order: bool) -> tuple[list[set[int]], set[tuple[int, int]]]:
-    """The dependency graph and its memory-order edges that are not also a data
-    dependency (an order of issue, with no result to wait for)."""
+def bank_span(ins: Instr, ranges: dict[int, tuple[int, int]] | None = None
+              ) -> tuple[int, int] | None:
+    """The bank addresses ``(lo, hi)`` (inclusive) that *ins* may touch, or None for an
+    instruction that does not access the bank.
+
+    A direct address is exact. An indirect one through AddrRF entry ``a`` spans
+    ``ranges[a]``: every address the pointer takes over its loop (its induction
+    variable's whole range, so the span holds whatever the iteration); a pointer
+    not in *ranges* (a computed address: a gather, a scatter) may touch the whole bank.
+    """
+    if ins.opcode not in _DRAM_OPS:
+        return None
+    if not ins.dram_ind:
+        return (ins.dram, ins.dram)
+    return (ranges or {}).get(ins.dram, WHOLE_BANK)
+
+
+def may_alias(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two bank spans can touch the same address."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def dependency_graph(prog: list[Instr], mem_order: bool = True,
+                     ranges: dict[int, tuple[int, int]] | None = None) -> list[set[int]]:
+    """``succ[i]``: the instructions that must follow instruction ``i`` (*mem_order*
+    adds no edge: it is a resource constraint of :func:`reorder`, kept for callers)."""
+    return _graph(prog, ranges)
+
+
+def _graph(prog: list[Instr], ranges: dict[int, tuple[int, int]] | None = None
+           ) -> list[set[int]]:
+    """RAW, WAR and WAW dependencies: on register entries and scratchpad lines as the
+    core's hazard check sees them (:func:`accesses`), and on bank addresses through
+    :func:`bank_span`, so that two bank accesses are ordered only when they can touch
+    the same address (loads of one array and stores to another reorder freely)."""
     succ: list[set[int]] = [set() for _ in prog]
-    order_only: set[tuple[int, int]] = set()
+    # non-bank resources, per store: {index or None: last writer} and readers since
     last_w: dict = {}
     reads_since: dict = {}
-    last_dram = None
+    # bank: exact addresses in dicts, spans (indirect accesses) in lists
+    pt_w: dict[int, int] = {}
+    pt_r: dict[int, list[int]] = {}
+    wide_w: list[tuple[tuple[int, int], int]] = []
+    wide_r: list[tuple[tuple[int, int], int]] = []
+
+    def hits(res, table):
+        t = table.get(res.store)
+        if not t:
+            return []
+        if res.index is None:
+            return list(t.values())
+        return [v for k, v in ((res.index, t.get(res.index)), (None, t.get(None)))
+                if v is not None]
+
+    def bank_prev(span, table_pt, table_wide):
+        out = []
+        lo, hi = span
+        if lo == hi:
+            v = table_pt.get(lo)
+            if v is not None:
+                out.append(v)
+        elif hi - lo < 4 * len(table_pt):
+            for a in range(lo, hi + 1):
+                v = table_pt.get(a)
+                if v is not None:
+                    out.append(v)
+        else:
+            out.extend(v for a, v in table_pt.items() if lo <= a <= hi)
+        out.extend(j for sp, j in table_wide if may_alias(sp, span))
+        return out
+
     for i, ins in enumerate(prog):
         r, w = accesses(ins)
-        # A whole-store access (an indirect address) touches every entry of that store.
-        def hits(res, table):
-            out = []
-            for k, v in table.items():
-                if k.store is res.store and (k.index is None or res.index is None
-                                             or k.index == res.index):
-                    out.append(v)
-            return out
-
+        r = [x for x in r if x.store is not Store.BANK]
+        w = [x for x in w if x.store is not Store.BANK]
         for res in r:
             for j in hits(res, last_w):
                 succ[j].add(i)
@@ -233,48 +288,88 @@ def _graph(prog: list[Instr], mem_order: bool) -> tuple[list[set[int]], set[tupl
                 for j in js:
                     succ[j].add(i)
         for res in w:
-            for k in [k for k in list(last_w) if k.store is res.store and
-                      (res.index is None or k.index == res.index)]:
-                del last_w[k]
-            for k in [k for k in list(reads_since) if k.store is res.store and
-                      (res.index is None or k.index == res.index)]:
-                del reads_since[k]
-            last_w[res] = i
+            lw = last_w.setdefault(res.store, {})
+            rs = reads_since.setdefault(res.store, {})
+            if res.index is None:
+                lw.clear()
+                rs.clear()
+            else:
+                lw.pop(res.index, None)
+                rs.pop(res.index, None)
+            lw[res.index] = i
         for res in r:
-            reads_since.setdefault(res, []).append(i)
-        if mem_order and ins.opcode in _DRAM_OPS:
-            if last_dram is not None and i not in succ[last_dram]:
-                succ[last_dram].add(i)
-                order_only.add((last_dram, i))
-            last_dram = i
+            reads_since.setdefault(res.store, {}).setdefault(res.index, []).append(i)
+        span = bank_span(ins, ranges)
+        if span is not None:
+            writes = ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM)
+            for j in bank_prev(span, pt_w, wide_w):
+                succ[j].add(i)
+            if writes:
+                for js in bank_prev(span, pt_r, wide_r):
+                    for j in (js if isinstance(js, list) else [js]):
+                        succ[j].add(i)
+                if span[0] == span[1]:
+                    pt_w[span[0]] = i
+                    pt_r.pop(span[0], None)
+                else:
+                    wide_w.append((span, i))
+            elif span[0] == span[1]:
+                pt_r.setdefault(span[0], []).append(i)
+            else:
+                wide_r.append((span, i))
         succ[i].discard(i)
-    return succ, order_only
+    return succ
 
 
-def reorder(prog: list[Instr], ip, mem_order: bool) -> list[Instr]:
-    """Algorithm 1 on *prog* (one basic block)."""
+def mem_gap(ip) -> int:
+    """Memory-order enforcement's spacing of bank instructions, in issue slots: a bank
+    accepts ``dram_queue`` requests per access latency, so a bank instruction issued
+    sooner after the one before waits for a queue slot and blocks the in-order core."""
+    t = ip.timing
+    lat = max(1, round((t.tRCD + t.tCL) / ip.tck_ns))
+    return max(1, -(-lat // max(1, ip.dram_queue)))
+
+
+def reorder(prog: list[Instr], ip, mem_order: bool,
+            ranges: dict[int, tuple[int, int]] | None = None) -> list[Instr]:
+    """Algorithm 1 on *prog* (one basic block, or a window of unrolled iterations).
+
+    With memory-order enforcement, a bank instruction is not ready before
+    :func:`mem_gap` slots after the bank instruction scheduled before it, so that
+    computation fills the slots between them instead of a run of bank instructions
+    waiting for the request queue (Sec. V-C: the added dependencies "defer the
+    scheduling of consecutive memory instructions"); the order of the accesses that
+    can touch one address is a dependency either way.
+    """
     n = len(prog)
-    succ, order_only = _graph(prog, mem_order)
+    succ = _graph(prog, ranges)
     indeg = [0] * n
     for s in succ:
         for j in s:
             indeg[j] += 1
     T = [0] * n
     lat = [latency(ins, ip) for ins in prog]
+    is_dram = [ins.opcode in _DRAM_OPS for ins in prog]
     is_load = [ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM) for ins in prog]
     is_store = [ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM) for ins in prog]
+    gap = mem_gap(ip) if mem_order else 0
+    next_mem = 0          # the first slot a bank instruction may take
     ready = [i for i in range(n) if indeg[i] == 0]
     out: list[Instr] = []
     for step in range(n):
-        loads = [i for i in ready if is_load[i] and T[i] <= step]
+        def t(i):
+            return max(T[i], next_mem) if is_dram[i] else T[i]
+        loads = [i for i in ready if is_load[i] and t(i) <= step]
         # stores last among the ready: they then reach the bank as one run (row hits)
         # instead of one after each result, between the next block's loads
-        pick = min(loads) if loads else min(ready, key=lambda i: (is_store[i], T[i], i))
+        pick = min(loads) if loads else min(ready, key=lambda i: (is_store[i], t(i), i))
         ready.remove(pick)
         out.append(prog[pick])
         T[pick] = max(T[pick], step)
+        if is_dram[pick]:
+            next_mem = max(step, next_mem) + gap
         for j in succ[pick]:
-            T[j] = max(T[j], T[pick] + (1 if (pick, j) in order_only else lat[pick]))
+            T[j] = max(T[j], T[pick] + lat[pick])
             indeg[j] -= 1
             if indeg[j] == 0:
                 ready.append(j)
@@ -285,18 +380,21 @@ _CACHE: dict = {}
 
 
 def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
-                   lru: dict[int, int] | None = None) -> list[Instr]:
+                   lru: dict[int, int] | None = None,
+                   ranges: dict[int, tuple[int, int]] | None = None) -> list[Instr]:
     """Allocate *block*'s registers (continuing the register-use history *lru*, updated
     in place), then reorder it, as *opts* says (memoized: the vaults and the repeated
-    stages of a pipeline share most blocks)."""
+    stages of a pipeline share most blocks). *ranges*: the bank addresses each
+    loop pointer (AddrRF entry) spans, for :func:`bank_span`."""
     before = tuple(sorted(lru.items())) if lru else ()
     key = (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
-           ip, opts, before)
+           ip, opts, before, tuple(sorted((ranges or {}).items())))
     hit = _CACHE.get(key)
     if hit is None:
         after: dict[int, int] = dict(lru or {})
         prog = allocate(block, free, opts.regalloc, after)
-        hit = (tuple(reorder(prog, ip, opts.mem_order) if opts.reorder else prog), after)
+        hit = (tuple(reorder(prog, ip, opts.mem_order, ranges) if opts.reorder else prog),
+               after)
         if len(_CACHE) > 4096:
             _CACHE.clear()
         _CACHE[key] = hit
@@ -304,4 +402,3 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
         lru.clear()
         lru.update(hit[1])
     return list(hit[0])
-
