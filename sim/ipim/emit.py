@@ -249,7 +249,8 @@ class Builder:
                 self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
             return
         self.prog.extend(schedule_block(rename_apart(its), self.free, self.ip, self.opts,
-                                        self.lru))
+                                        self.lru, window=[n for n, it in enumerate(its)
+                                                          for _ in it]))
 
     def _loop(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
         arf = {}
