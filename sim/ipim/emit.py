@@ -239,9 +239,9 @@ class Builder:
         # iteration: the core tracks direct bank and scratchpad accesses per
         # address, indirect ones as the whole memory, so only direct code lets the
         # loads and stores of different addresses overlap. With reordering, the
-        # iterations are scheduled as one block (their virtual registers renamed
-        # apart), so that the loads of an iteration issue while the ones before
-        # compute and store: the register allocation bounds how far ahead they go.
+        # iterations are scheduled as one window (their virtual registers renamed
+        # apart), so that the loads of an iteration issue while the one before
+        # computes and stores; the DataRF's free entries bound how far ahead.
         its = [[at_step(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
                for r in range(rows) for sg in range(segs)]
         if not self.opts.reorder or len(its) == 1:
