@@ -17,16 +17,36 @@ Register allocation
 Dependency graph
     Built on the allocated instructions with :func:`pimforge.rtl.ipim.isa.accesses`,
     the very read/write sets the control core's hazard check uses: RAW, WAR and WAW
-    on every register entry and memory. With memory-order enforcement, every DRAM
-    instruction also depends on the DRAM instruction before it, so that reordering
-    keeps the program's bank access order (its row-buffer locality) and does not
-    bunch loads into the one request queue of each bank.
+    on every register entry and scratchpad line. Bank accesses are ordered only where
+    they can touch the same address (:func:`bank_span`, :func:`may_alias`): a direct
+    address is exact, an indirect one through a loop pointer spans every address the
+    pointer takes over its loop, and a computed one (a gather, a scatter) the whole
+    bank; so the loads of one array and the stores to another reorder freely.
+Memory-order enforcement
+    Sec. V-C adds dependencies between memory instructions to "defer the scheduling
+    of consecutive memory instructions" (the request queue is slower than the issue)
+    and keeps the bank accesses in the order of the input program (row-buffer
+    locality). Here a bank instruction is not ready before :func:`mem_gap` slots after
+    the one scheduled before it, and a window of unrolled iterations
+    (:func:`preschedule`) keeps its bank accesses in the order of the software-pipelined
+    program: the loads of iteration ``k + 1``, then the stores of iteration ``k``,
+    each group in program order. (A chain over every bank access of the program in
+    its order would keep each iteration's loads behind the stores of the one before:
+    no overlap.)
 Instruction reordering (Algorithm 1)
     A list schedule over the graph: ``T(v)``, the earliest step ``v`` could issue,
     starts at 0 and becomes ``max(T(u) + L(u))`` over the predecessors ``u`` as they
     are scheduled. At each step the ready instruction with the highest priority is
     taken: a load whose ``T`` has passed (loads first, to hide the DRAM latency),
-    else the one with the smallest ``T`` (program order breaks ties).
+    else the one with the smallest ``T`` (program order breaks ties; stores last).
+Windows of iterations
+    The unrolled iterations of a kernel are scheduled together, so that the loads of
+    iteration ``k + 1`` issue while iteration ``k`` computes and ``k - 1`` stores.
+    Allocating such a window in program order and then reordering it would let a load
+    move up only to the instruction that frees its register; so a window is first
+    ordered by Algorithm 1 on its virtual registers with at most the DataRF's free
+    entries live (:func:`preschedule`), then allocated in that order (``max``: the
+    entry free the longest).
 """
 
 from __future__ import annotations
@@ -34,20 +54,22 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, accesses
+from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesses
 
 from .lang import CompileError
 
-__all__ = ["Options", "OPT_LEVELS", "VInstr", "allocate", "dependency_graph", "reorder",
-           "schedule_block"]
+__all__ = ["Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate", "bank_span",
+           "dependency_graph", "may_alias", "mem_gap", "reorder", "schedule_block"]
 
 
 @dataclass(frozen=True)
 class Options:
     """Backend switches: ``regalloc`` ``"max"`` or ``"min"``, ``reorder`` and
-    ``mem_order`` on or off; ``unroll``: unroll a kernel into direct addresses where its
-    code fits a quarter of the program memory (the lowering falls back to loops for
-    the whole program when it does not fit)."""
+    ``mem_order`` on or off (without ``reorder`` the lowering also keeps its naive
+    order: no loads hoisted before the computation, so that Fig. 12's ``baseline1``
+    and ``baseline3`` are the program as lowered); ``unroll``: unroll a kernel into
+    direct addresses where its code fits a quarter of the program memory (the
+    lowering falls back to loops for the whole program when it does not fit)."""
 
     regalloc: str = "max"
     reorder: bool = True
@@ -119,8 +141,13 @@ def _ranges(block: list[VInstr]) -> dict[int, tuple[int, int]]:
 
 
 def allocate(block: list[VInstr], free: list[int], policy: str,
-             lru: dict[int, int] | None = None) -> list[Instr]:
+             lru: dict[int, int] | None = None, linear: bool = False) -> list[Instr]:
     """Colour the virtual registers of *block* with the DataRF entries *free*.
+
+    *linear*: colour in the order of definition instead of depth-first, each value
+    taking (policy ``max``) the entry that has been free the longest; for a window of
+    overlapped iterations, whose interference graph is one component that a
+    depth-first order walks without regard to time.
 
     Raises
     ------
@@ -154,6 +181,10 @@ def allocate(block: list[VInstr], free: list[int], policy: str,
             seen.add(v)
             dfs.append(v)
             stack.extend(sorted(adj[v] - seen, key=lambda u: -ranges[u][0]))
+    if linear:
+        colour = _linear(order, ranges, free, policy, lru)
+        return [dataclasses.replace(vi.ins, **{f: colour[v] for f, v in vi.vregs.items()})
+                for vi in block]
     colour: dict[int, int] = {}
     # max: the entry used least recently, counting the blocks before this one (*lru*,
     # updated in place), so that consecutive blocks do not reuse each other's registers
@@ -180,6 +211,37 @@ def allocate(block: list[VInstr], free: list[int], policy: str,
     return out
 
 
+def _linear(order: list[int], ranges: dict[int, tuple[int, int]], free: list[int],
+            policy: str, lru: dict[int, int] | None) -> dict[int, int]:
+    """Linear-scan colouring by definition order (optimal in entries for live ranges)."""
+    freed = {p: -1 - i for i, p in enumerate(reversed(free))}      # never used: oldest
+    if lru:
+        base = max(lru.values(), default=0)
+        freed.update({p: t - base - len(free) - 1 for p, t in lru.items() if p in freed})
+    busy: list[tuple[int, int]] = []          # (end, entry)
+    colour: dict[int, int] = {}
+    for v in order:
+        s, e = ranges[v]
+        for end, p in [x for x in busy if x[0] <= s]:
+            busy.remove((end, p))
+            freed[p] = end
+        taken = {p for _, p in busy}
+        cands = [p for p in free if p not in taken]
+        if not cands:
+            raise CompileError(f"the kernel needs more than {len(free)} free DataRF entries; "
+                               f"raise ipim.drf_bytes or simplify the stage")
+        p = min(cands) if policy == "min" else min(cands, key=lambda q: (freed[q], q))
+        colour[v] = p
+        busy.append((e, p))
+    if lru is not None:
+        clock = max(lru.values(), default=0) + 1
+        for p, t in freed.items():
+            lru[p] = clock + t if t >= 0 else lru.get(p, t)
+        for e, p in busy:
+            lru[p] = clock + e
+    return colour
+
+
 _DRAM_OPS = frozenset({Opcode.LD_RF, Opcode.ST_RF, Opcode.LD_PGSM, Opcode.ST_PGSM})
 
 
@@ -199,30 +261,85 @@ def latency(ins: Instr, ip) -> int:
     return 1
 
 
-def dependency_graph(prog: list[Instr], mem_order: bool) -> list[set[int]]:
-    """``succ[i]``: the instructions that must follow instruction ``i``."""
-    return _graph(prog, mem_order)[0]
+#: A bank address range covering the whole bank (an access whose address is unknown).
+WHOLE_BANK = (0, 1 << 32)
 
 
-def _graph(prog: list[Instr], mem_order: bool) -> tuple[list[set[int]], set[tuple[int, int]]]:
-    """The dependency graph and its memory-order edges that are not also a data
-    dependency (an order of issue, with no result to wait for)."""
+def bank_span(ins: Instr, ranges: dict[int, tuple[int, int]] | None = None
+              ) -> tuple[int, int] | None:
+    """The bank addresses ``(lo, hi)`` (inclusive) that *ins* may touch, or None for an
+    instruction that does not access the bank.
+
+    A direct address is exact. An indirect one through AddrRF entry ``a`` spans
+    ``ranges[a]``: every address the pointer takes over its loop (its induction
+    variable's whole range, so the span holds whatever the iteration); a pointer
+    not in *ranges* (a computed address: a gather, a scatter) may touch the whole bank.
+    """
+    if ins.opcode not in _DRAM_OPS:
+        return None
+    if not ins.dram_ind:
+        return (ins.dram, ins.dram)
+    return (ranges or {}).get(ins.dram, WHOLE_BANK)
+
+
+def may_alias(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two bank spans can touch the same address."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def dependency_graph(prog: list[Instr], mem_order: bool = True,
+                     ranges: dict[int, tuple[int, int]] | None = None) -> list[set[int]]:
+    """``succ[i]``: the instructions that must follow instruction ``i`` (*mem_order*
+    adds no edge: it is a resource constraint of :func:`reorder`, kept for callers)."""
+    return _graph(prog, ranges)
+
+
+def _graph(prog: list[Instr], ranges: dict[int, tuple[int, int]] | None = None,
+           rw: list | None = None) -> list[set[int]]:
+    """RAW, WAR and WAW dependencies: on register entries and scratchpad lines as the
+    core's hazard check sees them (:func:`accesses`), and on bank addresses through
+    :func:`bank_span`, so that two bank accesses are ordered only when they can touch
+    the same address (loads of one array and stores to another reorder freely)."""
     succ: list[set[int]] = [set() for _ in prog]
-    order_only: set[tuple[int, int]] = set()
+    # non-bank resources, per store: {index or None: last writer} and readers since
     last_w: dict = {}
     reads_since: dict = {}
-    last_dram = None
-    for i, ins in enumerate(prog):
-        r, w = accesses(ins)
-        # A whole-store access (an indirect address) touches every entry of that store.
-        def hits(res, table):
-            out = []
-            for k, v in table.items():
-                if k.store is res.store and (k.index is None or res.index is None
-                                             or k.index == res.index):
-                    out.append(v)
-            return out
+    # bank: exact addresses in dicts, spans (indirect accesses) in lists
+    pt_w: dict[int, int] = {}
+    pt_r: dict[int, list[int]] = {}
+    wide_w: list[tuple[tuple[int, int], int]] = []
+    wide_r: list[tuple[tuple[int, int], int]] = []
 
+    def hits(res, table):
+        t = table.get(res.store)
+        if not t:
+            return []
+        if res.index is None:
+            return list(t.values())
+        return [v for k, v in ((res.index, t.get(res.index)), (None, t.get(None)))
+                if v is not None]
+
+    def bank_prev(span, table_pt, table_wide):
+        out = []
+        lo, hi = span
+        if lo == hi:
+            v = table_pt.get(lo)
+            if v is not None:
+                out.append(v)
+        elif hi - lo < 4 * len(table_pt):
+            for a in range(lo, hi + 1):
+                v = table_pt.get(a)
+                if v is not None:
+                    out.append(v)
+        else:
+            out.extend(v for a, v in table_pt.items() if lo <= a <= hi)
+        out.extend(j for sp, j in table_wide if may_alias(sp, span))
+        return out
+
+    for i, ins in enumerate(prog):
+        r, w = rw[i] if rw is not None else accesses(ins)
+        r = [x for x in r if x.store is not Store.BANK]
+        w = [x for x in w if x.store is not Store.BANK]
         for res in r:
             for j in hits(res, last_w):
                 succ[j].add(i)
@@ -233,48 +350,224 @@ def _graph(prog: list[Instr], mem_order: bool) -> tuple[list[set[int]], set[tupl
                 for j in js:
                     succ[j].add(i)
         for res in w:
-            for k in [k for k in list(last_w) if k.store is res.store and
-                      (res.index is None or k.index == res.index)]:
-                del last_w[k]
-            for k in [k for k in list(reads_since) if k.store is res.store and
-                      (res.index is None or k.index == res.index)]:
-                del reads_since[k]
-            last_w[res] = i
+            lw = last_w.setdefault(res.store, {})
+            rs = reads_since.setdefault(res.store, {})
+            if res.index is None:
+                lw.clear()
+                rs.clear()
+            else:
+                lw.pop(res.index, None)
+                rs.pop(res.index, None)
+            lw[res.index] = i
         for res in r:
-            reads_since.setdefault(res, []).append(i)
-        if mem_order and ins.opcode in _DRAM_OPS:
-            if last_dram is not None and i not in succ[last_dram]:
-                succ[last_dram].add(i)
-                order_only.add((last_dram, i))
-            last_dram = i
+            reads_since.setdefault(res.store, {}).setdefault(res.index, []).append(i)
+        span = bank_span(ins, ranges)
+        if span is not None:
+            writes = ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM)
+            for j in bank_prev(span, pt_w, wide_w):
+                succ[j].add(i)
+            if writes:
+                for js in bank_prev(span, pt_r, wide_r):
+                    for j in (js if isinstance(js, list) else [js]):
+                        succ[j].add(i)
+                if span[0] == span[1]:
+                    pt_w[span[0]] = i
+                    pt_r.pop(span[0], None)
+                else:
+                    wide_w.append((span, i))
+            elif span[0] == span[1]:
+                pt_r.setdefault(span[0], []).append(i)
+            else:
+                wide_r.append((span, i))
         succ[i].discard(i)
-    return succ, order_only
+    return succ
 
 
-def reorder(prog: list[Instr], ip, mem_order: bool) -> list[Instr]:
-    """Algorithm 1 on *prog* (one basic block)."""
+def mem_gap(ip) -> int:
+    """Memory-order enforcement's spacing of bank instructions, in issue slots: a bank
+    starts at most one access per ``tCCD`` (row hits), so a bank instruction issued
+    sooner after the one before only waits in the request queue, where a full queue
+    blocks the in-order core."""
+    return max(1, round(ip.timing.tCCD / ip.tck_ns))
+
+
+def reorder(prog: list[Instr], ip, mem_order: bool,
+            ranges: dict[int, tuple[int, int]] | None = None) -> list[Instr]:
+    """Algorithm 1 on *prog* (one basic block, or a window of unrolled iterations).
+
+    With memory-order enforcement, a bank instruction is not ready before
+    :func:`mem_gap` slots after the bank instruction scheduled before it, so that
+    computation fills the slots between them instead of a run of bank instructions
+    waiting for the request queue (Sec. V-C: the added dependencies "defer the
+    scheduling of consecutive memory instructions"); the order of the accesses that
+    can touch one address is a dependency either way.
+    """
     n = len(prog)
-    succ, order_only = _graph(prog, mem_order)
+    succ = _graph(prog, ranges)
     indeg = [0] * n
     for s in succ:
         for j in s:
             indeg[j] += 1
     T = [0] * n
     lat = [latency(ins, ip) for ins in prog]
+    is_dram = [ins.opcode in _DRAM_OPS for ins in prog]
     is_load = [ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM) for ins in prog]
     is_store = [ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM) for ins in prog]
+    gap = mem_gap(ip) if mem_order else 0
+    next_mem = 0          # the first slot a bank instruction may take
     ready = [i for i in range(n) if indeg[i] == 0]
     out: list[Instr] = []
     for step in range(n):
-        loads = [i for i in ready if is_load[i] and T[i] <= step]
+        def t(i):
+            return max(T[i], next_mem) if is_dram[i] else T[i]
+        loads = [i for i in ready if is_load[i] and t(i) <= step]
         # stores last among the ready: they then reach the bank as one run (row hits)
         # instead of one after each result, between the next block's loads
-        pick = min(loads) if loads else min(ready, key=lambda i: (is_store[i], T[i], i))
+        pick = min(loads) if loads else min(ready, key=lambda i: (is_store[i], t(i), i))
         ready.remove(pick)
         out.append(prog[pick])
         T[pick] = max(T[pick], step)
+        if is_dram[pick]:
+            next_mem = max(step, next_mem) + gap
         for j in succ[pick]:
-            T[j] = max(T[j], T[pick] + (1 if (pick, j) in order_only else lat[pick]))
+            T[j] = max(T[j], T[pick] + lat[pick])
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                ready.append(j)
+    return out
+
+
+def _acyclic(succ: list[set[int]], extra: set[tuple[int, int]]) -> bool:
+    """Whether the graph *succ* with the edges *extra* added has no cycle."""
+    n = len(succ)
+    more: dict[int, list[int]] = {}
+    for a, b in extra:
+        more.setdefault(a, []).append(b)
+    indeg = [0] * n
+    for a in range(n):
+        for b in succ[a]:
+            indeg[b] += 1
+        for b in more.get(a, ()):
+            indeg[b] += 1
+    todo = [i for i in range(n) if indeg[i] == 0]
+    seen = 0
+    while todo:
+        a = todo.pop()
+        seen += 1
+        for b in list(succ[a]) + more.get(a, []):
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                todo.append(b)
+    return seen == n
+
+
+#: DataRF resource numbers of virtual registers (beyond any physical entry)
+_VREG = 1 << 20
+
+
+def _virtual_accesses(vi: VInstr):
+    """:func:`accesses` of *vi* with its virtual registers as resources of their own."""
+    r, w = accesses(vi.ins)
+    ph = {getattr(vi.ins, f) for f in vi.vregs}
+    r = {x for x in r if not (x.store is Store.DRF and x.index in ph)}
+    w = {x for x in w if not (x.store is Store.DRF and x.index in ph)}
+    r |= {Resource(Store.DRF, _VREG + v) for v in vi.uses()}
+    w |= {Resource(Store.DRF, _VREG + v) for v in vi.defs()}
+    return frozenset(r), frozenset(w)
+
+
+def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
+                ranges: dict[int, tuple[int, int]] | None = None,
+                its: list[int] | None = None) -> list[VInstr]:
+    """Algorithm 1 on the virtual registers of a window of iterations, before register
+    allocation, keeping at most *regs* values live.
+
+    Allocating a window in program order and then reordering it lets a load of the next
+    iteration move up only to the instruction that frees its register, typically a
+    store of the iteration before, whose register the load then waits for through the
+    whole bank access. On virtual registers there is no such anti-dependency; the
+    bound on live values takes its place, so that the allocation that follows fits the
+    DataRF: an instruction that makes a value live waits while *regs* are live,
+    unless nothing else is ready.
+    """
+    n = len(block)
+    rw = [_virtual_accesses(vi) for vi in block]
+    succ = _graph([vi.ins for vi in block], ranges, rw)
+    order_only: set[tuple[int, int]] = set()
+    if mem_order and its is not None:
+        # the bank accesses in the order of a software-pipelined program: the loads of
+        # iteration k + 1 before the stores of iteration k, each group in program order
+        lds: dict[int, list[int]] = {}
+        sts: dict[int, list[int]] = {}
+        for i, vi in enumerate(block):
+            if vi.ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM):
+                lds.setdefault(its[i], []).append(i)
+            elif vi.ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM):
+                sts.setdefault(its[i], []).append(i)
+        seq: list[int] = []
+        ks = sorted(set(its))
+        seq += lds.get(ks[0], []) if ks else []
+        for a, k in enumerate(ks):
+            if a + 1 < len(ks):
+                seq += lds.get(ks[a + 1], [])
+            seq += sts.get(k, [])
+        extra = {(a, b) for a, b in zip(seq, seq[1:]) if b not in succ[a]}
+        if not _acyclic(succ, extra):
+            # an iteration reads what the one before stores (a gather, an in-place
+            # update): the bank accesses in program order instead
+            seq = sorted(seq)
+            extra = {(a, b) for a, b in zip(seq, seq[1:]) if b not in succ[a]}
+        for a, b in extra:
+            succ[a].add(b)
+        order_only |= extra
+    indeg = [0] * n
+    for s_ in succ:
+        for j in s_:
+            indeg[j] += 1
+    uses_left: dict[int, int] = {}
+    for vi in block:
+        for v in set(vi.uses()):
+            uses_left[v] = uses_left.get(v, 0) + 1
+    defs = [set(vi.defs()) for vi in block]
+    uses = [set(vi.uses()) for vi in block]
+    live: set[int] = set()
+    T = [0] * n
+    lat = [latency(vi.ins, ip) for vi in block]
+    is_dram = [vi.ins.opcode in _DRAM_OPS for vi in block]
+    is_load = [vi.ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM) for vi in block]
+    is_store = [vi.ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM) for vi in block]
+    gap = mem_gap(ip) if mem_order else 0
+    next_mem = 0
+    ready = [i for i in range(n) if indeg[i] == 0]
+    out: list[VInstr] = []
+
+    def grows(i: int) -> int:
+        new = len(defs[i] - live - uses[i]) if defs[i] else 0
+        freed = sum(1 for v in uses[i] if uses_left.get(v, 0) == 1 and v not in defs[i])
+        return new - freed
+
+    for step in range(n):
+        def t(i):
+            return max(T[i], next_mem) if is_dram[i] else T[i]
+        cands = ready
+        if len(live) >= regs:
+            cands = [i for i in ready if grows(i) <= 0] or ready
+        loads = [i for i in cands if is_load[i] and t(i) <= step]
+        pick = min(loads) if loads else min(cands, key=lambda i: (is_store[i], t(i), i))
+        ready.remove(pick)
+        out.append(block[pick])
+        T[pick] = max(T[pick], step)
+        if is_dram[pick]:
+            next_mem = max(step, next_mem) + gap
+        for v in uses[pick]:
+            uses_left[v] -= 1
+            if uses_left[v] == 0:
+                live.discard(v)
+        for v in defs[pick]:
+            if uses_left.get(v, 0) > 0:
+                live.add(v)
+        for j in succ[pick]:
+            T[j] = max(T[j], T[pick] + (gap or 1 if (pick, j) in order_only else lat[pick]))
             indeg[j] -= 1
             if indeg[j] == 0:
                 ready.append(j)
@@ -285,18 +578,33 @@ _CACHE: dict = {}
 
 
 def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
-                   lru: dict[int, int] | None = None) -> list[Instr]:
+                   lru: dict[int, int] | None = None,
+                   ranges: dict[int, tuple[int, int]] | None = None,
+                   window: list[int] | None = None) -> list[Instr]:
     """Allocate *block*'s registers (continuing the register-use history *lru*, updated
     in place), then reorder it, as *opts* says (memoized: the vaults and the repeated
-    stages of a pipeline share most blocks)."""
+    stages of a pipeline share most blocks). *ranges*: the bank addresses each
+    loop pointer (AddrRF entry) spans, for :func:`bank_span`. *window*: the block is
+    several iterations, ``window[i]`` the iteration of instruction ``i``; with
+    reordering, :func:`preschedule` orders it before the registers are allocated."""
     before = tuple(sorted(lru.items())) if lru else ()
     key = (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
-           ip, opts, before)
+           ip, opts, before, tuple(sorted((ranges or {}).items())), tuple(window or ()))
     hit = _CACHE.get(key)
     if hit is None:
         after: dict[int, int] = dict(lru or {})
-        prog = allocate(block, free, opts.regalloc, after)
-        hit = (tuple(reorder(prog, ip, opts.mem_order) if opts.reorder else prog), after)
+        if window is not None and opts.reorder:
+            # Algorithm 1 on the window's virtual registers, then registers in that order
+            try:
+                pre = preschedule(block, ip, opts.mem_order, len(free), ranges, window)
+                hit = (tuple(allocate(pre, free, opts.regalloc, after, linear=True)), after)
+            except CompileError:        # a forced pick went beyond the DataRF: the
+                after = dict(lru or {})    # window allocated in program order, reordered
+                hit = None
+        if hit is None:
+            prog = allocate(block, free, opts.regalloc, after)
+            hit = (tuple(reorder(prog, ip, opts.mem_order, ranges) if opts.reorder else prog),
+                   after)
         if len(_CACHE) > 4096:
             _CACHE.clear()
         _CACHE[key] = hit
@@ -304,4 +612,3 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
         lru.clear()
         lru.update(hit[1])
     return list(hit[0])
-

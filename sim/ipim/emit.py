@@ -238,11 +238,19 @@ class Builder:
         # Unrolled, with every pointer replaced by the address it holds in that
         # iteration: the core tracks direct bank and scratchpad accesses per
         # address, indirect ones as the whole memory, so only direct code lets the
-        # loads and stores of different addresses overlap.
-        for r in range(rows):
-            for sg in range(segs):
-                it = [at_step(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
+        # loads and stores of different addresses overlap. With reordering, the
+        # iterations are scheduled as one window (their virtual registers renamed
+        # apart), so that the loads of an iteration issue while the one before
+        # computes and stores; the DataRF's free entries bound how far ahead.
+        its = [[at_step(vi, k.ptrs, r, sg if segs > 1 else 0) for vi in block]
+               for r in range(rows) for sg in range(segs)]
+        if not self.opts.reorder or len(its) == 1:
+            for it in its:
                 self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
+            return
+        self.prog.extend(schedule_block(rename_apart(its), self.free, self.ip, self.opts,
+                                        self.lru, window=[n for n, it in enumerate(its)
+                                                          for _ in it]))
 
     def _loop(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
         arf = {}
@@ -268,7 +276,8 @@ class Builder:
         inner = block + incs
         if segs == 1:
             inner = inner + row_incs
-        code = schedule_block(inner, self.free, self.ip, self.opts, self.lru)
+        code = schedule_block(inner, self.free, self.ip, self.opts, self.lru,
+                              ptr_spans(k, block, rows, segs))
         P = self.prog
         # c3/c4 hold pcs relative to the segment (relocated by assemble)
         if rows > 1:
@@ -307,6 +316,45 @@ class Builder:
 
     def sync(self, phase: int) -> None:
         self.prog.append(Instr(Opcode.SYNC, phase=phase & 0xFFFF))
+
+
+def ptr_spans(k: Kernel, block: list[VInstr], rows: int, segs: int
+              ) -> dict[int, tuple[int, int]]:
+    """The bank addresses each pointer of *k* takes over the ``rows x segs`` iterations
+    of its loop (at ``init + sg * seg + r * row``), for the backend's alias analysis.
+    A pointer the kernel adjusts per PE (``setup``) or that the body writes is left
+    out: it may touch the whole bank."""
+    if k.setup:
+        return {}
+    written = set()
+    for vi in block:
+        i = vi.ins
+        if i.opcode in (Opcode.CALC_ARF,):
+            written.add(i.dst)
+        elif i.opcode is Opcode.MOV_ARF:
+            written.add(i.arf)
+    out = {}
+    for reg, (init, seg, row) in k.ptrs.items():
+        if reg in written:
+            continue
+        ends = [init + a * seg + b * row for a in {0, max(segs - 1, 0)}
+                for b in {0, max(rows - 1, 0)}]
+        out[reg] = (min(ends), max(ends))
+    return out
+
+
+def rename_apart(its: list[list[VInstr]]) -> list[VInstr]:
+    """The iterations *its* as one block, each iteration's virtual registers renamed to
+    numbers of their own."""
+    out: list[VInstr] = []
+    names: dict[tuple[int, int], int] = {}
+    for n, it in enumerate(its):
+        for vi in it:
+            if vi.vregs:
+                vr = {f: names.setdefault((n, v), len(names) + 1) for f, v in vi.vregs.items()}
+                vi = VInstr(vi.ins, vr)
+            out.append(vi)
+    return out
 
 
 def at_step(vi: VInstr, ptrs: dict[int, tuple[int, int, int]], r: int, sg: int) -> VInstr:
@@ -640,16 +688,20 @@ def copy_kernel(b: Builder, rows: int, segs: int, pairs, step: tuple[int, int]) 
     address, [destination addresses])`` at iteration (0, 0), every address advancing by
     ``step = (per seg, per row)``."""
     def mk(k: Kernel):
-        loads, stores = [], []
+        loads, stores, naive = [], [], []
         for src, dsts in pairs:
             t = k.v()
             loads.append(VInstr(Instr(Opcode.LD_RF, dram=k.ptr(src, *step), dram_ind=1,
                                       simb_mask=b.all), {"drf": t}))
+            naive.append(loads[-1])
             for d in dsts:
                 stores.append(VInstr(Instr(Opcode.ST_RF, dram=k.ptr(d, *step, fresh=True),
                                            dram_ind=1, simb_mask=b.all), {"drf": t}))
+                naive.append(stores[-1])
         k.finish_steps(segs, rows)
-        return loads + stores
+        # the loads first is an ordering of the lowering: without reordering (Fig. 12's
+        # baseline1 and baseline3), each value is copied in the order it is named
+        return loads + stores if b.opts.reorder else naive
 
     b.kernel(rows, segs, mk)
 

@@ -248,7 +248,9 @@ def _reduce(b: Builder, a: Array, m: int, U: int) -> None:
     all back and adds them in PE order."""
     def mk(k: Kernel):
         loads, moves, sums, stores = [], [], [], []
+        naive: list[VInstr] = []
         for u in range(U):
+            n0 = (len(loads), len(moves), len(sums))
             t = k.v()
             loads.append(VInstr(Instr(Opcode.LD_RF, dram=k.ptr(a.addr(0, u), U, a.pitch),
                                       dram_ind=1, simb_mask=(1 << m) - 1), {"drf": t}))
@@ -269,8 +271,11 @@ def _reduce(b: Builder, a: Array, m: int, U: int) -> None:
             stores.append(VInstr(Instr(Opcode.ST_RF, dram=k.ptr(a.addr(0, u), U, a.pitch,
                                                                 fresh=True),
                                        dram_ind=1, simb_mask=b.all), {"drf": acc}))
+            naive += loads[n0[0]:] + moves[n0[1]:] + sums[n0[2]:] + stores[-1:]
         k.finish_steps(a.S // U, a.R)
-        return loads + moves + sums + stores
+        # grouped by kind, an ordering of the lowering: without reordering (Fig. 12's
+        # baseline1 and baseline3), vector by vector as named
+        return loads + moves + sums + stores if b.opts.reorder else naive
 
     b.kernel(a.R, a.S // U, mk)
     b.kernels_done.append(f"{a.name}: add the {m} partial grids of the vault (VSM)")
