@@ -8,7 +8,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
+from amaranth.utils import ceil_log2, exact_log2
 
 from ..hierarchy import Leaf, leaf_name
 from ..mem.crossbar import rr_pick
@@ -39,6 +39,10 @@ COUNTERS = (
     "dram_act", "dram_pre", "dram_rd", "dram_wr", "dram_ref",   # commands to the banks
     "flits_out", "flits_in",         # flits into and out of the network at this node
 )
+
+#: DRAM reads the tensor DMA keeps in flight: the bank controller's read latency over its
+#: column gap (8 / 2 cycles) plus its request queue, rounded up to a power of two.
+DMA_INFLIGHT = 8
 
 
 class PIMNode(wiring.Component):
@@ -125,7 +129,8 @@ class PIMNode(wiring.Component):
               f"half the DRAM word ({word_bytes * 4} bits)")
         self.link = link
         ctrl_kw = dict(timing=timing, banks=1, rows=rows, columns=columns,
-                            queue_depth=queue_depth, tag_bits=1, scheduler=scheduler,
+                            queue_depth=queue_depth, tag_bits=exact_log2(DMA_INFLIGHT),
+                            scheduler=scheduler,
                             page_policy=page_policy, block_bytes=word_bytes)
         probe = VaultController(**ctrl_kw)
         port = probe.port_signature
@@ -133,7 +138,8 @@ class PIMNode(wiring.Component):
         self._engine = NNEngine(pe_rows=pe_rows, pe_cols=pe_cols, ibuf_lines=ibuf_lines,
                                 wbuf_lines=wbuf_lines, obuf_lines=obuf_lines)
         self._dma = TensorDMA(pe_rows=pe_rows, pe_cols=pe_cols, ibuf_lines=ibuf_lines,
-                              wbuf_lines=wbuf_lines, obuf_lines=obuf_lines, port=port)
+                              wbuf_lines=wbuf_lines, obuf_lines=obuf_lines, port=port,
+                              inflight=DMA_INFLIGHT)
         self._share = DataShare(link=link, packet_flits=packet_flits, port=port)
         self._ni = NetworkInterface(link=link, depth=depth, packet_flits=packet_flits)
         self._ctrl = NodeController(task_entries=task_entries)
