@@ -279,8 +279,12 @@ class TensorDMA(wiring.Component):
 
         idata, ien = lanes(R)
         wdata, wen = lanes(C)
-        m.d.comb += [self.ibuf_w.addr.eq(cw.line), self.ibuf_w.data.eq(idata),
-                     self.wbuf_w.addr.eq(cw.line), self.wbuf_w.data.eq(wdata)]
+        # the buffer halves of the task (TASK_LAYOUT's buf, obuf)
+        ioff = Mux(t.buf, self.ibuf_lines // 2, 0)
+        woff = Mux(t.buf, self.wbuf_lines // 2, 0)
+        ooff = Mux(t.obuf, self.obuf_lines // 2, 0)
+        m.d.comb += [self.ibuf_w.addr.eq(ioff + cw.line), self.ibuf_w.data.eq(idata),
+                     self.wbuf_w.addr.eq(woff + cw.line), self.wbuf_w.data.eq(wdata)]
 
         # ---- stores: the gathered word and the write register ---------------------------
         S = WB // P
@@ -306,7 +310,7 @@ class TensorDMA(wiring.Component):
         wr_free = ~wr_v | req.ready
         # (a read port's enable is 1 when not driven: it must hold the line while stalled)
         adv = Signal()
-        m.d.comb += [self.obuf_r.addr.eq(cw.line), self.obuf_r.en.eq(adv)]
+        m.d.comb += [self.obuf_r.addr.eq(ooff + cw.line), self.obuf_r.en.eq(adv)]
 
         with m.If(wr_v):
             m.d.comb += dram_req(wr_word, we=1, data=wr_data)

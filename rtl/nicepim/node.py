@@ -29,10 +29,11 @@ __all__ = ["COUNTERS", "PIMNode", "from_config", "node_kwargs", "node_leaf"]
 #: The node's counters (32 bits each, cleared by reset), in :class:`PIMNode.PerfSignature`.
 COUNTERS = (
     "cycles",        # the task list was running
-    "overhead",      # cycles of the tasks' own (fetch, dispatch, retire)
+    "overhead",      # running with no unit busy and no WAIT holding (the tasks' own cycles)
     "waiting",       # WAIT tasks holding
     "eng_busy", "eng_stream",        # the engine ran a tile; streamed input pixels
     "dma_busy", "dma_stall",         # the DMA ran a task; waited for the DRAM
+    "overlap",                       # the engine and the DMA both busy
     "share_busy", "share_stall",     # a SEND ran; waited for the DRAM or the network
     "dma_rd", "dma_wr",              # DRAM words the DMA read and wrote
     "sent", "received",              # words sent to / written from the network
@@ -168,7 +169,8 @@ class PIMNode(wiring.Component):
         wiring.connect(m, wiring.flipped(self.prog), ctrl.prog)
         # Done once the list has ended and its last DRAM writes have reached the banks.
         m.d.comb += [ctrl.start.eq(self.start), self.done.eq(ctrl.done & ~dram.busy),
-                     eng.task.eq(ctrl.task), dma.task.eq(ctrl.task), share.task.eq(ctrl.task),
+                     eng.task.eq(ctrl.eng_task), dma.task.eq(ctrl.dma_task),
+                     share.task.eq(ctrl.share_task),
                      eng.start.eq(ctrl.eng_start), dma.start.eq(ctrl.dma_start),
                      share.start.eq(ctrl.share_start),
                      ctrl.eng_busy.eq(eng.busy), ctrl.dma_busy.eq(dma.busy),
@@ -204,7 +206,9 @@ class PIMNode(wiring.Component):
         kind = dram.cmd.kind
         fire = [r.valid & r.ready for r in reqs]
         events = {
-            "cycles": ctrl.running, "overhead": ctrl.overhead, "waiting": ctrl.waiting,
+            "cycles": ctrl.running,
+            "overhead": ctrl.running & ~ctrl.waiting & ~(eng.busy | dma.busy | share.busy),
+            "waiting": ctrl.waiting, "overlap": eng.busy & dma.busy,
             "eng_busy": eng.busy, "eng_stream": eng.streaming,
             "dma_busy": dma.busy, "dma_stall": dma.stall,
             "share_busy": share.busy, "share_stall": share.stall,

@@ -57,6 +57,13 @@ class Op(enum.IntEnum):
     * ``SEND``: ``count`` DRAM words from word ``base`` to node ``node``'s DRAM
       words from ``dest``, one message per word over the NoC.
     * ``WAIT``: until the node has received ``dest`` words in all (since start).
+
+    The input, weight and output buffers can be used as two halves each (double
+    buffering): ``buf`` = 1 puts a ``LOAD_I``'s and a ``COMPUTE``'s input lines and a
+    ``LOAD_W``'s and a ``COMPUTE``'s weight lines in the upper half (line numbers above
+    are then relative to ``lines // 2``), ``obuf`` = 1 a ``COMPUTE``'s and a ``STORE``'s
+    output lines. The node controller lets a task whose halves no running task uses run
+    beside it (:class:`~pimforge.rtl.nicepim.node_ctrl.NodeController`).
     """
 
     END = 0
@@ -72,6 +79,8 @@ class Op(enum.IntEnum):
 TASK_LAYOUT = data.StructLayout({
     "op": 4,
     "acc": 1,
+    "buf": 1,
+    "obuf": 1,
     "layout": 2,
     "base": 32,
     "dn": 16, "dc": 16, "dh": 16, "dw": 16,

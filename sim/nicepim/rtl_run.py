@@ -299,6 +299,12 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
                o_box: tuple | None = None) -> ConvPlan:
     """Tasks computing one node's *part* of a convolution (:mod:`.tiling`'s loop).
 
+    With double buffering (:attr:`.tiling.Blocking.double`) the list is software
+    pipelined: ``LOAD(0) COMPUTE(0) LOAD(1) [STORE(0)] COMPUTE(1) LOAD(2) ...``, tile
+    ``i`` in input and weight half ``i % 2`` and band ``j`` in output half ``j % 2``, so
+    the node controller runs each tile's loads and each band's store beside a compute;
+    else ``LOAD(i) COMPUTE(i) [STORE(i)]`` one after the other.
+
     The input is the sub-tensor ``part.x_dims`` (the part's window clipped to the image)
     at element ``x_base`` in *x_layout*, or, with ``x_box = (dims, (row, col))``, a tensor
     of ``dims = (C, H, W)`` whose element ``(0, 0)`` is image pixel ``(row, col)``. The
@@ -315,24 +321,39 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
     (_, P, Q), (orow, ocol) = o_box or ((og, part.p, part.q), part.rows[:1] + part.cols[:1])
     st, pad = part.stride, part.pad
     o_group = tensor_elems(o_layout, (1, og, P, Q))
-    out, shapes = [], []
-    for t in tiles(n, part):
+    shapes = []
+    loads, computes, stores = [], [], []
+    band = 0
+    for i, t in enumerate(tiles(n, part)):
         nh = (t.oh - 1) * st + t.kh
-        out.append(task(Op.LOAD_W, base=w_base + t.g * og * cg * part.r * part.s,
-                        layout=Layout.NCHW, dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co,
-                        c0=t.b0 * R, h0=t.u0, w0=0, cb=t.cb, nh=t.kh, nw=part.s))
-        # Channels of the block beyond the group read the next group's inputs; their
-        # weights (beyond cg in the group's view) are 0.
-        out.append(task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi,
-                        n0=0, c0=t.g * cg + t.b0 * R, h0=t.o0 * st - pad + t.u0 - xr,
-                        w0=part.cols[0] * st - pad - xc, cb=t.cb, nh=nh, nw=b.nw))
-        out.append(task(Op.COMPUTE, acc=int(t.b0 > 0 or t.u0 > 0), cb=t.cb, nh=nh, nw=b.nw,
-                        kh=t.kh, kw=part.s, stride=st, pad=0, oh=t.oh, ow=part.q))
+        # double buffering: tile i in input/weight half i % 2, band j in output half j % 2
+        buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
+        loads.append([
+            task(Op.LOAD_W, base=w_base + t.g * og * cg * part.r * part.s, buf=buf,
+                 layout=Layout.NCHW, dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co,
+                 c0=t.b0 * R, h0=t.u0, w0=0, cb=t.cb, nh=t.kh, nw=part.s),
+            # Channels of the block beyond the group read the next group's inputs; their
+            # weights (beyond cg in the group's view) are 0.
+            task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi, buf=buf,
+                 n0=0, c0=t.g * cg + t.b0 * R, h0=t.o0 * st - pad + t.u0 - xr,
+                 w0=part.cols[0] * st - pad - xc, cb=t.cb, nh=nh, nw=b.nw)])
+        computes.append(task(Op.COMPUTE, acc=int(t.b0 > 0 or t.u0 > 0), cb=t.cb, nh=nh,
+                             nw=b.nw, kh=t.kh, kw=part.s, stride=st, pad=0, oh=t.oh,
+                             ow=part.q, buf=buf, obuf=obuf))
         shapes.append(dict(cb=t.cb, kh=t.kh, kw=part.s, oh=t.oh, ow=part.q))
-        if t.store:
-            out.append(task(Op.STORE, base=o_base + t.g * o_group, layout=o_layout,
+        stores.append([task(Op.STORE, base=o_base + t.g * o_group, layout=o_layout, obuf=obuf,
                             dn=1, dc=og, dh=P, dw=Q, n0=0, c0=t.co, h0=t.o0 - orow,
-                            w0=part.cols[0] - ocol, cb=1, nh=t.oh, nw=part.q))
+                            w0=part.cols[0] - ocol, cb=1, nh=t.oh, nw=part.q)]
+                      if t.store else [])
+        band += int(t.store)
+    out = []
+    if b.double:    # the next tile's loads and the band's store run beside the compute
+        out += loads[0] if loads else []
+        for i, c in enumerate(computes):
+            out += [c] + (loads[i + 1] if i + 1 < len(loads) else []) + stores[i]
+    else:
+        for ld, c, sto in zip(loads, computes, stores, strict=True):
+            out += ld + [c] + sto
     return ConvPlan(out, shapes)
 
 
