@@ -22,7 +22,7 @@ from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.node import COUNTERS
 from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
 
-from .node_model import NodeCost, NodeTiming, part_cost
+from .node_model import NodeCost, NodeTiming, cut_pieces, part_cost
 from .rtl_run import part_tasks, place_tensor, read_tensor, run_array, task, tensor_elems
 from .tiling import ConvPart
 
@@ -72,40 +72,9 @@ def _row_align(elems: int, bits: int, n) -> int:
 
 
 def _pieces(tasks: list[int], most: int, node: int) -> list[list[int]]:
-    """*tasks* cut after STOREs into pieces of at most *most* tasks. A software-pipelined
-    list (:func:`~.rtl_run.part_tasks`) puts the next tile's loads before a band's STORE;
-    at a cut they move to the next piece (a piece starts with empty buffers)."""
+    """*tasks* cut after STOREs into pieces of at most *most* tasks (:func:`.cut_pieces`)."""
     op = TASK_LAYOUT["op"]
-
-    def kind(t):
-        return (t >> op.offset) & ((1 << op.width) - 1)
-
-    bands: list[list[int]] = []
-    cur: list[int] = []
-    for t in tasks:
-        cur.append(t)
-        if kind(t) == Op.STORE:
-            bands.append(cur)
-            cur = []
-    if cur:
-        bands.append(cur)
-    out: list[list[int]] = [[]]
-    reserve = 2         # room for the loads a cut moves into a piece
-    for band in bands:
-        if len(band) + reserve > most:
-            raise CapacityError(f"node {node}: a band of {len(band)} tasks exceeds the task "
-                                f"memory's {most + 1 - reserve}; raise nicepim.task_entries "
-                                "or the buffers")
-        if out[-1] and len(out[-1]) + len(band) + reserve > most:
-            prev = out[-1]
-            k = len(prev) - 1           # prev ends with a STORE; loads before it move on
-            while k > 0 and kind(prev[k - 1]) in (Op.LOAD_I, Op.LOAD_W):
-                k -= 1
-            moved = prev[k:-1]
-            out[-1] = prev[:k] + prev[-1:]
-            out.append(moved)
-        out[-1] += band
-    return [p for p in out if p]
+    return cut_pieces(tasks, most, lambda t: (t >> op.offset) & ((1 << op.width) - 1), node)
 
 
 def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
