@@ -22,6 +22,7 @@ from pimforge.sim.nicepim.rtl_run import (
     conv_tasks,
     link_names,
     place_tensor,
+    place_weights,
     read_tensor,
     run_array,
     task,
@@ -31,6 +32,8 @@ from pimforge.verif.models.nicepim import conv2d, matmul, tile_cycles, wrap32
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
 END = task(Op.END)
+#: The layouts of activations (CHWN is for weights).
+ACTS = (Layout.NCHW, Layout.NHWC, Layout.NCHWC8)
 
 # DRAM regions (element addresses) of the tests' tensors.
 X_BASE, W_BASE, O_BASE = 0, 16 * 1024, 16 * 1024
@@ -85,7 +88,7 @@ def _random_conv(r, n):
     return x, w, stride, pad, groups
 
 
-@pytest.mark.parametrize("layout", list(Layout), ids=[x.name for x in Layout])
+@pytest.mark.parametrize("layout", ACTS, ids=[x.name for x in ACTS])
 def test_conv_tiles_bit_exact(cfg, exe, layout):
     """Random convolutions (shapes, stride, padding, groups) on nodes 0 and 3 at once, the
     input in each DRAM layout."""
@@ -97,11 +100,13 @@ def test_conv_tiles_bit_exact(cfg, exe, layout):
         x, w, stride, pad, groups = _random_conv(r, n)
         log.info("seed %d node %d: x %s w %s stride %d pad %d groups %d %s", seed, node,
                  x.shape, w.shape, stride, pad, groups, layout.name)
+        # the weights in CHWN (a line a cycle) on node 0, in NCHW (OIHW) on node 3
+        w_layout = Layout.CHWN if node == 0 else Layout.NCHW
         words = place_tensor(x, layout, X_BASE, n.node_bank_bits)
-        place_tensor(w, Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+        place_weights(w, groups, W_BASE, n.node_bank_bits, layout=w_layout, words=words)
         plan = conv_tasks(cfg, x_dims=x.shape[1:], w_dims=w.shape, stride=stride, pad=pad,
                           groups=groups, x_layout=layout, x_base=X_BASE, w_base=W_BASE,
-                          o_base=O_BASE)
+                          o_base=O_BASE, w_layout=w_layout)
         tasks[node], dram[node], tiles[node] = plan.tasks + [END], words, plan.tiles
         want[node] = wrap32(conv2d(x[0], w, stride=stride, pad=pad, groups=groups))
     run = run_array(cfg, tasks, dram, exe=exe)
@@ -113,7 +118,7 @@ def test_conv_tiles_bit_exact(cfg, exe, layout):
     log.info("cycles %d, engine busy %s", run.cycles, run.perf["eng_busy"])
 
 
-@pytest.mark.parametrize("o_layout", list(Layout), ids=[x.name for x in Layout])
+@pytest.mark.parametrize("o_layout", ACTS, ids=[x.name for x in ACTS])
 def test_conv_parts_bit_exact_in_every_layout_in_and_out(cfg, exe, o_layout):
     """Random convolution parts (a window of output rows and columns, groups, stride,
     padding) on all four nodes at once, each with a random input layout and the output
@@ -138,14 +143,14 @@ def test_conv_parts_bit_exact_in_every_layout_in_and_out(cfg, exe, o_layout):
         part = ConvPart(c=c, k=k, h=h, w=wd, r=kh, s=kh, stride=stride, pad=pad,
                         groups=groups, rows=(r0, r.randint(r0 + 1, p)),
                         cols=(q0, r.randint(q0 + 1, q)))
-        x_layout = r.choice(list(Layout))
+        x_layout = r.choice(ACTS)
         (a, b), (e, f) = part.x_rows, part.x_cols
         log.info("seed %d node %d: x %s w %s stride %d pad %d groups %d rows %s cols %s "
                  "%s -> %s double %s", seed, node, x.shape, w.shape, stride, pad, groups,
                  part.rows, part.cols, x_layout.name, o_layout.name,
                  blocking(n, part).double)
         words = place_tensor(x[:, :, a:b, e:f], x_layout, X_BASE, n.node_bank_bits)
-        place_tensor(w, Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+        place_weights(w, groups, W_BASE, n.node_bank_bits, words=words)
         plan = part_tasks(cfg, part, x_layout=x_layout, x_base=X_BASE, w_base=W_BASE,
                           o_base=O_BASE, o_layout=o_layout)
         tasks[node], dram[node], tiles[node] = plan.tasks + [END], words, plan.tiles
@@ -210,7 +215,7 @@ def test_next_tile_loads_overlap_the_compute(cfg, exe):
                     rows=(0, 8), cols=(0, 8))
     assert blocking(n, part).double
     words = place_tensor(x, Layout.NHWC, X_BASE, n.node_bank_bits)
-    place_tensor(w, Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+    place_weights(w, 1, W_BASE, n.node_bank_bits, words=words)
     plan = conv_tasks(cfg, x_dims=x.shape[1:], w_dims=w.shape, stride=1, pad=1, groups=1,
                       x_layout=Layout.NHWC, x_base=X_BASE, w_base=W_BASE, o_base=O_BASE)
     assert len(plan.tiles) >= 4
@@ -235,7 +240,7 @@ def test_kernel_rows_banded_when_an_input_band_exceeds_the_input_buffer(cfg, exe
     x = np.array([r.randint(-3000, 3000) for _ in range(3 * 4 * 50)]).reshape(1, 3, 4, 50)
     w = np.array([r.randint(-3000, 3000) for _ in range(5 * 3 * 3 * 3)]).reshape(5, 3, 3, 3)
     words = place_tensor(x, Layout.NCHW, X_BASE, n.node_bank_bits)
-    place_tensor(w, Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+    place_weights(w, 1, W_BASE, n.node_bank_bits, words=words)
     plan = conv_tasks(cfg, x_dims=x.shape[1:], w_dims=w.shape, stride=1, pad=0, groups=1,
                       x_layout=Layout.NCHW, x_base=X_BASE, w_base=W_BASE, o_base=O_BASE)
     assert max(t["kh"] for t in plan.tiles) < 3          # the kernel's rows in bands
@@ -257,7 +262,7 @@ def test_matmul_tile_bit_exact(cfg, exe):
     b = np.array([[r.randint(-32768, 32767) for _ in range(N)] for _ in range(K)])
     # A [M, K] row-major is the NHWC image (1, K, 1, M); B is the 1x1 kernel [N, K, 1, 1].
     words = place_tensor(a.T.reshape(1, K, 1, M), Layout.NHWC, X_BASE, n.node_bank_bits)
-    place_tensor(b.T.reshape(N, K, 1, 1), Layout.NCHW, W_BASE, n.node_bank_bits, words=words)
+    place_weights(b.T.reshape(N, K, 1, 1), 1, W_BASE, n.node_bank_bits, words=words)
     plan = conv_tasks(cfg, x_dims=(K, 1, M), w_dims=(N, K, 1, 1), stride=1, pad=0, groups=1,
                       x_layout=Layout.NHWC, x_base=X_BASE, w_base=W_BASE, o_base=O_BASE)
     run = run_array(cfg, {1: plan.tasks + [END]}, {1: words}, exe=exe)

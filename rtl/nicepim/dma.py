@@ -42,7 +42,8 @@ class _Walk:
         self.done = Signal(name=f"{name}_done")
         b, i, j, r, lane = self.b, self.i, self.j, self.r, self.lane
         self.lane_inner = lane_inner = Signal(name=f"{name}_lane_inner")
-        m.d.comb += lane_inner.eq((t.layout != Layout.NCHW) & ~is_w)
+        m.d.comb += lane_inner.eq(Mux(is_w, t.layout == Layout.CHWN,
+                                      (t.layout == Layout.NHWC) | (t.layout == Layout.NCHWC8)))
         n_r = Mux(is_w, R, 1)
         n_l = Mux(is_i, R, C)
         last_r, last_j, last_i, last_b = r + 1 == n_r, j + 1 == t.nw, i + 1 == t.nh, b + 1 == t.cb
@@ -59,10 +60,14 @@ class _Walk:
         def ok(x, d):
             return (x[16:] == 0) & (x[:16] < d)
 
-        pix_in = ok(n, t.dn) & ok(h, t.dh) & ok(w, t.dw)
-        c_in = ok(c, t.dc)
+        # the lanes' coordinate (output channels of weights, else channels) and the others
+        x = Signal(18, name=f"{name}_x")
+        m.d.comb += x.eq(Mux(is_w, n, c))
+        dx = Mux(is_w, t.dn, t.dc)
+        pix_in = Mux(is_w, ok(c, t.dc), ok(n, t.dn)) & ok(h, t.dh) & ok(w, t.dw)
+        x_in = ok(x, dx)
         self.inside = inside = Signal(name=f"{name}_inside")
-        m.d.comb += inside.eq(pix_in & c_in)
+        m.d.comb += inside.eq(pix_in & x_in)
         nn, cc, hh, ww = n[:16], c[:16], h[:16], w[:16]
         blocks = (t.dc + C_BLOCK - 1) >> exact_log2(C_BLOCK)
         off = Signal(_ADDR_BITS, name=f"{name}_off")
@@ -73,6 +78,8 @@ class _Walk:
                 m.d.comb += off.eq(
                     (((nn * blocks + (cc >> exact_log2(C_BLOCK))) * t.dh + hh) * t.dw + ww)
                     * C_BLOCK + cc[:exact_log2(C_BLOCK)])
+            with m.Case(Layout.CHWN):
+                m.d.comb += off.eq(((cc * t.dh + hh) * t.dw + ww) * t.dn + nn)
             with m.Default():
                 m.d.comb += off.eq(((nn * t.dc + cc) * t.dh + hh) * t.dw + ww)
         ea = t.base + off
@@ -89,12 +96,12 @@ class _Walk:
         rem = n_l - lane
         with m.If(~lane_inner):
             m.d.comb += k.eq(1)
-        with m.Elif(~pix_in | (~c[17] & ~c_in)):
+        with m.Elif(~pix_in | (~x[17] & ~x_in)):
             m.d.comb += k.eq(rem)                       # the rest of the line is outside
-        with m.Elif(c[17]):
-            m.d.comb += k.eq(_min(rem, (-c)[:16]))      # below channel 0
+        with m.Elif(x[17]):
+            m.d.comb += k.eq(_min(rem, (-x)[:16]))      # below channel 0
         with m.Else():
-            run = _min(_min(rem, t.dc - cc), per - self.wl)
+            run = _min(_min(rem, dx - x[:16]), per - self.wl)
             with m.If(t.layout == Layout.NCHWC8):
                 m.d.comb += k.eq(_min(run, C_BLOCK - cc[:exact_log2(C_BLOCK)]))
             with m.Else():
@@ -105,6 +112,9 @@ class _Walk:
         lane_end = lane + k == n_l
         self.last = lane_end & last_r & last_j & last_i & last_b
         self._order_inner = [(r, last_r), (j, last_j), (i, last_i), (b, last_b)]
+        # CHWN weights: input channels outside the kernel positions, in address order
+        self._order_weights = [(j, last_j), (i, last_i), (r, last_r), (b, last_b)]
+        self._is_w = is_w
         self._order_outer = [(j, last_j), (i, last_i), (r, last_r), (lane, lane_end),
                              (b, last_b)]
         self._m, self._lane_end = m, lane_end
@@ -129,7 +139,10 @@ class _Walk:
         with m.If(self.lane_inner):
             with m.If(self._lane_end):
                 m.d.sync += self.lane.eq(0)
-                nest(self._order_inner)
+                with m.If(self._is_w):
+                    nest(self._order_weights)
+                with m.Else():
+                    nest(self._order_inner)
             with m.Else():
                 m.d.sync += self.lane.eq(self.lane + self.k)
         with m.Else():
@@ -146,10 +159,11 @@ class TensorDMA(wiring.Component):
     :func:`~pimforge.rtl.nicepim.params.element_address`) and the task's element
     ``base``. The loop nest is walked a *group* a cycle (:class:`_Walk`): the lanes of
     one buffer line whose elements lie next to each other in one DRAM word, written
-    with the buffer's lane enables in one cycle (NHWC and NCHW[C8]: consecutive
-    channels, up to a whole line a cycle) or one element (NCHW, and weights: the lanes
-    are channel planes apart, so a line's elements are in different words; consecutive
-    elements go to consecutive lines, one a cycle).
+    with the buffer's lane enables in one cycle (inputs and outputs in NHWC and
+    NCHW[C8], weights in CHWN: the lanes' channels are consecutive, up to a whole line
+    a cycle) or one element (otherwise, e.g. NCHW: the lanes are channel planes apart,
+    so a line's elements are in different words; consecutive elements go to
+    consecutive lines, one a cycle).
 
     **Loads** walk the nest twice. The *issue* walk, ahead, requests every word its
     groups need once per run of groups in that word (several in flight: up to

@@ -34,6 +34,7 @@ class Layout(enum.IntEnum):
     NCHW = 0
     NHWC = 1
     NCHWC8 = 2     # NCHW[C8]: channel blocks of 8, the 8 channels of a pixel adjacent
+    CHWN = 3       # weights with the output channels innermost (IHWO), for a line a cycle
 
 
 class Op(enum.IntEnum):
@@ -110,4 +111,6 @@ def element_address(layout: int, dims: tuple[int, int, int, int], n: int, c: int
     if layout == Layout.NCHWC8:
         blocks = -(-dc // C_BLOCK)
         return (((n * blocks + c // C_BLOCK) * dh + h) * dw + w) * C_BLOCK + c % C_BLOCK
+    if layout == Layout.CHWN:
+        return ((c * dh + h) * dw + w) * dn + n
     raise ValueError(f"layout must be one of {[x.name for x in Layout]}, not {layout!r}")

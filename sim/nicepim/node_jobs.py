@@ -23,7 +23,15 @@ from pimforge.rtl.nicepim.node import COUNTERS
 from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
 
 from .node_model import NodeCost, NodeTiming, cut_pieces, part_cost
-from .rtl_run import part_tasks, place_tensor, read_tensor, run_array, task, tensor_elems
+from .rtl_run import (
+    part_tasks,
+    place_tensor,
+    place_weights,
+    read_tensor,
+    run_array,
+    task,
+    tensor_elems,
+)
 from .tiling import ConvPart
 
 __all__ = ["JobResult", "NodeJob", "run_jobs"]
@@ -111,7 +119,7 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
                                 "nicepim.bank_bytes")
         o_base = o_base16 * DATA_BITS // PSUM_BITS
         words = place_tensor(j.x[None], j.x_layout, 0, bits)
-        place_tensor(j.w, Layout.NCHW, w_base, bits, words=words)
+        place_weights(j.w, p.groups, w_base, bits, words=words)
         plan = part_tasks(cfg, p, x_layout=j.x_layout, x_base=0, w_base=w_base,
                           o_base=o_base, o_layout=j.o_layout)
         lists[node], dram[node], layout[node] = plan.tasks, words, o_base

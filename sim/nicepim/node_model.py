@@ -266,7 +266,14 @@ class NodeTiming:
         ws, vw = _clip(w0, nw, dw)
         seqs: list[tuple[int, tuple, int, bool]] = []   # (L, levels, offset, monotonic)
         if vh and vw:
-            if op == Op.LOAD_W:
+            if op == Op.LOAD_W and layout == Layout.CHWN:
+                ns, vn = _clip(n0, C, dn)
+                for b in range(cb):
+                    cs, vr = _clip(c0 + b * R, R, dc)
+                    if vr and vn:        # lanes innermost, then w, h, input channels
+                        seqs.append((vn, ((vw, dn), (vh, dw * dn), (vr, dh * dw * dn)),
+                                     ((cs * dh + hs) * dw + ws) * dn + ns, True))
+            elif op == Op.LOAD_W:
                 vn = _clip(n0, C, dn)[1]
                 for b in range(cb):
                     cs, vr = _clip(c0 + b * R, R, dc)
@@ -338,9 +345,11 @@ class NodeTiming:
         R, C = n.pe_rows, n.pe_cols
         n_r = R if op == Op.LOAD_W else 1
         n_l = R if op == Op.LOAD_I else C
-        if layout == Layout.NCHW or op == Op.LOAD_W:
-            return cb * nh * nw * n_r * n_l
         dn, dc, dh, dw = dims
+        if op == Op.LOAD_W and layout == Layout.CHWN:
+            return self._weight_groups(dims, n0, c0, h0, w0, cb, nh, nw)
+        if layout not in (Layout.NHWC, Layout.NCHWC8) or op == Op.LOAD_W:
+            return cb * nh * nw * n_r * n_l
         U = self.word_bits // (PSUM_BITS if op == Op.STORE else DATA_BITS)
         hs, vh = _clip(h0, nh, dh)
         ws, vw = _clip(w0, nw, dw)
@@ -367,6 +376,32 @@ class NodeTiming:
                     a = ((n0 * blocks + blk) * dh * dw + pix - n0 * dh * dw) * C_BLOCK \
                         + x % C_BLOCK
                     total += int(((a + y - x - 1) // U - a // U + 1).sum())
+        return total
+
+    def _weight_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
+        """Groups of a ``LOAD_W`` in CHWN: per line (input channel, kernel position) the
+        output-channel lanes below 0 and beyond the tensor one group each, the ones
+        inside cut at word ends."""
+        R, C = self.n.pe_rows, self.n.pe_cols
+        U = self.word_bits // DATA_BITS
+        dn, dc, dh, dw = dims
+        hs, vh = _clip(h0, nh, dh)
+        ws, vw = _clip(w0, nw, dw)
+        lines = cb * nh * nw * R
+        lo, hi = max(n0, 0), min(n0 + C, dn)
+        total = lines
+        if not (vh and vw and hi > lo):
+            return total
+        per_line = int(n0 < 0) + int(n0 + C > dn)
+        hh, ww = np.meshgrid(np.arange(hs, hs + vh), np.arange(ws, ws + vw), indexing="ij")
+        pix = (hh * dw + ww).ravel().astype(np.int64)
+        for b in range(cb):
+            cs, vr = _clip(c0 + b * R, R, dc)
+            if not vr:
+                continue
+            a = ((np.arange(cs, cs + vr)[:, None] * dh * dw + pix[None, :]) * dn + lo).ravel()
+            segs = int(((a + hi - lo - 1) // U - a // U + 1).sum())
+            total += vr * vh * vw * (per_line - 1) + segs
         return total
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019
@@ -405,12 +440,14 @@ class NodeTiming:
 
 
 def part_cost(n, part: ConvPart, x_layout: int = Layout.NCHW, o_layout: int = Layout.NCHW,
-              timing: NodeTiming | None = None) -> NodeCost:
-    return _part_cost(timing or NodeTiming(n), part, int(x_layout), int(o_layout))
+              timing: NodeTiming | None = None, w_layout: int = Layout.CHWN) -> NodeCost:
+    return _part_cost(timing or NodeTiming(n), part, int(x_layout), int(o_layout),
+                      int(w_layout))
 
 
 @functools.lru_cache(maxsize=65536)
-def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int) -> NodeCost:
+def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
+               w_layout: int) -> NodeCost:
     """The modelled cost of the task list :func:`~pimforge.sim.nicepim.rtl_run.part_tasks`
     lowers *part* to (its input sub-tensor in *x_layout*, its output in *o_layout*): its
     tasks in the lowering's order, replayed through the controller's dispatch
@@ -433,7 +470,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int) -> 
     for i, t in enumerate(tiles(n, part)):
         buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
         nh = (t.oh - 1) * st + t.kh
-        cw, ww, rw, ew = tm.dma(Op.LOAD_W, Layout.NCHW, (og, cg, part.r, part.s), t.co,
+        cw, ww, rw, ew = tm.dma(Op.LOAD_W, w_layout, (og, cg, part.r, part.s), t.co,
                                 t.b0 * R, t.u0, 0, t.cb, t.kh, part.s)
         ck, wk, rk, ek = tm.dma(Op.LOAD_I, x_layout, (1, ci, hi, wi), 0, t.g * cg + t.b0 * R,
                                 t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
@@ -466,7 +503,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int) -> 
             tasks += ld + [c] + sto
     cycles = eng_busy = dma_busy = overlap = 0.0
     # the runs the task memory cuts the list into (:func:`cut_pieces`), one after another
-    for piece in cut_pieces(tasks, n.task_entries - 1, lambda x: x[5]):
+    for piece in cut_pieces(tasks, n.task_entries - 1, lambda x: x[5], strict=False):
         prev = None
         for k, x in enumerate(piece):      # a load after a store waits for its writes
             if x[0] == "d":
@@ -486,7 +523,8 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int) -> 
                     elements=el, tasks=len(tasks) + 1, macs=macs, dma_busy=dma_busy)
 
 
-def cut_pieces(tasks: list, most: int, kind, node: int = 0) -> list[list]:
+def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
+               strict: bool = True) -> list[list]:
     """*tasks* cut after STOREs (``kind(task)`` gives a task's :class:`Op`) into pieces
     of at most *most* tasks, each run from an empty node. A software-pipelined list
     (:func:`~.rtl_run.part_tasks`) puts the next tile's loads before a band's STORE;
@@ -495,7 +533,8 @@ def cut_pieces(tasks: list, most: int, kind, node: int = 0) -> list[list]:
     Raises
     ------
     CapacityError
-        One band's tasks exceed the task memory.
+        One band's tasks exceed the task memory (with *strict*; else such a band is a
+        piece of its own, as if the task memory were refilled).
     """
     bands: list[list] = []
     cur: list = []
@@ -509,7 +548,7 @@ def cut_pieces(tasks: list, most: int, kind, node: int = 0) -> list[list]:
     out: list[list] = [[]]
     reserve = 2         # room for the loads a cut moves into a piece
     for band in bands:
-        if len(band) + reserve > most:
+        if len(band) + reserve > most and strict:
             raise CapacityError(f"node {node}: a band of {len(band)} tasks exceeds the task "
                                 f"memory's {most + 1 - reserve}; raise nicepim.task_entries "
                                 "or the buffers")
