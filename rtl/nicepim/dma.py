@@ -21,6 +21,13 @@ def _min(a, b):
     return Mux(a < b, a, b)
 
 
+def _span(n: int, lo, hi):
+    """The *n* bits ``[lo, hi)`` set (by shifts: comparisons with each bit's index would be
+    constant at the ends)."""
+    ones = Const((1 << n) - 1, n)
+    return (ones << lo)[:n] & ~(ones << hi)[:n]
+
+
 class _Walk:
     """One walk of a task's loop nest ``(b, i, j, r, lane)``, a *group* of lanes a step.
 
@@ -288,8 +295,7 @@ class TensorDMA(wiring.Component):
             """The group's elements at its lanes of an *n*-lane line, and the lane enables."""
             data = Signal(n * D)
             m.d.comb += data.eq(Mux(cw.inside, shifted[:min(WB, n * D)], 0) << (cw.lane * D))
-            en = Cat(*[(x >= cw.lane) & (x < cw.lane + cw.k) for x in range(n)])
-            return data, en
+            return data, _span(n, cw.lane, cw.lane + cw.k)
 
         idata, ien = lanes(R)
         wdata, wen = lanes(C)
@@ -317,7 +323,7 @@ class TensorDMA(wiring.Component):
         wr_data = Signal(WB)
         gdata = Signal(WB)
         m.d.comb += gdata.eq((self.obuf_r.data >> (b_lane * P)) << (b_wl * P))
-        gmask = Cat(*[(e >= b_wl) & (e < b_wl + b_k) for e in range(S)])
+        gmask = _span(S, b_wl, b_wl + b_k)
         gbits = Cat(*[gmask[e].replicate(P) for e in range(S)])
         abits = Cat(*[emask[e].replicate(P) for e in range(S)])
         full = emask.all()

@@ -4,7 +4,8 @@
 
 Node 0 runs ``--repeat`` loads of a tile that fills its input buffer (``LOAD_I``: the
 buffer's lines of ``pe_rows`` channels, every element inside the tensor) in NCHW, NHWC
-and NCHW[C8], the same for the weight buffer (``LOAD_W``, NCHW: OIHW) and stores of a
+and NCHW[C8], the same for the weight buffer (``LOAD_W`` in NCHW, i.e. OIHW, and in
+CHWN, the output channels innermost) and stores of a
 tile that fills its output buffer (``STORE`` of 32-bit sums) in each layout. Prints
 the bytes moved per DMA busy cycle and per second at the config's clock, beside the
 node's DRAM word per column gap (the bank's peak).
@@ -24,6 +25,9 @@ from pimforge.sim.nicepim.rtl_run import build_array_driver, run_array, task
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from report import md_table  # noqa: E402
 
+#: The layouts of activations (CHWN is for weights).
+ACTS = (Layout.NCHW, Layout.NHWC, Layout.NCHWC8)
+
 
 def cases(n):
     """(name, task words, bytes moved) of each measured task."""
@@ -34,18 +38,20 @@ def cases(n):
     cb = max(1, n.ibuf_lines // (nh * nw))
     dims_i = (1, cb * R, nh, nw)
     out = []
-    for lay in Layout:
+    for lay in ACTS:
         t = task(Op.LOAD_I, base=0, layout=lay, dn=1, dc=cb * R, dh=nh, dw=nw, cb=cb, nh=nh,
                  nw=nw)
         out.append((f"LOAD_I {lay.name} {dims_i}", t, cb * R * nh * nw * 2))
     kh = kw = 3 if n.wbuf_lines >= 9 * R else 1
     cbw = max(1, n.wbuf_lines // (kh * kw * R))
-    t = task(Op.LOAD_W, base=0, layout=Layout.NCHW, dn=C, dc=cbw * R, dh=kh, dw=kw, cb=cbw,
-             nh=kh, nw=kw)
-    out.append((f"LOAD_W NCHW ({C}, {cbw * R}, {kh}, {kw})", t, C * cbw * R * kh * kw * 2))
+    for lay in (Layout.NCHW, Layout.CHWN):
+        t = task(Op.LOAD_W, base=0, layout=lay, dn=C, dc=cbw * R, dh=kh, dw=kw, cb=cbw, nh=kh,
+                 nw=kw)
+        out.append((f"LOAD_W {lay.name} ({C}, {cbw * R}, {kh}, {kw})", t,
+                    C * cbw * R * kh * kw * 2))
     ow = 16 if n.obuf_lines >= 16 else n.obuf_lines
     oh = n.obuf_lines // ow
-    for lay in Layout:
+    for lay in ACTS:
         t = task(Op.STORE, base=0, layout=lay, dn=1, dc=C, dh=oh, dw=ow, cb=1, nh=oh, nw=ow)
         out.append((f"STORE {lay.name} (1, {C}, {oh}, {ow})", t, C * oh * ow * 4))
     return out
