@@ -453,6 +453,8 @@ def test_what_if_node_models(preset):
     pt = mapper.partitions(lay, 4, 4)[5]
     a = rtl.layer_cost(lay, pt, 16, Layout.NCHW, Layout.NCHW)
     b = dma.layer_cost(lay, pt, 16, Layout.NCHW, Layout.NCHW)
-    assert b.dram < a.dram and b.compute == a.compute and b.share == a.share
+    # (the controller's own cycles move a little: what waits for what changes with the DMA)
+    assert b.dram < a.dram and abs(b.compute - a.compute) <= 0.01 * a.compute
+    assert b.share == a.share
     with pytest.raises(ValueError, match="node model"):
         mapper.node_model(cfg, "timeloop")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import ReadPort, WritePort
+from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from ..mem.port import VaultPortSignature
-from ..params import check, check_int
+from ..params import check, check_int, check_pow2
 from .params import C_BLOCK, DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
 
 __all__ = ["TensorDMA"]
@@ -17,25 +17,177 @@ __all__ = ["TensorDMA"]
 _ADDR_BITS = 40
 
 
+def _min(a, b):
+    return Mux(a < b, a, b)
+
+
+def _span(n: int, lo, hi):
+    """The *n* bits ``[lo, hi)`` set (by shifts: comparisons with each bit's index would be
+    constant at the ends)."""
+    ones = Const((1 << n) - 1, n)
+    return (ones << lo)[:n] & ~(ones << hi)[:n]
+
+
+class _Walk:
+    """One walk of a task's loop nest ``(b, i, j, r, lane)``, a *group* of lanes a step.
+
+    A group is a run of lanes of one buffer line whose elements are consecutive in one
+    DRAM word (or all outside the tensor): in NHWC and NCHW[C8] the lanes of an input or
+    output line are consecutive channels, so a group is up to the rest of the line, cut at
+    the word's end, the tensor's channel count and (NCHW[C8]) the 8-channel block; in
+    NCHW (and for weights, whose lanes are output channels) a group is one element and
+    the lanes are walked outermost (consecutive elements are consecutive pixels).
+    """
+
+    def __init__(self, m: Module, t, *, R: int, C: int, WB: int, name: str):
+        D, P = DATA_BITS, PSUM_BITS
+        is_i, is_w, is_s = t.op == Op.LOAD_I, t.op == Op.LOAD_W, t.op == Op.STORE
+        L = max(R, C)
+        self.b, self.i, self.j = (Signal(16, name=f"{name}_{x}") for x in "bij")
+        self.r = Signal(range(max(2, R)), name=f"{name}_r")
+        self.lane = Signal(range(max(2, L)), name=f"{name}_lane")
+        self.done = Signal(name=f"{name}_done")
+        b, i, j, r, lane = self.b, self.i, self.j, self.r, self.lane
+        self.lane_inner = lane_inner = Signal(name=f"{name}_lane_inner")
+        m.d.comb += lane_inner.eq(Mux(is_w, t.layout == Layout.CHWN,
+                                      (t.layout == Layout.NHWC) | (t.layout == Layout.NCHWC8)))
+        n_r = Mux(is_w, R, 1)
+        n_l = Mux(is_i, R, C)
+        last_r, last_j, last_i, last_b = r + 1 == n_r, j + 1 == t.nw, i + 1 == t.nh, b + 1 == t.cb
+
+        # ---- coordinates and range checks -------------------------------------------
+        n, c, h, w = (Signal(18, name=f"{name}_{x}") for x in "nchw")
+        m.d.comb += [
+            n.eq(t.n0.as_signed() + Mux(is_w, lane, 0)),
+            c.eq(t.c0.as_signed() + b * Mux(is_s, C, R) + Mux(is_w, r, lane)),
+            h.eq(t.h0.as_signed() + i),
+            w.eq(t.w0.as_signed() + j),
+        ]
+
+        def ok(x, d):
+            return (x[16:] == 0) & (x[:16] < d)
+
+        # the lanes' coordinate (output channels of weights, else channels) and the others
+        x = Signal(18, name=f"{name}_x")
+        m.d.comb += x.eq(Mux(is_w, n, c))
+        dx = Mux(is_w, t.dn, t.dc)
+        pix_in = Mux(is_w, ok(c, t.dc), ok(n, t.dn)) & ok(h, t.dh) & ok(w, t.dw)
+        x_in = ok(x, dx)
+        self.inside = inside = Signal(name=f"{name}_inside")
+        m.d.comb += inside.eq(pix_in & x_in)
+        nn, cc, hh, ww = n[:16], c[:16], h[:16], w[:16]
+        blocks = (t.dc + C_BLOCK - 1) >> exact_log2(C_BLOCK)
+        off = Signal(_ADDR_BITS, name=f"{name}_off")
+        with m.Switch(t.layout):
+            with m.Case(Layout.NHWC):
+                m.d.comb += off.eq(((nn * t.dh + hh) * t.dw + ww) * t.dc + cc)
+            with m.Case(Layout.NCHWC8):
+                m.d.comb += off.eq(
+                    (((nn * blocks + (cc >> exact_log2(C_BLOCK))) * t.dh + hh) * t.dw + ww)
+                    * C_BLOCK + cc[:exact_log2(C_BLOCK)])
+            with m.Case(Layout.CHWN):
+                m.d.comb += off.eq(((cc * t.dh + hh) * t.dw + ww) * t.dn + nn)
+            with m.Default():
+                m.d.comb += off.eq(((nn * t.dc + cc) * t.dh + hh) * t.dw + ww)
+        ea = t.base + off
+        s16, s32 = exact_log2(WB // D), exact_log2(WB // P)
+        # the element's word and its index in the word (16-bit loads, 32-bit stores)
+        self.word = Signal(_ADDR_BITS, name=f"{name}_word")
+        self.wl = Signal(max(1, s16), name=f"{name}_wl")
+        m.d.comb += [self.word.eq(Mux(is_s, ea >> s32, ea >> s16)),
+                     self.wl.eq(Mux(is_s, ea[:max(1, s32)], ea[:max(1, s16)]))]
+        per = Mux(is_s, WB // P, WB // D)
+
+        # ---- the group's length ----------------------------------------------------
+        self.k = k = Signal(range(L + 1), name=f"{name}_k")
+        rem = n_l - lane
+        with m.If(~lane_inner):
+            m.d.comb += k.eq(1)
+        with m.Elif(~pix_in | (~x[17] & ~x_in)):
+            m.d.comb += k.eq(rem)                       # the rest of the line is outside
+        with m.Elif(x[17]):
+            m.d.comb += k.eq(_min(rem, (-x)[:16]))      # below channel 0
+        with m.Else():
+            run = _min(_min(rem, dx - x[:16]), per - self.wl)
+            with m.If(t.layout == Layout.NCHWC8):
+                m.d.comb += k.eq(_min(run, C_BLOCK - cc[:exact_log2(C_BLOCK)]))
+            with m.Else():
+                m.d.comb += k.eq(run)
+
+        self.line = Signal(32, name=f"{name}_line")
+        m.d.comb += self.line.eq(((b * t.nh + i) * t.nw + j) * n_r + r)
+        lane_end = lane + k == n_l
+        self.last = lane_end & last_r & last_j & last_i & last_b
+        self._order_inner = [(r, last_r), (j, last_j), (i, last_i), (b, last_b)]
+        # CHWN weights: input channels outside the kernel positions, in address order
+        self._order_weights = [(j, last_j), (i, last_i), (r, last_r), (b, last_b)]
+        self._is_w = is_w
+        self._order_outer = [(j, last_j), (i, last_i), (r, last_r), (lane, lane_end),
+                             (b, last_b)]
+        self._m, self._lane_end = m, lane_end
+
+    def reset(self):
+        return [x.eq(0) for x in (self.b, self.i, self.j, self.r, self.lane, self.done)]
+
+    def step(self):
+        """Go to the next group (call inside the condition that steps)."""
+        m = self._m
+
+        def nest(order):
+            (x, is_last), *rest = order
+            m.d.sync += x.eq(x + 1)
+            if rest:
+                with m.If(is_last):
+                    m.d.sync += x.eq(0)
+                    nest(rest)
+
+        with m.If(self.last):
+            m.d.sync += self.done.eq(1)
+        with m.If(self.lane_inner):
+            with m.If(self._lane_end):
+                m.d.sync += self.lane.eq(0)
+                with m.If(self._is_w):
+                    nest(self._order_weights)
+                with m.Else():
+                    nest(self._order_inner)
+            with m.Else():
+                m.d.sync += self.lane.eq(self.lane + self.k)
+        with m.Else():
+            nest(self._order_outer)
+
+
 class TensorDMA(wiring.Component):
     """Runs the ``LOAD_I``, ``LOAD_W`` and ``STORE`` tasks of
-    :class:`~pimforge.rtl.nicepim.params.Op`: element by element between the node's DRAM
-    (through its bank controller) and the engine's buffers.
+    :class:`~pimforge.rtl.nicepim.params.Op` between the node's DRAM (through its bank
+    controller) and the engine's buffers, a DRAM word at a time and pipelined.
 
     Every element's tensor coordinates ``(n, c, h, w)`` come from the task's window
     and loop counts; its DRAM address from the layout (NCHW, NHWC or NCHW[C8]:
     :func:`~pimforge.rtl.nicepim.params.element_address`) and the task's element
-    ``base``. A one-word cache in front of the DRAM serves the elements that share
-    a DRAM word (a load reads a word once for all its elements; a store merges its
-    elements into the word and writes it back when it moves to another word or at
-    the end of the task). The lanes (channels; the output channels of weights) are
-    walked outermost in NCHW and innermost in NHWC and NCHW[C8], so that the
-    elements come in address order and each DRAM word is accessed once per run of
-    its elements. A load writes 0 for an element outside the tensor (padding,
-    channel fill); a store skips it. An element takes two cycles when its word is
-    cached; a miss adds the DRAM access (a write-back first when the cached word is
-    dirty). The cache starts empty with every task (the network may have written
-    the DRAM since).
+    ``base``. The loop nest is walked a *group* a cycle (:class:`_Walk`): the lanes of
+    one buffer line whose elements lie next to each other in one DRAM word, written
+    with the buffer's lane enables in one cycle (inputs and outputs in NHWC and
+    NCHW[C8], weights in CHWN: the lanes' channels are consecutive, up to a whole line
+    a cycle) or one element (otherwise, e.g. NCHW: the lanes are channel planes apart,
+    so a line's elements are in different words; consecutive elements go to
+    consecutive lines, one a cycle).
+
+    **Loads** walk the nest twice. The *issue* walk, ahead, requests every word its
+    groups need once per run of groups in that word (several in flight: up to
+    ``inflight``, tagged with their slot of a reorder buffer, since the bank
+    controller may answer out of order); the *write* walk takes the words in the same
+    order from the reorder buffer and writes one group a cycle into the buffer,
+    stalling only while its word has not arrived. A group outside the tensor
+    (padding, channel fill) writes 0 and reads nothing.
+
+    **Stores** walk the nest once: a group's output-buffer line is read (one cycle,
+    the read port is synchronous), its lanes merged into the word being gathered; a
+    word is written whole when the walk moves to another word (or at the end) through
+    a one-word write register, so the walk goes on while it waits for the bank. A
+    word only partly covered by the task (the tensor's edges, an output-channel block
+    narrower than the word) is read first and merged (read-modify-write; the bank
+    port has no byte enables). Elements outside the tensor are skipped. The bank
+    controller keeps requests to one word in order, so a read sees earlier writes.
 
     Parameters
     ----------
@@ -44,7 +196,10 @@ class TensorDMA(wiring.Component):
     ibuf_lines, wbuf_lines, obuf_lines : int
         The engine's buffer depths.
     port : VaultPortSignature
-        The node's DRAM port (one bank: the node's banks bound together).
+        The node's DRAM port (one bank: the node's banks bound together); its tag
+        must hold a reorder-buffer slot.
+    inflight : int
+        Reads in flight (reorder-buffer slots).
 
     Attributes
     ----------
@@ -62,15 +217,19 @@ class TensorDMA(wiring.Component):
     """
 
     def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
-                 obuf_lines: int, port: VaultPortSignature):
+                 obuf_lines: int, port: VaultPortSignature, inflight: int = 8):
         check_int("pe_rows", pe_rows, 1, 256)
         check_int("pe_cols", pe_cols, 1, 256)
+        check_pow2("inflight", inflight, 2, 64)
         if not isinstance(port, VaultPortSignature):
             raise TypeError(f"port must be a VaultPortSignature, not {port!r}")
         check(port.data_bits % PSUM_BITS == 0 and port.data_bits & (port.data_bits - 1) == 0,
               "port.data_bits", port.data_bits, "a power of two of at least 32")
+        check(port.tag_bits >= exact_log2(inflight), "port.tag_bits", port.tag_bits,
+              f"at least {exact_log2(inflight)} (a reorder-buffer slot of {inflight})")
         self.pe_rows, self.pe_cols, self.port = pe_rows, pe_cols, port
         self.ibuf_lines, self.wbuf_lines, self.obuf_lines = ibuf_lines, wbuf_lines, obuf_lines
+        self.inflight = inflight
         D, P = DATA_BITS, PSUM_BITS
         super().__init__({
             "task": In(TASK_LAYOUT), "start": In(1), "busy": Out(1), "stall": Out(1),
@@ -88,155 +247,187 @@ class TensorDMA(wiring.Component):
         R, C = self.pe_rows, self.pe_cols
         D, P = DATA_BITS, PSUM_BITS
         WB = self.port.data_bits
+        Q = self.inflight
+        qb = exact_log2(Q)
         t = self.task
         req, resp = self.dram.req, self.dram.resp
-        is_i, is_w, is_s = t.op == Op.LOAD_I, t.op == Op.LOAD_W, t.op == Op.STORE
-
-        # ---- loop nest (b, i, j, r, l) and the buffer line ---------------------------
-        b, i, j = Signal(16), Signal(16), Signal(16)
-        r = Signal(range(max(2, R)))
-        lane = Signal(range(max(2, R, C)))
-        line = Signal(32)
-        # NCHW puts the lane's dimension (channels; output channels of weights) outside
-        # the pixels: walking the lanes outermost reads and writes consecutive elements.
-        lane_outer = t.layout == Layout.NCHW
-        n_r = Mux(is_w, R, 1)
-        n_l = Mux(is_i, R, C)
-        last_l, last_r = lane + 1 == n_l, r + 1 == n_r
-        last_j, last_i, last_b = j + 1 == t.nw, i + 1 == t.nh, b + 1 == t.cb
-        last = last_l & last_r & last_j & last_i & last_b
-
-        # ---- coordinates, range check, element address --------------------------------
-        n = Signal(18)
-        c = Signal(18)
-        h = Signal(18)
-        w = Signal(18)
-        m.d.comb += [
-            n.eq(t.n0.as_signed() + Mux(is_w, lane, 0)),
-            c.eq(t.c0.as_signed() + b * Mux(is_s, C, R) + Mux(is_w, r, lane)),
-            h.eq(t.h0.as_signed() + i),
-            w.eq(t.w0.as_signed() + j),
-        ]
-        inside = Signal()
-        m.d.comb += inside.eq(Cat(*[(x[16:] == 0) & (x[:16] < d) for x, d in
-                                    ((n, t.dn), (c, t.dc), (h, t.dh), (w, t.dw))]).all())
-        nn, cc, hh, ww = n[:16], c[:16], h[:16], w[:16]
-        blocks = (t.dc + C_BLOCK - 1) >> exact_log2(C_BLOCK)
-        off = Signal(_ADDR_BITS)
-        with m.Switch(t.layout):
-            with m.Case(Layout.NHWC):
-                m.d.comb += off.eq(((nn * t.dh + hh) * t.dw + ww) * t.dc + cc)
-            with m.Case(Layout.NCHWC8):
-                m.d.comb += off.eq(
-                    (((nn * blocks + (cc >> exact_log2(C_BLOCK))) * t.dh + hh) * t.dw + ww)
-                    * C_BLOCK + cc[:exact_log2(C_BLOCK)])
-            with m.Default():
-                m.d.comb += off.eq(((nn * t.dc + cc) * t.dh + hh) * t.dw + ww)
-        ea = Signal(_ADDR_BITS)
-        m.d.comb += ea.eq(t.base + off)
-        s16, s32 = exact_log2(WB // D), exact_log2(WB // P)
-
-        # ---- the one-word cache -------------------------------------------------------
-        word = Signal(_ADDR_BITS)
-        wlane = Signal(max(1, s16))
-        valid = Signal()
-        tag = Signal(_ADDR_BITS)
-        tag_ok = Signal()
-        dirty = Signal()
-        cache = Signal(WB)
-        hit = tag_ok & (tag == word)
-
-        # ---- buffers ---------------------------------------------------------------
-        elem16 = cache.word_select(wlane, D)
-        elem = Mux(valid, elem16, 0)
-        m.d.comb += [
-            self.ibuf_w.addr.eq(line), self.ibuf_w.data.eq(Cat(*[elem] * R)),
-            self.wbuf_w.addr.eq(line), self.wbuf_w.data.eq(Cat(*[elem] * C)),
-            self.obuf_r.addr.eq(line), self.obuf_r.en.eq(1),
-        ]
-        psum = self.obuf_r.data.word_select(lane, P)
-
+        is_i, is_w = t.op == Op.LOAD_I, t.op == Op.LOAD_W
         col_bits, row_bits = self.port.col_bits, self.port.row_bits
 
-        def dram_addr(a):
-            # Set in the states that request (a payload of constants only would be an
-            # empty always block in the Verilog).
-            return [req.payload.col.eq(a[:col_bits]),
+        def dram_req(a, *, we=0, data=0, tag=0):
+            return [req.valid.eq(1), req.payload.we.eq(we), req.payload.data.eq(data),
+                    req.payload.col.eq(a[:col_bits]),
                     req.payload.row.eq(a[col_bits:col_bits + row_bits]),
-                    req.payload.bank.eq(0), req.payload.cls.eq(1), req.payload.tag.eq(0)]
+                    req.payload.bank.eq(0), req.payload.cls.eq(1), req.payload.tag.eq(tag)]
 
-        m.d.comb += line.eq(((b * t.nh + i) * t.nw + j) * n_r + r)
+        iw = _Walk(m, t, R=R, C=C, WB=WB, name="iss")     # loads: the issue walk
+        cw = _Walk(m, t, R=R, C=C, WB=WB, name="wr")      # loads: writes; stores: the walk
 
-        def nest(order):
-            """Step the counters of *order* (innermost first) like an odometer."""
-            (x, is_last), *rest = order
-            m.d.sync += x.eq(x + 1)
-            if rest:
-                with m.If(is_last):
-                    m.d.sync += x.eq(0)
-                    nest(rest)
-
-        def advance():
-            with m.If(lane_outer):
-                nest([(j, last_j), (i, last_i), (r, last_r), (lane, last_l), (b, last_b)])
-            with m.Else():
-                nest([(lane, last_l), (r, last_r), (j, last_j), (i, last_i), (b, last_b)])
-
+        # ---- reorder buffer: a slot per read in flight ---------------------------------
+        rob = m.submodules.rob = Memory(shape=WB, depth=Q, init=[])
+        rob_w = rob.write_port()
+        rob_r = rob.read_port(domain="comb")
+        rob_v = Signal(Q)
+        iss_ptr = Signal(qb + 1)
+        pop_ptr = Signal(qb + 1)
+        loading = Signal()
         m.d.comb += resp.ready.eq(1)
+        got = loading & resp.valid & ~resp.payload.we
+        m.d.comb += [rob_w.addr.eq(resp.payload.tag[:qb]), rob_w.data.eq(resp.payload.data),
+                     rob_w.en.eq(got), rob_r.addr.eq(pop_ptr[:qb])]
+
+        # ---- loads: issue walk ----------------------------------------------------------
+        last_word = Signal(_ADDR_BITS)
+        have_last = Signal()
+        need_i = iw.inside & (~have_last | (iw.word != last_word))
+        credit = (iss_ptr - pop_ptr)[:qb + 1] != Q
+
+        # ---- loads: write walk ----------------------------------------------------------
+        cur = Signal(WB)
+        cur_word = Signal(_ADDR_BITS)
+        have_cur = Signal()
+        need_c = cw.inside & (~have_cur | (cw.word != cur_word))
+        head_ok = rob_v.bit_select(pop_ptr[:qb], 1)
+        src = Mux(need_c, rob_r.data, cur)
+        shifted = src >> (cw.wl * D)
+
+        def lanes(n):
+            """The group's elements at its lanes of an *n*-lane line, and the lane enables."""
+            data = Signal(n * D)
+            m.d.comb += data.eq(Mux(cw.inside, shifted[:min(WB, n * D)], 0) << (cw.lane * D))
+            return data, _span(n, cw.lane, cw.lane + cw.k)
+
+        idata, ien = lanes(R)
+        wdata, wen = lanes(C)
+        # the buffer halves of the task (TASK_LAYOUT's buf, obuf)
+        ioff = Mux(t.buf, self.ibuf_lines // 2, 0)
+        woff = Mux(t.buf, self.wbuf_lines // 2, 0)
+        ooff = Mux(t.obuf, self.obuf_lines // 2, 0)
+        m.d.comb += [self.ibuf_w.addr.eq(ioff + cw.line), self.ibuf_w.data.eq(idata),
+                     self.wbuf_w.addr.eq(woff + cw.line), self.wbuf_w.data.eq(wdata)]
+
+        # ---- stores: the gathered word and the write register ---------------------------
+        S = WB // P
+        # stage B: the group whose line was read in the cycle before
+        b_v, b_in = Signal(), Signal()
+        b_word = Signal(_ADDR_BITS)
+        b_wl = Signal(max(1, exact_log2(S)))
+        b_lane = Signal(range(max(2, C)))
+        b_k = Signal(range(C + 1))
+        acc = Signal(WB)
+        acc_word = Signal(_ADDR_BITS)
+        emask = Signal(S)
+        have_acc = Signal()
+        wr_v = Signal()
+        wr_word = Signal(_ADDR_BITS)
+        wr_data = Signal(WB)
+        gdata = Signal(WB)
+        m.d.comb += gdata.eq((self.obuf_r.data >> (b_lane * P)) << (b_wl * P))
+        gmask = _span(S, b_wl, b_wl + b_k)
+        gbits = Cat(*[gmask[e].replicate(P) for e in range(S)])
+        abits = Cat(*[emask[e].replicate(P) for e in range(S)])
+        full = emask.all()
+        wr_free = ~wr_v | req.ready
+        # (a read port's enable is 1 when not driven: it must hold the line while stalled)
+        adv = Signal()
+        m.d.comb += [self.obuf_r.addr.eq(ooff + cw.line), self.obuf_r.en.eq(adv)]
+
+        with m.If(wr_v):
+            m.d.comb += dram_req(wr_word, we=1, data=wr_data)
+            with m.If(req.ready):
+                m.d.sync += wr_v.eq(0)
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [b.eq(0), i.eq(0), j.eq(0), r.eq(0), lane.eq(0),
-                                 tag_ok.eq(0), dirty.eq(0)]
-                    m.next = "ADDR"
-            with m.State("ADDR"):
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += [valid.eq(inside),
-                             word.eq(Mux(is_s, ea >> s32, ea >> s16)),
-                             wlane.eq(Mux(is_s, ea[:max(1, s32)], ea[:max(1, s16)]))]
-                m.next = "CHECK"
-            with m.State("CHECK"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(~valid | hit):
-                    with m.If(is_i):
-                        m.d.comb += self.ibuf_w.en.eq(Const(1, R) << lane)
-                    with m.If(is_w):
-                        m.d.comb += self.wbuf_w.en.eq(Const(1, C) << lane)
-                    with m.If(is_s & valid):
-                        m.d.sync += [cache.word_select(wlane[:max(1, s32)], P).eq(psum),
-                                     dirty.eq(1)]
-                    advance()
-                    with m.If(last):
-                        with m.If(is_s & (dirty | valid)):
-                            m.next = "FLUSH"
-                        with m.Else():
-                            m.next = "IDLE"
+                    m.d.sync += [*iw.reset(), *cw.reset(), have_last.eq(0), have_cur.eq(0),
+                                 iss_ptr.eq(0), pop_ptr.eq(0), rob_v.eq(0), b_v.eq(0),
+                                 have_acc.eq(0), emask.eq(0)]
+                    with m.If(t.op == Op.STORE):
+                        m.next = "STORE"
                     with m.Else():
-                        m.next = "ADDR"
-                with m.Elif(dirty):
-                    m.next = "WB"
+                        m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.comb += [self.busy.eq(1), loading.eq(1)]
+                # the issue walk
+                with m.If(~iw.done):
+                    with m.If(need_i):
+                        with m.If(credit):
+                            m.d.comb += dram_req(iw.word, tag=iss_ptr[:qb])
+                            with m.If(req.ready):
+                                m.d.sync += [last_word.eq(iw.word), have_last.eq(1),
+                                             iss_ptr.eq(iss_ptr + 1)]
+                                iw.step()
+                    with m.Else():
+                        iw.step()
+                # the write walk
+                with m.If(~need_c | head_ok):
+                    with m.If(is_i):
+                        m.d.comb += self.ibuf_w.en.eq(ien)
+                    with m.If(is_w):
+                        m.d.comb += self.wbuf_w.en.eq(wen)
+                    with m.If(need_c):
+                        m.d.sync += [cur.eq(rob_r.data), cur_word.eq(cw.word), have_cur.eq(1),
+                                     pop_ptr.eq(pop_ptr + 1)]
+                    cw.step()
+                    with m.If(cw.last):
+                        m.next = "IDLE"
                 with m.Else():
-                    m.next = "RD"
-            with m.State("WB"):
-                m.d.comb += [self.busy.eq(1), self.stall.eq(1), req.valid.eq(1),
-                             req.payload.we.eq(1), req.payload.data.eq(cache), *dram_addr(tag)]
-                with m.If(req.ready):
-                    m.d.sync += dirty.eq(0)
-                    m.next = "RD"
-            with m.State("RD"):
-                m.d.comb += [self.busy.eq(1), self.stall.eq(1), req.valid.eq(1),
-                             *dram_addr(word)]
-                with m.If(req.ready):
-                    m.next = "WAIT"
-            with m.State("WAIT"):
+                    m.d.comb += self.stall.eq(1)
+                # slots: filled by responses, freed as the write walk takes them
+                with m.If(got):
+                    m.d.sync += rob_v.bit_select(resp.payload.tag[:qb], 1).eq(1)
+                with m.If(need_c & head_ok):
+                    m.d.sync += rob_v.bit_select(pop_ptr[:qb], 1).eq(0)
+            with m.State("STORE"):
+                m.d.comb += self.busy.eq(1)
+                # stage B: merge the group read in the cycle before into the gathered word
+                flush = Signal()
+                take = Signal()
+                with m.If(b_v):
+                    with m.If(~b_in):
+                        m.d.comb += take.eq(1)
+                    with m.Elif(have_acc & (b_word != acc_word)):
+                        m.d.comb += flush.eq(1)
+                    with m.Else():
+                        m.d.comb += take.eq(1)
+                        m.d.sync += [acc.eq((acc & ~gbits) | (gdata & gbits)),
+                                     emask.eq(emask | gmask), acc_word.eq(b_word),
+                                     have_acc.eq(1)]
+                with m.Elif(cw.done & have_acc):
+                    m.d.comb += flush.eq(1)
+                with m.If(flush):
+                    with m.If(~full):
+                        m.next = "RMW_RD"
+                    with m.Elif(wr_free):
+                        m.d.sync += [wr_v.eq(1), wr_word.eq(acc_word), wr_data.eq(acc),
+                                     have_acc.eq(0), emask.eq(0)]
+                        with m.If(b_v):         # the next word starts with this group
+                            m.d.comb += take.eq(1)
+                            m.d.sync += [acc.eq(gdata & gbits), emask.eq(gmask),
+                                         acc_word.eq(b_word), have_acc.eq(1)]
+                    with m.Else():
+                        m.d.comb += self.stall.eq(1)
+                # stage A: read the next group's line
+                m.d.comb += adv.eq(~b_v | take)
+                with m.If(adv):
+                    m.d.sync += b_v.eq(0)
+                    with m.If(~cw.done):
+                        m.d.sync += [b_v.eq(1), b_in.eq(cw.inside), b_word.eq(cw.word),
+                                     b_wl.eq(cw.wl), b_lane.eq(cw.lane), b_k.eq(cw.k)]
+                        cw.step()
+                with m.If(cw.done & ~b_v & ~have_acc & ~wr_v):
+                    m.next = "IDLE"
+            with m.State("RMW_RD"):
+                m.d.comb += [self.busy.eq(1), self.stall.eq(1)]
+                with m.If(~wr_v):
+                    m.d.comb += dram_req(acc_word)
+                    with m.If(req.ready):
+                        m.next = "RMW_WAIT"
+            with m.State("RMW_WAIT"):
                 m.d.comb += [self.busy.eq(1), self.stall.eq(1)]
                 with m.If(resp.valid & ~resp.payload.we):
-                    m.d.sync += [cache.eq(resp.payload.data), tag.eq(word), tag_ok.eq(1)]
-                    m.next = "CHECK"
-            with m.State("FLUSH"):
-                m.d.comb += [self.busy.eq(1), self.stall.eq(1), req.valid.eq(1),
-                             req.payload.we.eq(1), req.payload.data.eq(cache), *dram_addr(tag)]
-                with m.If(req.ready):
-                    m.d.sync += dirty.eq(0)
-                    m.next = "IDLE"
+                    m.d.sync += [acc.eq((resp.payload.data & ~abits) | (acc & abits)),
+                                 emask.eq(Const(-1, S))]
+                    m.next = "STORE"
         return m

@@ -114,6 +114,10 @@ class NNEngine(wiring.Component):
         wiring.connect(m, wiring.flipped(self.wbuf_w), wbuf.write_port(granularity=D))
         wiring.connect(m, wiring.flipped(self.obuf_r), obuf.read_port())
         ir, wr = ibuf.read_port(), wbuf.read_port()
+        # the halves of the buffers the tile uses (TASK_LAYOUT's buf, obuf)
+        ioff = Mux(t.buf, self.ibuf_lines // 2, 0)
+        woff = Mux(t.buf, self.wbuf_lines // 2, 0)
+        ooff = Mux(t.obuf, self.obuf_lines // 2, 0)
         ow_ = obuf.write_port()
         orp = obuf.read_port(transparent_for=(ow_,))
 
@@ -139,7 +143,7 @@ class NNEngine(wiring.Component):
 
         # ---- stream: input pixel -> array -> output buffer --------------------------
         inside = (ih0 >= 0) & (ih0 < t.nh) & (iw >= 0) & (iw < t.nw)
-        m.d.comb += ir.addr.eq(ibase + ih0.as_unsigned() * t.nw + iw.as_unsigned())
+        m.d.comb += ir.addr.eq(ioff + ibase + ih0.as_unsigned() * t.nw + iw.as_unsigned())
         streaming = Signal()
         m.d.comb += self.streaming.eq(streaming)
         # Metadata of the pixel read in cycle s: stage 0 holds it at s + 1 (array input).
@@ -149,14 +153,14 @@ class NNEngine(wiring.Component):
             m.d.sync += meta[i].eq(meta[i - 1])
         zero = meta[0][1]
         m.d.comb += [pea.x_valid.eq(meta[0][0]), pea.x.eq(Mux(zero, 0, ir.data))]
-        m.d.comb += orp.addr.eq(meta[L - 1][2:18])
+        m.d.comb += orp.addr.eq(ooff + meta[L - 1][2:18])
         out_pix, out_first = meta[L][2:18], meta[L][18]
         sums = Cat(*[(pea.y[c * P:(c + 1) * P] +
                       Mux(out_first, 0, orp.data[c * P:(c + 1) * P]))[:P] for c in range(C)])
-        m.d.comb += [ow_.en.eq(pea.y_valid), ow_.addr.eq(out_pix), ow_.data.eq(sums)]
+        m.d.comb += [ow_.en.eq(pea.y_valid), ow_.addr.eq(ooff + out_pix), ow_.data.eq(sums)]
 
         # ---- weights: row k - 1 gets the line read in the cycle before ----------------
-        m.d.comb += [wr.addr.eq(wbase + k), pea.w_row.eq(k - 1), pea.w_data.eq(wr.data)]
+        m.d.comb += [wr.addr.eq(woff + wbase + k), pea.w_row.eq(k - 1), pea.w_data.eq(wr.data)]
 
         with m.FSM():
             with m.State("IDLE"):

@@ -8,7 +8,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
+from amaranth.utils import ceil_log2, exact_log2
 
 from ..hierarchy import Leaf, leaf_name
 from ..mem.crossbar import rr_pick
@@ -29,16 +29,21 @@ __all__ = ["COUNTERS", "PIMNode", "from_config", "node_kwargs", "node_leaf"]
 #: The node's counters (32 bits each, cleared by reset), in :class:`PIMNode.PerfSignature`.
 COUNTERS = (
     "cycles",        # the task list was running
-    "overhead",      # cycles of the tasks' own (fetch, dispatch, retire)
+    "overhead",      # running with no unit busy and no WAIT holding (the tasks' own cycles)
     "waiting",       # WAIT tasks holding
     "eng_busy", "eng_stream",        # the engine ran a tile; streamed input pixels
     "dma_busy", "dma_stall",         # the DMA ran a task; waited for the DRAM
+    "overlap",                       # the engine and the DMA both busy
     "share_busy", "share_stall",     # a SEND ran; waited for the DRAM or the network
     "dma_rd", "dma_wr",              # DRAM words the DMA read and wrote
     "sent", "received",              # words sent to / written from the network
     "dram_act", "dram_pre", "dram_rd", "dram_wr", "dram_ref",   # commands to the banks
     "flits_out", "flits_in",         # flits into and out of the network at this node
 )
+
+#: DRAM reads the tensor DMA keeps in flight: the bank controller's read latency over its
+#: column gap (8 / 2 cycles) plus its request queue, rounded up to a power of two.
+DMA_INFLIGHT = 8
 
 
 class PIMNode(wiring.Component):
@@ -125,7 +130,8 @@ class PIMNode(wiring.Component):
               f"half the DRAM word ({word_bytes * 4} bits)")
         self.link = link
         ctrl_kw = dict(timing=timing, banks=1, rows=rows, columns=columns,
-                            queue_depth=queue_depth, tag_bits=1, scheduler=scheduler,
+                            queue_depth=queue_depth, tag_bits=exact_log2(DMA_INFLIGHT),
+                            scheduler=scheduler,
                             page_policy=page_policy, block_bytes=word_bytes)
         probe = VaultController(**ctrl_kw)
         port = probe.port_signature
@@ -133,7 +139,8 @@ class PIMNode(wiring.Component):
         self._engine = NNEngine(pe_rows=pe_rows, pe_cols=pe_cols, ibuf_lines=ibuf_lines,
                                 wbuf_lines=wbuf_lines, obuf_lines=obuf_lines)
         self._dma = TensorDMA(pe_rows=pe_rows, pe_cols=pe_cols, ibuf_lines=ibuf_lines,
-                              wbuf_lines=wbuf_lines, obuf_lines=obuf_lines, port=port)
+                              wbuf_lines=wbuf_lines, obuf_lines=obuf_lines, port=port,
+                              inflight=DMA_INFLIGHT)
         self._share = DataShare(link=link, packet_flits=packet_flits, port=port)
         self._ni = NetworkInterface(link=link, depth=depth, packet_flits=packet_flits)
         self._ctrl = NodeController(task_entries=task_entries)
@@ -162,7 +169,8 @@ class PIMNode(wiring.Component):
         wiring.connect(m, wiring.flipped(self.prog), ctrl.prog)
         # Done once the list has ended and its last DRAM writes have reached the banks.
         m.d.comb += [ctrl.start.eq(self.start), self.done.eq(ctrl.done & ~dram.busy),
-                     eng.task.eq(ctrl.task), dma.task.eq(ctrl.task), share.task.eq(ctrl.task),
+                     eng.task.eq(ctrl.eng_task), dma.task.eq(ctrl.dma_task),
+                     share.task.eq(ctrl.share_task),
                      eng.start.eq(ctrl.eng_start), dma.start.eq(ctrl.dma_start),
                      share.start.eq(ctrl.share_start),
                      ctrl.eng_busy.eq(eng.busy), ctrl.dma_busy.eq(dma.busy),
@@ -198,7 +206,9 @@ class PIMNode(wiring.Component):
         kind = dram.cmd.kind
         fire = [r.valid & r.ready for r in reqs]
         events = {
-            "cycles": ctrl.running, "overhead": ctrl.overhead, "waiting": ctrl.waiting,
+            "cycles": ctrl.running,
+            "overhead": ctrl.running & ~ctrl.waiting & ~(eng.busy | dma.busy | share.busy),
+            "waiting": ctrl.waiting, "overlap": eng.busy & dma.busy,
             "eng_busy": eng.busy, "eng_stream": eng.streaming,
             "dma_busy": dma.busy, "dma_stall": dma.stall,
             "share_busy": share.busy, "share_stall": share.stall,

@@ -34,6 +34,7 @@ class Layout(enum.IntEnum):
     NCHW = 0
     NHWC = 1
     NCHWC8 = 2     # NCHW[C8]: channel blocks of 8, the 8 channels of a pixel adjacent
+    CHWN = 3       # weights with the output channels innermost (IHWO), for a line a cycle
 
 
 class Op(enum.IntEnum):
@@ -57,6 +58,13 @@ class Op(enum.IntEnum):
     * ``SEND``: ``count`` DRAM words from word ``base`` to node ``node``'s DRAM
       words from ``dest``, one message per word over the NoC.
     * ``WAIT``: until the node has received ``dest`` words in all (since start).
+
+    The input, weight and output buffers can be used as two halves each (double
+    buffering): ``buf`` = 1 puts a ``LOAD_I``'s and a ``COMPUTE``'s input lines and a
+    ``LOAD_W``'s and a ``COMPUTE``'s weight lines in the upper half (line numbers above
+    are then relative to ``lines // 2``), ``obuf`` = 1 a ``COMPUTE``'s and a ``STORE``'s
+    output lines. The node controller lets a task whose halves no running task uses run
+    beside it (:class:`~pimforge.rtl.nicepim.node_ctrl.NodeController`).
     """
 
     END = 0
@@ -72,6 +80,8 @@ class Op(enum.IntEnum):
 TASK_LAYOUT = data.StructLayout({
     "op": 4,
     "acc": 1,
+    "buf": 1,
+    "obuf": 1,
     "layout": 2,
     "base": 32,
     "dn": 16, "dc": 16, "dh": 16, "dw": 16,
@@ -101,4 +111,6 @@ def element_address(layout: int, dims: tuple[int, int, int, int], n: int, c: int
     if layout == Layout.NCHWC8:
         blocks = -(-dc // C_BLOCK)
         return (((n * blocks + c // C_BLOCK) * dh + h) * dw + w) * C_BLOCK + c % C_BLOCK
+    if layout == Layout.CHWN:
+        return ((c * dh + h) * dw + w) * dn + n
     raise ValueError(f"layout must be one of {[x.name for x in Layout]}, not {layout!r}")

@@ -32,7 +32,7 @@ from report import md_table  # noqa: E402
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="nicepim_small")
-    ap.add_argument("--layer", default="16,32,12,8,3", help="C,H,W,CO,K")
+    ap.add_argument("--layer", default="16,32,12,4,3", help="C,H,W,CO,K")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     cfg = load_config(args.config)

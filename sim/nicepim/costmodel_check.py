@@ -26,6 +26,8 @@ __all__ = ["CASES", "RINGS", "UNCHECKED_RINGS", "CheckRow", "check_cases", "fits
            "random_cases", "sharing_ring"]
 
 _L = Layout
+#: The layouts of activations (CHWN is for weights).
+_ACTS = (Layout.NCHW, Layout.NHWC, Layout.NCHWC8)
 
 #: Hand-picked cases: (name, c, k, h, w, r, stride, pad, groups, rows, cols, x_layout,
 #: o_layout). They cover 1x1 / 3x3 / 7x7 kernels, strides 1 and 2, padded borders,
@@ -88,7 +90,7 @@ def random_cases(cfg, rng: random.Random, count: int) -> list:
         q0 = rng.randint(0, q - 1)
         case = (f"random {len(out)}", c, k, h, w, r, st, pad, groups,
                 (r0, rng.randint(r0 + 1, p)), (q0, rng.randint(q0 + 1, q)),
-                rng.choice(list(Layout)), rng.choice(list(Layout)))
+                rng.choice(_ACTS), rng.choice(_ACTS))
         if fits(cfg, case):
             out.append(case)
     return out

@@ -22,8 +22,16 @@ from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.node import COUNTERS
 from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
 
-from .node_model import NodeCost, NodeTiming, part_cost
-from .rtl_run import part_tasks, place_tensor, read_tensor, run_array, task, tensor_elems
+from .node_model import NodeCost, NodeTiming, cut_pieces, part_cost
+from .rtl_run import (
+    part_tasks,
+    place_tensor,
+    place_weights,
+    read_tensor,
+    run_array,
+    task,
+    tensor_elems,
+)
 from .tiling import ConvPart
 
 __all__ = ["JobResult", "NodeJob", "run_jobs"]
@@ -72,23 +80,9 @@ def _row_align(elems: int, bits: int, n) -> int:
 
 
 def _pieces(tasks: list[int], most: int, node: int) -> list[list[int]]:
-    """*tasks* cut after STOREs into pieces of at most *most* tasks."""
-    out: list[list[int]] = [[]]
-    band: list[int] = []
+    """*tasks* cut after STOREs into pieces of at most *most* tasks (:func:`.cut_pieces`)."""
     op = TASK_LAYOUT["op"]
-    for t in tasks:
-        band.append(t)
-        if (t >> op.offset) & ((1 << op.width) - 1) != Op.STORE:
-            continue
-        if len(band) > most:
-            raise CapacityError(f"node {node}: a band of {len(band)} tasks exceeds the task "
-                                f"memory's {most + 1}; raise nicepim.task_entries or the "
-                                "buffers")
-        if len(out[-1]) + len(band) > most:
-            out.append([])
-        out[-1] += band
-        band = []
-    return [p for p in out if p]
+    return cut_pieces(tasks, most, lambda t: (t >> op.offset) & ((1 << op.width) - 1), node)
 
 
 def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
@@ -125,7 +119,7 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
                                 "nicepim.bank_bytes")
         o_base = o_base16 * DATA_BITS // PSUM_BITS
         words = place_tensor(j.x[None], j.x_layout, 0, bits)
-        place_tensor(j.w, Layout.NCHW, w_base, bits, words=words)
+        place_weights(j.w, p.groups, w_base, bits, words=words)
         plan = part_tasks(cfg, p, x_layout=j.x_layout, x_base=0, w_base=w_base,
                           o_base=o_base, o_layout=j.o_layout)
         lists[node], dram[node], layout[node] = plan.tasks, words, o_base

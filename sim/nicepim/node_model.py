@@ -3,22 +3,27 @@ mapper's cost model, :class:`~pimforge.sim.nicepim.mapper.NodeModel`).
 
 It follows the node's RTL (:mod:`pimforge.rtl.nicepim`) unit by unit:
 
-* **controller**: a task costs 3 cycles of its own (fetch, dispatch, retire) besides
-  its unit's busy cycles; ``END`` costs 2. Tasks run one after the other.
+* **controller**: a task costs 2 cycles of its own (fetch, dispatch) when it can start
+  at once; it starts when its unit is idle and no running task uses its buffer halves
+  in conflict (:class:`~pimforge.rtl.nicepim.node_ctrl.NodeController`), so with
+  double buffering a tile's loads and a band's store run beside the engine. The
+  model replays the task list's dispatch, unit by unit (:func:`schedule`); ``SEND``
+  and ``WAIT`` cost 3 (they wait for the unit), ``END`` 2.
 * **engine**: a ``COMPUTE`` tile is busy
   :func:`~pimforge.rtl.nicepim.engine.tile_cycles` cycles.
-* **DMA** (:class:`~pimforge.rtl.nicepim.dma.TensorDMA`): every element of a task's loop
-  nest takes 2 cycles (address, check), inside the tensor or not (padding and channel
-  fill are written as 0 at the same pace). An element whose DRAM word is not the one
-  the DMA holds adds a word read: ``tCL + tBL + 4`` cycles (the failed check, the
-  request, the bank controller's queue and issue, the read latency). A store reads
-  each word it writes into and writes it back when it moves on (``tCWL + tBL + tWTR``
-  more: the write and the turnaround to the next read), the last one at the end
-  (1 cycle). Every access to a DRAM row other than the open one adds ``tRP + tRCD``
-  (the first of a run ``tRCD``: the bank starts closed).
+* **DMA** (:class:`~pimforge.rtl.nicepim.dma.TensorDMA`): a *group* a cycle (the lanes
+  of a line in one DRAM word: one element in NCHW and for weights, up to a line in
+  NHWC and NCHW[C8], one for a line or the rest of it outside the tensor), unless the
+  bank is slower: a load is busy ``max(groups, col_gap * words + (tRP + tRCD) *
+  (rows - 1)) + LOAD_START + tRP`` (several reads in flight; the first word's
+  latency, its row's activation included, after the precharge of the row the task
+  before left open; only ``groups`` when it reads nothing), a store
+  ``max(groups, col_gap * words) + STORE_START + rmw * STORE_RMW`` (words written
+  whole; the ``rmw`` visits that cover only part of a word read it first, the walk
+  held meanwhile). A load right after a store waits ``tCWL + tBL + tWR + 3`` more for
+  the store's last write to land before its row closes.
 * **refresh**: every ``tREFI`` the bank controller refreshes (``tRFC``) and the row is
-  opened again (``tRCD``, one more activation); the DMA waits for it when it falls in
-  the DMA's busy time (on average the DMA's share of ``tREFI`` periods).
+  opened again (``tRCD``); the DMA's busy time stretches by that share.
 
 The words and rows a task touches follow from its loop order and its tensor's
 layout (:class:`~pimforge.rtl.nicepim.params.Layout`): the loop visits runs of consecutive
@@ -39,24 +44,43 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pimforge.gen.errors import CapacityError
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.nicepim.engine import tile_cycles
 from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout, Op
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
-from .tiling import ConvPart, blocking
+from .tiling import ConvPart, blocking, tiles
 
-__all__ = ["TASK_OVERHEAD", "END_CYCLES", "NodeCost", "NodeTiming", "part_cost"]
+__all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "STORE_RMW", "STORE_START",
+           "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces", "part_cost", "schedule"]
 
-#: Cycles of a task of its own (fetch, dispatch, retire) and of the final END.
+#: Cycles of a SEND or WAIT task of its own (fetch, dispatch, the end seen) and of the
+#: final END.
 TASK_OVERHEAD = 3
 END_CYCLES = 2
+#: Cycles of a DMA or engine task of its own when it starts at once (fetch, dispatch).
+DISPATCH_CYCLES = 2
+#: A load's cycles besides its groups: the first word's request, the bank controller's
+#: queue, ACT and RD, the read latency and the reorder buffer (measured on the RTL,
+#: :mod:`.costmodel_check`, not derived).
+LOAD_START = 17
+#: A store's cycles besides its groups: the output buffer's read and the last word's
+#: write (measured likewise).
+STORE_START = 4
+#: Cycles a partly covered word's read-modify-write holds a store (request, latency,
+#: merge; measured likewise).
+STORE_RMW = 18
 
 
 @dataclass(frozen=True)
 class NodeCost:
-    """Modelled cycles of a node's task list, by unit, and its DRAM traffic."""
+    """Modelled cycles of a node's task list and its DRAM traffic. The cycles split
+    into those with the engine busy (``engine``), with only the DMA busy (``dma``:
+    refresh included, ``refresh`` stays 0), and the controller's own (``overhead``);
+    ``dma_busy`` is all the DMA's busy cycles (``dma_busy - dma`` of them beside the
+    engine)."""
 
     engine: float = 0.0
     dma: float = 0.0
@@ -69,6 +93,7 @@ class NodeCost:
     elements: float = 0.0
     tasks: int = 0
     macs: int = 0
+    dma_busy: float = 0.0
 
     @property
     def cycles(self) -> float:
@@ -82,7 +107,7 @@ class NodeCost:
 
 
 _FIELDS = ("engine", "dma", "overhead", "refresh", "words_rd", "words_wr", "rows",
-           "refreshes", "elements", "tasks", "macs")
+           "refreshes", "elements", "tasks", "macs", "dma_busy")
 
 
 def _first(L: int, U: int, g: int) -> float:
@@ -173,8 +198,14 @@ class NodeTiming:
         self.first_row = t.tRCD
         self.refresh_cycles = t.tRFC + t.tRCD
         self.tREFI = t.tREFI
+        self.t = t
         self.word_bits = n.node_bank_bits
         self.row_words = n.row_words
+        self.col_gap = t.col_gap
+        # a load after a store: the store's last write lands and its row is closed
+        # (tCWL + tBL + tWR) before the load's row opens; 3 more measured on the RTL
+        self.after_store = t.tCWL + t.tBL + t.tWR + 3
+        self.stretch = 1 + self.refresh_cycles / self.tREFI
         # the data-sharing unit (see :meth:`share_step`)
         self.share_word = self.word + MESSAGE_FLITS
         self.share_switch = self.row + MESSAGE_FLITS
@@ -235,7 +266,14 @@ class NodeTiming:
         ws, vw = _clip(w0, nw, dw)
         seqs: list[tuple[int, tuple, int, bool]] = []   # (L, levels, offset, monotonic)
         if vh and vw:
-            if op == Op.LOAD_W:
+            if op == Op.LOAD_W and layout == Layout.CHWN:
+                ns, vn = _clip(n0, C, dn)
+                for b in range(cb):
+                    cs, vr = _clip(c0 + b * R, R, dc)
+                    if vr and vn:        # lanes innermost, then w, h, input channels
+                        seqs.append((vn, ((vw, dn), (vh, dw * dn), (vr, dh * dw * dn)),
+                                     ((cs * dh + hs) * dw + ws) * dn + ns, True))
+            elif op == Op.LOAD_W:
                 vn = _clip(n0, C, dn)[1]
                 for b in range(cb):
                     cs, vr = _clip(c0 + b * R, R, dc)
@@ -289,23 +327,131 @@ class NodeTiming:
                 else:   # a walk that restarts: counted on its first outer indices
                     words += _prefix(L, levels, off, per)
                     rows += _prefix(L, levels, off, row_el)
-        cyc = 2 * elements + words * self.word + rows * self.row
-        if op == Op.STORE and words:
-            cyc += words * self.write - self.write + 1
+        groups = self.groups(op, layout, dims, n0, c0, h0, w0, cb, nh, nw)
+        if op == Op.STORE:
+            rmw = self.store_rmw(layout, dims, n0, c0, h0, w0, nh, nw)
+            cyc = max(groups, self.col_gap * words) + STORE_START + rmw * STORE_RMW
+        else:
+            # (the row the task before left open is precharged first)
+            cyc = (max(groups, self.col_gap * words + max(0, rows - 1) * self.row) + LOAD_START
+                   + self.row - self.first_row if words else groups)
         return cyc, words, rows, elements
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def groups(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int, c0: int,
+               h0: int, w0: int, cb: int, nh: int, nw: int) -> int:
+        """The DMA's groups (cycles when nothing waits) of one task (module docstring)."""
+        n = self.n
+        R, C = n.pe_rows, n.pe_cols
+        n_r = R if op == Op.LOAD_W else 1
+        n_l = R if op == Op.LOAD_I else C
+        dn, dc, dh, dw = dims
+        if op == Op.LOAD_W and layout == Layout.CHWN:
+            return self._weight_groups(dims, n0, c0, h0, w0, cb, nh, nw)
+        if layout not in (Layout.NHWC, Layout.NCHWC8) or op == Op.LOAD_W:
+            return cb * nh * nw * n_r * n_l
+        U = self.word_bits // (PSUM_BITS if op == Op.STORE else DATA_BITS)
+        hs, vh = _clip(h0, nh, dh)
+        ws, vw = _clip(w0, nw, dw)
+        lines = cb * nh * nw
+        if not (0 <= n0 < dn and vh and vw):
+            return lines
+        hh, ww = np.meshgrid(np.arange(hs, hs + vh), np.arange(ws, ws + vw), indexing="ij")
+        pix = (n0 * dh * dw + hh * dw + ww).ravel().astype(np.int64)
+        total = lines - cb * vh * vw            # lines of pixels outside: one group each
+        step = R if op == Op.LOAD_I else C
+        for b in range(cb):
+            cs = c0 + b * step
+            lo, hi = max(cs, 0), min(cs + n_l, dc)
+            total += vh * vw * (int(cs < 0) + int(cs + n_l > dc))
+            if hi <= lo:
+                continue
+            if layout == Layout.NHWC:
+                a = pix * dc + lo
+                total += int(((a + hi - lo - 1) // U - a // U + 1).sum())
+            else:
+                blocks = -(-dc // C_BLOCK)
+                for blk in range(lo // C_BLOCK, (hi - 1) // C_BLOCK + 1):
+                    x, y = max(lo, blk * C_BLOCK), min(hi, (blk + 1) * C_BLOCK)
+                    a = ((n0 * blocks + blk) * dh * dw + pix - n0 * dh * dw) * C_BLOCK \
+                        + x % C_BLOCK
+                    total += int(((a + y - x - 1) // U - a // U + 1).sum())
+        return total
+
+    def _weight_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
+        """Groups of a ``LOAD_W`` in CHWN: per line (input channel, kernel position) the
+        output-channel lanes below 0 and beyond the tensor one group each, the ones
+        inside cut at word ends."""
+        R, C = self.n.pe_rows, self.n.pe_cols
+        U = self.word_bits // DATA_BITS
+        dn, dc, dh, dw = dims
+        hs, vh = _clip(h0, nh, dh)
+        ws, vw = _clip(w0, nw, dw)
+        lines = cb * nh * nw * R
+        lo, hi = max(n0, 0), min(n0 + C, dn)
+        total = lines
+        if not (vh and vw and hi > lo):
+            return total
+        per_line = int(n0 < 0) + int(n0 + C > dn)
+        hh, ww = np.meshgrid(np.arange(hs, hs + vh), np.arange(ws, ws + vw), indexing="ij")
+        pix = (hh * dw + ww).ravel().astype(np.int64)
+        for b in range(cb):
+            cs, vr = _clip(c0 + b * R, R, dc)
+            if not vr:
+                continue
+            a = ((np.arange(cs, cs + vr)[:, None] * dh * dw + pix[None, :]) * dn + lo).ravel()
+            segs = int(((a + hi - lo - 1) // U - a // U + 1).sum())
+            total += vr * vh * vw * (per_line - 1) + segs
+        return total
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def store_rmw(self, layout: int, dims: tuple[int, int, int, int], n0: int, c0: int,
+                  h0: int, w0: int, nh: int, nw: int) -> int:
+        """Visits of a ``STORE`` to words it covers only in part (read first)."""
+        C = self.n.pe_cols
+        U = self.word_bits // PSUM_BITS
+        dn, dc, dh, dw = dims
+        if not 0 <= n0 < dn:
+            return 0
+        hs, vh = _clip(h0, nh, dh)
+        ws, vw = _clip(w0, nw, dw)
+        cs, vc = _clip(c0, C, dc)
+        if not (vh and vw and vc):
+            return 0
+        c = np.arange(cs, cs + vc)
+        h = np.arange(hs, hs + vh)
+        w = np.arange(ws, ws + vw)
+        if layout == Layout.NCHW:         # lanes outermost, then rows, then pixels
+            cc, hh, ww = np.meshgrid(c, h, w, indexing="ij")
+        else:                             # rows, pixels, lanes innermost
+            hh, ww, cc = np.meshgrid(h, w, c, indexing="ij")
+        cc, hh, ww = cc.ravel(), hh.ravel(), ww.ravel()
+        if layout == Layout.NCHW:
+            a = ((n0 * dc + cc) * dh + hh) * dw + ww
+        elif layout == Layout.NHWC:
+            a = ((n0 * dh + hh) * dw + ww) * dc + cc
+        else:
+            blocks = -(-dc // C_BLOCK)
+            a = (((n0 * blocks + cc // C_BLOCK) * dh + hh) * dw + ww) * C_BLOCK + cc % C_BLOCK
+        u = a // U
+        cut = np.flatnonzero(u[1:] != u[:-1]) + 1
+        counts = np.diff(np.concatenate(([0], cut, [len(u)])))
+        return int((counts < U).sum())
 
 
 def part_cost(n, part: ConvPart, x_layout: int = Layout.NCHW, o_layout: int = Layout.NCHW,
-              timing: NodeTiming | None = None) -> NodeCost:
-    return _part_cost(timing or NodeTiming(n), part, int(x_layout), int(o_layout))
+              timing: NodeTiming | None = None, w_layout: int = Layout.CHWN) -> NodeCost:
+    return _part_cost(timing or NodeTiming(n), part, int(x_layout), int(o_layout),
+                      int(w_layout))
 
 
 @functools.lru_cache(maxsize=65536)
-def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int) -> NodeCost:
+def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
+               w_layout: int) -> NodeCost:
     """The modelled cost of the task list :func:`~pimforge.sim.nicepim.rtl_run.part_tasks`
-    lowers *part* to (its input sub-tensor in *x_layout*, its output in *o_layout*), the
-    tiles grouped into classes of equal cost (the bands away from the image's border,
-    the full blocks of output channels) when there are many."""
+    lowers *part* to (its input sub-tensor in *x_layout*, its output in *o_layout*): its
+    tasks in the lowering's order, replayed through the controller's dispatch
+    (:func:`schedule`)."""
     n = tm.n
     R, C = n.pe_rows, n.pe_cols
     b = blocking(n, part)
@@ -314,63 +460,144 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int) -> 
     xr, xc = part.x_rows[0], part.x_cols[0]
     st, pad = part.stride, part.pad
     P, Q = part.p, part.q
-    lo, hi_ = part.rows
+    lo = part.rows[0]
     w0 = part.cols[0] * st - pad - xc
 
-    def classes(items, key):
-        items = list(items)
-        if len(items) <= EXACT_CLASSES:          # few: each its own (alignment differs)
-            return [[it, 1] for it in items]
-        out: dict = {}
-        for it in items:
-            k = key(it)
-            if k in out:
-                out[k][1] += 1
-            else:
-                out[k] = [it, 1]
-        return list(out.values())
-
-    cos = classes(range(0, og, C), lambda co: min(C, og - co))
-    bands = classes(range(lo, hi_, b.per_rows),
-                    lambda o0: tuple(_clip(o0 * st - pad - xr, (min(b.per_rows, hi_ - o0) - 1)
-                                           * st + part.r, hi)[1:]) + (
-                        min(b.per_rows, hi_ - o0), o0 * st - pad - xr < 0))
-    chunks = [(b0, min(b.cbs, b.blocks - b0)) for b0 in range(0, b.blocks, b.cbs)]
-    kbands = [(u0, min(b.kr, part.r - u0)) for u0 in range(0, part.r, b.kr)]
-    eng = dma = wrd = wwr = rows = el = 0.0
-    tasks = 0
-    for g in range(part.groups):
-        for co, nco in cos:
-            for o0, nb in bands:
-                m = nb * nco
-                oh = min(b.per_rows, hi_ - o0)
-                for b0, cb in chunks:
-                    for u0, kh in kbands:
-                        nh = (oh - 1) * st + kh
-                        cw, ww, rw, ew = tm.dma(Op.LOAD_W, Layout.NCHW, (og, cg, part.r, part.s),
-                                                co, b0 * R, u0, 0, cb, kh, part.s)
-                        ck, wk, rk, ek = tm.dma(Op.LOAD_I, x_layout, (1, ci, hi, wi), 0,
-                                                g * cg + b0 * R, o0 * st - pad + u0 - xr, w0,
-                                                cb, nh, b.nw)
-                        eng += m * tile_cycles(pe_rows=R, pe_cols=C, cb=cb, kh=kh, kw=part.s,
-                                               oh=oh, ow=Q)
-                        dma += m * (cw + ck)
-                        wrd += m * (ww + wk)
-                        rows += m * (rw + rk)
-                        el += m * (ew + ek)
-                        tasks += 3 * m
-                cs, ws_, rs, es = tm.dma(Op.STORE, o_layout, (1, og, P, Q), 0, co, o0 - lo, 0,
-                                         1, oh, Q)
-                dma += m * cs
-                wrd += m * ws_
-                wwr += m * ws_
-                rows += m * rs
-                el += m * es
-                tasks += m
-    over = TASK_OVERHEAD * tasks + END_CYCLES
+    wrd = wwr = rows = el = 0.0
+    tasks = []      # (unit, busy cycles, buf, obuf, is a load) in list order
+    band = 0
+    loads, computes, stores = [], [], []
+    for i, t in enumerate(tiles(n, part)):
+        buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
+        nh = (t.oh - 1) * st + t.kh
+        cw, ww, rw, ew = tm.dma(Op.LOAD_W, w_layout, (og, cg, part.r, part.s), t.co,
+                                t.b0 * R, t.u0, 0, t.cb, t.kh, part.s)
+        ck, wk, rk, ek = tm.dma(Op.LOAD_I, x_layout, (1, ci, hi, wi), 0, t.g * cg + t.b0 * R,
+                                t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
+        loads.append([("d", cw * tm.stretch, buf, obuf, True, Op.LOAD_W),
+                      ("d", ck * tm.stretch, buf, obuf, True, Op.LOAD_I)])
+        wrd += ww + wk
+        rows += rw + rk
+        el += ew + ek
+        computes.append(("e", tile_cycles(pe_rows=R, pe_cols=C, cb=t.cb, kh=t.kh, kw=part.s,
+                                          oh=t.oh, ow=Q), buf, obuf, False, Op.COMPUTE))
+        if t.store:
+            dims_o = (1, og, P, Q)
+            cs, ws_, rs, es = tm.dma(Op.STORE, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1,
+                                     t.oh, Q)
+            rmw = tm.store_rmw(o_layout, dims_o, 0, t.co, t.o0 - lo, 0, t.oh, Q)
+            stores.append([("d", cs * tm.stretch, buf, obuf, False, Op.STORE)])
+            wrd += rmw
+            wwr += ws_
+            rows += rs
+            el += es
+            band += 1
+        else:
+            stores.append([])
+    if b.double:
+        tasks += loads[0] if loads else []
+        for k, c in enumerate(computes):
+            tasks += [c] + (loads[k + 1] if k + 1 < len(loads) else []) + stores[k]
+    else:
+        for ld, c, sto in zip(loads, computes, stores, strict=True):
+            tasks += ld + [c] + sto
+    cycles = eng_busy = dma_busy = overlap = 0.0
+    # the runs the task memory cuts the list into (:func:`cut_pieces`), one after another
+    for piece in cut_pieces(tasks, n.task_entries - 1, lambda x: x[5], strict=False):
+        prev = None
+        for k, x in enumerate(piece):      # a load after a store waits for its writes
+            if x[0] == "d":
+                if x[4] and prev == Op.STORE:
+                    piece[k] = (x[0], x[1] + tm.after_store * tm.stretch, *x[2:])
+                prev = x[5]
+        c_, e_, d_, o_ = schedule(piece)
+        if rows:        # a run starts with the bank closed: its first load precharges nothing
+            c_, d_ = c_ - tm.t.tRP, d_ - tm.t.tRP
+        cycles, eng_busy, dma_busy, overlap = (cycles + c_, eng_busy + e_, dma_busy + d_,
+                                               overlap + o_)
     macs = part.k * cg * part.r * part.s * P * Q
-    first = tm.row - tm.first_row if rows else 0
-    refreshes = dma / tm.tREFI          # those that hold up the DMA
-    return NodeCost(engine=eng, dma=dma - first, overhead=over,
-                    refresh=refreshes * tm.refresh_cycles, words_rd=wrd, words_wr=wwr,
-                    rows=rows, refreshes=refreshes, elements=el, tasks=tasks + 1, macs=macs)
+    dma_only = dma_busy - overlap
+    refreshes = dma_busy / tm.stretch / tm.tREFI
+    return NodeCost(engine=eng_busy, dma=dma_only, overhead=cycles - eng_busy - dma_only,
+                    refresh=0.0, words_rd=wrd, words_wr=wwr, rows=rows, refreshes=refreshes,
+                    elements=el, tasks=len(tasks) + 1, macs=macs, dma_busy=dma_busy)
+
+
+def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
+               strict: bool = True) -> list[list]:
+    """*tasks* cut after STOREs (``kind(task)`` gives a task's :class:`Op`) into pieces
+    of at most *most* tasks, each run from an empty node. A software-pipelined list
+    (:func:`~.rtl_run.part_tasks`) puts the next tile's loads before a band's STORE;
+    at a cut they move to the next piece.
+
+    Raises
+    ------
+    CapacityError
+        One band's tasks exceed the task memory (with *strict*; else such a band is a
+        piece of its own, as if the task memory were refilled).
+    """
+    bands: list[list] = []
+    cur: list = []
+    for t in tasks:
+        cur.append(t)
+        if kind(t) == Op.STORE:
+            bands.append(cur)
+            cur = []
+    if cur:
+        bands.append(cur)
+    out: list[list] = [[]]
+    reserve = 2         # room for the loads a cut moves into a piece
+    for band in bands:
+        if len(band) + reserve > most and strict:
+            raise CapacityError(f"node {node}: a band of {len(band)} tasks exceeds the task "
+                                f"memory's {most + 1 - reserve}; raise nicepim.task_entries "
+                                "or the buffers")
+        if out[-1] and len(out[-1]) + len(band) + reserve > most:
+            prev = out[-1]
+            k = len(prev) - 1           # prev ends with a STORE; loads before it move on
+            while k > 0 and kind(prev[k - 1]) in (Op.LOAD_I, Op.LOAD_W):
+                k -= 1
+            out[-1] = prev[:k] + prev[-1:]
+            out.append(prev[k:-1])
+        out[-1] += band
+    return [p for p in out if p]
+
+
+def schedule(tasks) -> tuple[float, float, float, float]:
+    """(cycles, engine busy, DMA busy, both busy) of a task list of ``(unit, busy cycles,
+    buf, obuf, is a load, ...)`` entries (unit ``"e"``: a ``COMPUTE``, ``"d"``: a DMA task)
+    and its ``END``, dispatched as the node controller does: in order, each task
+    fetched and dispatched (:data:`DISPATCH_CYCLES`) as soon as its unit is idle and the
+    running task of the other unit does not use its buffer halves in conflict; a unit
+    is busy from the cycle after its dispatch."""
+    t = 0.0                 # the cycle the next task is fetched in
+    eng_free = dma_free = 0.0
+    eng_buf = eng_obuf = dma_obuf = -1
+    dma_load = False
+    spans = {"e": [], "d": []}
+    for unit, dur, buf, obuf, is_load, *_ in tasks:
+        d = t + 1
+        if unit == "d":
+            d = max(d, dma_free)
+            if (eng_buf == buf) if is_load else (eng_obuf == obuf):
+                d = max(d, eng_free)
+            dma_free, dma_obuf, dma_load = d + 1 + dur, obuf, is_load
+        else:
+            d = max(d, eng_free)
+            if dma_load or dma_obuf == obuf:
+                d = max(d, dma_free)
+            eng_free, eng_buf, eng_obuf = d + 1 + dur, buf, obuf
+        spans[unit].append((d + 1, d + 1 + dur))
+        t = d + 1
+    end = max(t + 1, eng_free, dma_free)
+    # both busy: the overlap of the engine's and the DMA's (ordered, disjoint) spans
+    both, k = 0.0, 0
+    dspans = spans["d"]
+    for a, b_ in spans["e"]:
+        while k < len(dspans) and dspans[k][1] <= a:
+            k += 1
+        j = k
+        while j < len(dspans) and dspans[j][0] < b_:
+            both += min(b_, dspans[j][1]) - max(a, dspans[j][0])
+            j += 1
+    return end + 1, sum(b_ - a for a, b_ in spans["e"]), sum(b_ - a for a, b_ in dspans), both

@@ -55,8 +55,8 @@ from .tiling import ConvPart, blocking, tiles
 
 __all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "LayerPlan", "build_array_driver",
            "conv_layer_tasks", "conv_tasks", "part_tasks",
-           "link_names", "pins", "place_tensor", "read_tensor", "run_array", "send_tasks",
-           "task", "tensor_elems", "tensor_words"]
+           "link_names", "pins", "place_tensor", "place_weights", "read_tensor", "run_array",
+           "send_tasks", "task", "tensor_elems", "tensor_words"]
 
 
 def task(op: Op, **fields: int) -> int:
@@ -253,6 +253,19 @@ def place_tensor(x: np.ndarray, layout: int, base: int, word_bits: int, *,
     return words
 
 
+def place_weights(w: np.ndarray, groups: int, base: int, word_bits: int, *,
+                  layout: int = Layout.CHWN, words: dict | None = None) -> dict[int, int]:
+    """DRAM words holding weights ``w[k, c / groups, r, s]`` from element *base* as the
+    ``LOAD_W`` tasks of :func:`part_tasks` read them: one tensor ``[k / groups, c / groups,
+    r, s]`` per group, one after the other, each in *layout*."""
+    w = np.asarray(w)
+    og = w.shape[0] // groups
+    for g in range(groups):
+        words = place_tensor(w[g * og:(g + 1) * og], layout, base + g * og * w[0].size,
+                             word_bits, words=words)
+    return {} if words is None else words
+
+
 def tensor_words(layout: int, dims: tuple[int, int, int, int], base: int, word_bits: int, *,
                  bits: int = DATA_BITS, select=None) -> list[int]:
     """The sorted DRAM words holding the elements of a tensor (those where
@@ -296,13 +309,21 @@ class ConvPlan:
 
 def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, o_base: int,
                o_layout: int = Layout.NCHW, x_box: tuple | None = None,
-               o_box: tuple | None = None) -> ConvPlan:
+               o_box: tuple | None = None, w_layout: int = Layout.CHWN) -> ConvPlan:
     """Tasks computing one node's *part* of a convolution (:mod:`.tiling`'s loop).
+
+    With double buffering (:attr:`.tiling.Blocking.double`) the list is software
+    pipelined: ``LOAD(0) COMPUTE(0) LOAD(1) [STORE(0)] COMPUTE(1) LOAD(2) ...``, tile
+    ``i`` in input and weight half ``i % 2`` and band ``j`` in output half ``j % 2``, so
+    the node controller runs each tile's loads and each band's store beside a compute;
+    else ``LOAD(i) COMPUTE(i) [STORE(i)]`` one after the other.
 
     The input is the sub-tensor ``part.x_dims`` (the part's window clipped to the image)
     at element ``x_base`` in *x_layout*, or, with ``x_box = (dims, (row, col))``, a tensor
     of ``dims = (C, H, W)`` whose element ``(0, 0)`` is image pixel ``(row, col)``. The
-    weights ``[k, c / groups, r, s]`` are at ``w_base`` in NCHW (OIHW) order. The output of
+    weights ``[k, c / groups, r, s]`` are at ``w_base``, a tensor ``[k / groups, c / groups, r,
+    s]`` per group one after the other, each in *w_layout* (:func:`place_weights`; CHWN,
+    the output channels innermost, loads a weight line a cycle). The output of
     32-bit sums goes to ``o_base`` in *o_layout*, one tensor ``(k / groups, p, q)`` per group
     after the other, or, with ``o_box = ((k / groups, H, W), (row, col))``, into per-group
     tensors of that size whose ``(0, 0)`` is output pixel ``(row, col)``.
@@ -315,34 +336,51 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
     (_, P, Q), (orow, ocol) = o_box or ((og, part.p, part.q), part.rows[:1] + part.cols[:1])
     st, pad = part.stride, part.pad
     o_group = tensor_elems(o_layout, (1, og, P, Q))
-    out, shapes = [], []
-    for t in tiles(n, part):
+    shapes = []
+    loads, computes, stores = [], [], []
+    band = 0
+    for i, t in enumerate(tiles(n, part)):
         nh = (t.oh - 1) * st + t.kh
-        out.append(task(Op.LOAD_W, base=w_base + t.g * og * cg * part.r * part.s,
-                        layout=Layout.NCHW, dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co,
-                        c0=t.b0 * R, h0=t.u0, w0=0, cb=t.cb, nh=t.kh, nw=part.s))
-        # Channels of the block beyond the group read the next group's inputs; their
-        # weights (beyond cg in the group's view) are 0.
-        out.append(task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi,
-                        n0=0, c0=t.g * cg + t.b0 * R, h0=t.o0 * st - pad + t.u0 - xr,
-                        w0=part.cols[0] * st - pad - xc, cb=t.cb, nh=nh, nw=b.nw))
-        out.append(task(Op.COMPUTE, acc=int(t.b0 > 0 or t.u0 > 0), cb=t.cb, nh=nh, nw=b.nw,
-                        kh=t.kh, kw=part.s, stride=st, pad=0, oh=t.oh, ow=part.q))
+        # double buffering: tile i in input/weight half i % 2, band j in output half j % 2
+        buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
+        loads.append([
+            task(Op.LOAD_W, base=w_base + t.g * og * cg * part.r * part.s, buf=buf,
+                 layout=w_layout, dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co,
+                 c0=t.b0 * R, h0=t.u0, w0=0, cb=t.cb, nh=t.kh, nw=part.s),
+            # Channels of the block beyond the group read the next group's inputs; their
+            # weights (beyond cg in the group's view) are 0.
+            task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi, buf=buf,
+                 n0=0, c0=t.g * cg + t.b0 * R, h0=t.o0 * st - pad + t.u0 - xr,
+                 w0=part.cols[0] * st - pad - xc, cb=t.cb, nh=nh, nw=b.nw)])
+        computes.append(task(Op.COMPUTE, acc=int(t.b0 > 0 or t.u0 > 0), cb=t.cb, nh=nh,
+                             nw=b.nw, kh=t.kh, kw=part.s, stride=st, pad=0, oh=t.oh,
+                             ow=part.q, buf=buf, obuf=obuf))
         shapes.append(dict(cb=t.cb, kh=t.kh, kw=part.s, oh=t.oh, ow=part.q))
-        if t.store:
-            out.append(task(Op.STORE, base=o_base + t.g * o_group, layout=o_layout,
+        stores.append([task(Op.STORE, base=o_base + t.g * o_group, layout=o_layout, obuf=obuf,
                             dn=1, dc=og, dh=P, dw=Q, n0=0, c0=t.co, h0=t.o0 - orow,
-                            w0=part.cols[0] - ocol, cb=1, nh=t.oh, nw=part.q))
+                            w0=part.cols[0] - ocol, cb=1, nh=t.oh, nw=part.q)]
+                      if t.store else [])
+        band += int(t.store)
+    out = []
+    if b.double:    # the next tile's loads and the band's store run beside the compute
+        out += loads[0] if loads else []
+        for i, c in enumerate(computes):
+            out += [c] + (loads[i + 1] if i + 1 < len(loads) else []) + stores[i]
+    else:
+        for ld, c, sto in zip(loads, computes, stores, strict=True):
+            out += ld + [c] + sto
     return ConvPlan(out, shapes)
 
 
 def conv_tasks(cfg, *, x_dims: tuple[int, int, int], w_dims: tuple[int, int, int, int],
                stride: int, pad: int, groups: int, x_layout: int, x_base: int, w_base: int,
-               o_base: int, rows: tuple[int, int] | None = None) -> ConvPlan:
+               o_base: int, rows: tuple[int, int] | None = None,
+               w_layout: int = Layout.CHWN) -> ConvPlan:
     """Tasks computing output rows ``rows`` (all by default) of a convolution on one node.
 
     The input ``[C, H, W]`` is at element ``x_base`` in *x_layout*; the weights
-    ``[CO, C / groups, KH, KW]`` at element ``w_base`` in NCHW (OIHW) order; the output
+    ``[CO, C / groups, KH, KW]`` at element ``w_base`` as :func:`place_weights` puts them in
+    *w_layout*; the output
     ``[CO, OH, OW]`` of 32-bit sums goes to 32-bit element ``o_base`` in NCHW order.
     The tiles are :mod:`.tiling`'s (:func:`part_tasks` of the whole image).
 
@@ -362,7 +400,7 @@ def conv_tasks(cfg, *, x_dims: tuple[int, int, int], w_dims: tuple[int, int, int
                     rows=rows or (0, OH), cols=(0, OW))
     return part_tasks(cfg, part, x_layout=x_layout, x_base=x_base, w_base=w_base,
                       o_base=o_base, x_box=((Ci, H, W), (0, 0)),
-                      o_box=((CO // groups, OH, OW), (0, 0)))
+                      o_box=((CO // groups, OH, OW), (0, 0)), w_layout=w_layout)
 
 
 def send_tasks(words: Sequence[int], dest_node: int, cols: int, *,
@@ -423,7 +461,7 @@ def conv_layer_tasks(cfg, x: np.ndarray, w: np.ndarray, *, stride: int, pad: int
     _, C, H, W = x.shape
     CO, _, KH, _ = w.shape
     words = place_tensor(x, x_layout, x_base, bits)
-    place_tensor(w, Layout.NCHW, w_base, bits, words=words)
+    place_weights(w, 1, w_base, bits, words=words)
     OH = (H + 2 * pad - KH) // stride + 1
     bands = [(int(b[0]), int(b[-1]) + 1) for b in np.array_split(np.arange(OH), n.nodes)
              if len(b)]

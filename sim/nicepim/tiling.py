@@ -16,7 +16,11 @@ The one description of the node's tile loop, used by the lowering to task lists
   ``LOAD_W``, ``LOAD_I``, ``COMPUTE`` (the later ones accumulate) and each band ends
   with a ``STORE``;
 * padding is read by the input load (the window reaches outside the sub-tensor,
-  which reads 0), so tiles have ``pad = 0``.
+  which reads 0), so tiles have ``pad = 0``;
+* the tiles are sized to half of each buffer when the part fits that way (double
+  buffering, :attr:`Blocking.double`: consecutive tiles use alternate input and weight
+  halves and consecutive bands alternate output halves, so the node loads the next
+  tile and stores the last band while the engine computes), else to whole buffers.
 """
 
 from __future__ import annotations
@@ -90,13 +94,15 @@ class ConvPart:
 @dataclass(frozen=True)
 class Blocking:
     """The tile sizes of a part: output rows per band, channel blocks per chunk and
-    kernel rows per band, and the input window width of a tile."""
+    kernel rows per band, the input window width of a tile, and whether the tiles use
+    half buffers (double buffering)."""
 
     per_rows: int
     cbs: int
     kr: int
     blocks: int
     nw: int
+    double: bool = False
 
     def rows_in(self, oh: int, kh: int, stride: int) -> int:
         return (oh - 1) * stride + kh
@@ -104,7 +110,8 @@ class Blocking:
 
 @functools.lru_cache(maxsize=65536)
 def blocking(n, part: ConvPart) -> Blocking:
-    """The largest tiles of *part* that fit the buffers of ``cfg.nicepim`` *n*.
+    """The largest tiles of *part* that fit half the buffers of ``cfg.nicepim`` *n*
+    (double buffering), else the whole buffers.
 
     Raises
     ------
@@ -112,34 +119,45 @@ def blocking(n, part: ConvPart) -> Blocking:
         An output row exceeds the output buffer, one input row of one channel block
         the input buffer, or one kernel row the weight buffer.
     """
+    try:
+        return _blocking(n, part, 2)
+    except CapacityError:
+        return _blocking(n, part, 1)
+
+
+def _blocking(n, part: ConvPart, split: int) -> Blocking:
     R = n.pe_rows
     ow = part.q
-    if ow > n.obuf_lines:
+    ibuf_lines, wbuf_lines, obuf_lines = (n.ibuf_lines // split, n.wbuf_lines // split,
+                                          n.obuf_lines // split)
+    if split > 1 and wbuf_lines < R:
+        raise CapacityError("half the weight buffer holds less than one pass")
+    if ow > obuf_lines:
         raise CapacityError(f"an output row of {ow} pixels exceeds the output buffer's "
-                            f"{n.obuf_lines} lines; raise nicepim.obuf_bytes")
-    kr = min(part.r, n.wbuf_lines // (part.s * R))
+                            f"{obuf_lines} lines; raise nicepim.obuf_bytes")
+    kr = min(part.r, wbuf_lines // (part.s * R))
     if kr < 1:
         raise CapacityError(f"one {part.s}-wide kernel row of {R} channels does not fit the "
-                            f"weight buffer's {n.wbuf_lines} lines; raise nicepim.wbuf_bytes")
+                            f"weight buffer's {wbuf_lines} lines; raise nicepim.wbuf_bytes")
     nw = (ow - 1) * part.stride + part.s
-    if nw > n.ibuf_lines:
+    if nw > ibuf_lines:
         raise CapacityError(f"one input row of {nw} pixels exceeds the input buffer's "
-                            f"{n.ibuf_lines} lines; raise nicepim.ibuf_bytes")
+                            f"{ibuf_lines} lines; raise nicepim.ibuf_bytes")
     # the kernel's rows in bands whose input rows for one output row fit the input buffer
-    kr = min(kr, n.ibuf_lines // nw)
-    per_rows = max(1, min(part.p, n.obuf_lines // ow))
+    kr = min(kr, ibuf_lines // nw)
+    per_rows = max(1, min(part.p, obuf_lines // ow))
 
     def rows_in(o: int) -> int:
         return (o - 1) * part.stride + kr
 
-    while per_rows > 1 and rows_in(per_rows) * nw > n.ibuf_lines:
+    while per_rows > 1 and rows_in(per_rows) * nw > ibuf_lines:
         per_rows -= 1
     blocks = math.ceil(part.c // part.groups / R)
     cbs = blocks
-    while cbs > 1 and (cbs * rows_in(per_rows) * nw > n.ibuf_lines
-                       or cbs * kr * part.s * R > n.wbuf_lines):
+    while cbs > 1 and (cbs * rows_in(per_rows) * nw > ibuf_lines
+                       or cbs * kr * part.s * R > wbuf_lines):
         cbs -= 1
-    return Blocking(per_rows, cbs, kr, blocks, nw)
+    return Blocking(per_rows, cbs, kr, blocks, nw, split > 1)
 
 
 @dataclass(frozen=True)
