@@ -289,12 +289,17 @@ class TensorDMA(wiring.Component):
         need_c = cw.inside & (~have_cur | (cw.word != cur_word))
         head_ok = rob_v.bit_select(pop_ptr[:qb], 1)
         src = Mux(need_c, rob_r.data, cur)
-        shifted = src >> (cw.wl * D)
+        s16 = exact_log2(WB // D)
 
         def lanes(n):
-            """The group's elements at its lanes of an *n*-lane line, and the lane enables."""
+            """The group's elements at its lanes of an *n*-lane line, and the lane enables:
+            lane ``L`` takes the word's element ``L - lane + wl`` (a selection per lane, not
+            a shift of the whole word: a variable shift makes every output bit depend on
+            every input bit, and a node of 2,048-bit words then takes minutes to
+            elaborate and lint). Lanes outside the group are not enabled."""
             data = Signal(n * D)
-            m.d.comb += data.eq(Mux(cw.inside, shifted[:min(WB, n * D)], 0) << (cw.lane * D))
+            sel = [src.word_select((L - cw.lane + cw.wl)[:s16], D) for L in range(n)]
+            m.d.comb += data.eq(Mux(cw.inside, Cat(*sel), 0))
             return data, _span(n, cw.lane, cw.lane + cw.k)
 
         idata, ien = lanes(R)
@@ -322,10 +327,18 @@ class TensorDMA(wiring.Component):
         wr_word = Signal(_ADDR_BITS)
         wr_data = Signal(WB)
         gdata = Signal(WB)
-        m.d.comb += gdata.eq((self.obuf_r.data >> (b_lane * P)) << (b_wl * P))
-        gmask = _span(S, b_wl, b_wl + b_k)
-        gbits = Cat(*[gmask[e].replicate(P) for e in range(S)])
-        abits = Cat(*[emask[e].replicate(P) for e in range(S)])
+        # element e of the word takes the output lane e - wl + lane (the lanes padded to
+        # a power of two, so that every selection is in range; see lanes() above)
+        cb = max(1, ceil_log2(C))
+        olanes = Cat(self.obuf_r.data, Const(0, ((1 << cb) - C) * P))
+        m.d.comb += gdata.eq(Cat(*[olanes.word_select((e - b_wl + b_lane)[:cb], P)
+                                   for e in range(S)]))
+        # Signals, not expressions: an expression is emitted again at every use, and
+        # each of gbits' S x P bits uses gmask
+        gmask, gbits, abits = Signal(S), Signal(WB), Signal(WB)
+        m.d.comb += [gmask.eq(_span(S, b_wl, b_wl + b_k)),
+                     gbits.eq(Cat(*[gmask[e].replicate(P) for e in range(S)])),
+                     abits.eq(Cat(*[emask[e].replicate(P) for e in range(S)]))]
         full = emask.all()
         wr_free = ~wr_v | req.ready
         # (a read port's enable is 1 when not driven: it must hold the line while stalled)
