@@ -107,6 +107,13 @@ def test_membench_waves_end_with_the_run(tmp_path):
      "--engine rtl"),
     (["run", "dnn", "--net", "resnet152", "--scale", "1", "--waves", "w.vcd"],
      "--scale 2 or more"),
+    (["run", "dnn", "--net", "resnet152", "--scale", "8", "--waves", "w.vcd",
+      "--waves-layer", "res2_9_a"], "'res2_9_a' is no layer of resnet152; give a layer with "
+     "MACs: conv1, res2_0_a"),
+    (["run", "dnn", "--net", "resnet152", "--scale", "8", "--waves", "w.vcd",
+      "--waves-layer", "pool1"], "'pool1' has no MACs"),
+    (["run", "dnn", "--net", "resnet152", "--scale", "8", "--waves-layer", "conv1"],
+     "give --waves too"),
 ])
 def test_waves_need_a_run_on_the_rtl(tmp_path, monkeypatch, capsys, argv, msg):
     monkeypatch.chdir(tmp_path)

@@ -51,7 +51,7 @@ from pimforge.gen.output import FileSet
 from pimforge.gen.provenance import stamp
 
 from ..result import OMIT_IF_NONE, WorkloadResult
-from .dnn_run import map_scaled, run_network, scale_network
+from .dnn_run import COMPUTE, map_scaled, run_network, scale_network
 from .networks import Network, network, network_names
 from .onnx_import import calibration_input, float_check, load_onnx
 from .rtl_run import build_array_driver
@@ -103,7 +103,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seed of the inputs and weights (--onnx: of the input)")
     p.add_argument("--dump", type=out_dir,
                    help="write per layer input/weight/output .npy and layer.json here")
-    add_waves_options(p)        # the array's waves of the first layer with MACs
+    add_waves_options(p)        # the array's waves of one layer with MACs
+    p.add_argument("--waves-layer", metavar="LAYER",
+                   help="the layer whose array run --waves records (default: the first "
+                        "layer with MACs; `pimforge run dnn --net NET --scale S` lists them)")
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,8 @@ def run(args: argparse.Namespace, config) -> DnnResult:
         net, params = _onnx(args)
     else:
         net = scale_network(network(args.net), scale, args.layers)
+    if args.waves_layer is not None:
+        _check_waves_layer(net, args.waves_layer, waves)
     try:
         r = _run(args, config, net, scale, params, waves)
     except CapacityError as e:
@@ -255,6 +260,18 @@ def run(args: argparse.Namespace, config) -> DnnResult:
                      onnx=None if args.onnx is None else str(args.onnx))
 
 
+def _check_waves_layer(net: Network, name: str, waves) -> None:
+    if waves is None:
+        raise PimforgeError("--waves-layer picks the layer of --waves FILE.vcd; give --waves "
+                            "too")
+    macs = [lay.name for lay in net.layers if lay.kind in COMPUTE]
+    if name not in macs:
+        near = ", ".join(macs[:6]) + (f" ... ({len(macs)} in all)" if len(macs) > 6 else "")
+        what = ("has no MACs (it runs on the host)" if name in net.by_name
+                else f"is no layer of {net.name}")
+        raise PimforgeError(f"--waves-layer {name!r} {what}; give a layer with MACs: {near}")
+
+
 def _run(args: argparse.Namespace, config, net: Network, scale: int, params, waves):
     mapping = map_scaled(net, config, args.mapper, scale)     # before any build
     rtl = scale > 1 or params is not None
@@ -272,6 +289,7 @@ def _run(args: argparse.Namespace, config, net: Network, scale: int, params, wav
     try:
         return run_network(net, config, mapper=args.mapper, scale=scale, seed=args.seed,
                            exe=exe, keep=args.dump is not None, progress=progress,
-                           mapping=mapping, params=params, rtl=rtl, waves=waves)
+                           mapping=mapping, params=params, rtl=rtl, waves=waves,
+                           waves_layer=args.waves_layer)
     finally:
         bar.close()

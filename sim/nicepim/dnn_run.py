@@ -453,12 +453,12 @@ def map_scaled(net: Network, cfg, mapper: str = "nicepim", scale: int = 1):
 def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, seed: int = 1,
                 exe=None, keep: bool = False, progress=None, mapping=None,
                 params: FloatParams | None = None, rtl: bool | None = None,
-                waves: WavesWindow | None = None) -> DnnRun:
+                waves: WavesWindow | None = None, waves_layer: str | None = None) -> DnnRun:
     """Map *net* (already scaled) on *cfg* and run it (module docstring). *keep*: keep every
     layer's input, weights and raw output (for a dump). ``scale == 1``: the model only,
     unless *rtl* says otherwise. *mapping*: :func:`map_scaled`'s result, when the caller
-    mapped it already. *waves*: the array's waves of the first layer with MACs, its first
-    run (*exe* must then be a trace build).
+    mapped it already. *waves*: the array's waves of the layer *waves_layer* (default: the
+    first layer with MACs), its first run (*exe* must then be a trace build).
 
     *params*: the model's own float parameters and input instead of random integers,
     quantized per tensor (:func:`quantize`): the input and each layer's weights to
@@ -515,8 +515,10 @@ def run_network(net: Network, cfg, *, mapper: str = "nicepim", scale: int = 1, s
         if compute:
             if params is None:
                 w = _weights(lay, ins, list(lay.preds), rng)
-            raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, lr, waves)
-            waves = None
+            traced = waves if waves_layer in (None, lay.name) else None
+            raw = _run_layer(cfg, lay, x, w, info, lo_in, lo_out, exe, lr, traced)
+            if traced is not None:
+                waves = None
             ref = wrap32(conv2d(x, w, stride=lay.stride, pad=lay.pad, groups=lay.groups))
             lr.matches_reference = bool(np.array_equal(raw, ref))
             cost = model.layer_cost(lay, parse_partition(info["partition"]),
