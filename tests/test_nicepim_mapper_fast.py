@@ -24,8 +24,8 @@ import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
-from pimforge.rtl.nicepim.params import Layout
-from pimforge.sim.nicepim import mapcost, mapper, mapspace, movement, selection
+from pimforge.rtl.nicepim.params import Layout, Op
+from pimforge.sim.nicepim import mapcost, mapper, mapspace, movement, node_model, selection
 from pimforge.sim.nicepim import networks as nets
 from pimforge.sim.nicepim.dnn_run import scale_network
 
@@ -191,3 +191,87 @@ def test_mapping_equals_one_without_shared_memo_entries(monkeypatch, name, scale
         _unshared(m)
         slow = mapper.map_network(net, cfg).to_json()
     assert fast == slow
+
+
+def _every(model, lay, parts, wr, li, lo, *, share=True, keep=1):
+    """:meth:`~mapcost.NodeModel.cheapest` without its bound: every LM costed, sorted
+    (stably) by the goal."""
+    costs = []
+    for part in parts:
+        try:
+            c = model.layer_cost(lay, part, wr, li, lo)
+        except CapacityError:
+            continue
+        costs.append((c, part))
+    costs.sort(key=lambda t: t[0].cycles if share else t[0].compute + t[0].dram)
+    return costs[:keep]
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_bounded_search_equals_costing_every_lm(preset):
+    """The bound never exceeds a cost, and the bounded search returns what costing every
+    LM and sorting gives (ties in the LMs' order), for random layers of the networks,
+    WRs, layouts, goals and numbers kept."""
+    cfg = load_config(preset)
+    n = cfg.nicepim
+    rng = random.Random(SEED)
+    log.info("seed %d", SEED)
+    lays = [lay for name in ("vgg16", "resnet152", "googlenet", "bert_base")
+            for lay in scale_network(nets.network(name), 4).layers if lay.kind != "input"]
+    model = mapcost.NodeModel(cfg)
+    for lay in rng.sample(lays, 12):
+        parts = mapspace.layer_partitions(lay, n.na_rows, n.na_cols)
+        wr = rng.choice((1, 2, n.na_rows * n.na_cols))
+        li, lo = rng.choice(mapspace.LAYOUTS), rng.choice(mapspace.LAYOUTS)
+        share, keep = rng.random() < 0.5, rng.choice((1, 3, 8))
+        for part in parts:
+            try:
+                c = model.layer_cost(lay, part, wr, li, lo)
+                b = model.cycles_bound(lay, part, wr, share=share)
+            except CapacityError:
+                continue
+            assert b <= (c.cycles if share else c.compute + c.dram) + 1e-6, (lay.name, part)
+        want = _every(model, lay, parts, wr, li, lo, share=share, keep=keep)
+        assert model.cheapest(lay, parts, wr, li, lo, share=share, keep=keep) == want, \
+            (lay.name, wr, share, keep)
+
+
+def test_mapping_equals_one_that_costs_every_lm(monkeypatch):
+    """PIM-Mapper and both baselines map a network as when every LM is costed."""
+    cfg = load_config("nicepim_small")
+    net = scale_network(nets.network("googlenet"), 8, layers=30)
+    fast = [mapper.map_network(net, cfg).to_json(),
+            *(mapper.baseline_map(net, cfg, lm_goal=g).to_json() for g in ("node", "full"))]
+    monkeypatch.setattr(mapcost.NodeModel, "cheapest", _every)
+    slow = [mapper.map_network(net, cfg).to_json(),
+            *(mapper.baseline_map(net, cfg, lm_goal=g).to_json() for g in ("node", "full"))]
+    assert fast == slow
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_short_walks_counted_in_python_equal_numpys_count(monkeypatch, preset):
+    """The DMA's words, rows, groups and read-modify-writes of random tasks (any op,
+    layout, window partly outside the tensor, power-of-two channel counts among them),
+    counted with the short walks in Python and with every walk in numpy."""
+    n = load_config(preset).nicepim
+    rng = random.Random(SEED)
+    log.info("seed %d", SEED)
+    cases = []
+    for _ in range(1500):
+        op = rng.choice([Op.LOAD_I, Op.LOAD_W, Op.STORE])
+        lay = rng.choice([Layout.NCHW, Layout.NHWC, Layout.NCHWC8]
+                         + ([Layout.CHWN] if op == Op.LOAD_W else []))
+        dims = (rng.randint(1, 40), rng.choice([rng.randint(1, 70), 8, 32, 64, 256]),
+                rng.randint(1, 30), rng.randint(1, 40))
+        cases.append((int(op), int(lay), dims, rng.randint(-2, dims[0]),
+                      rng.randint(-3, dims[1]), rng.randint(-3, dims[2]),
+                      rng.randint(-3, dims[3]), rng.randint(1, 3), rng.randint(1, 12),
+                      rng.randint(1, 45)))
+
+    def run():
+        tm = node_model.NodeTiming(n)
+        return [(tm.dma(*a), tm.store_rmw(a[1], a[2], *a[3:7], *a[8:10])) for a in cases]
+
+    fast = run()
+    monkeypatch.setattr(node_model, "PYTHON_RUNS", -1)
+    assert fast == run()

@@ -206,12 +206,20 @@ class NodeModel:
             raise type(node)(*node.args)
         if isinstance(node, LayerCost):
             return node
-        pb, pk, pp, pq, pc = sizes
         nb, cyc, dram, in_bytes, w_bytes, out_bytes, e_node, e_buf = node
-        # sharing: inputs among the K parts, weights among the B/P/Q parts (WR; an
-        # attention product's second operand, one per sample, among the P/Q parts),
-        # partial sums among the C parts; hops: the spacing of the sharing set in the
-        # region. The bit-hops of one set are spread over its nodes.
+        share, bits_hops, w_stored = self._sharing(lay, part, wr, nb, in_bytes, w_bytes,
+                                                   out_bytes)
+        energy = e_node + bits_hops * self.n.noc_pj_per_bit_hop + e_buf
+        return LayerCost(cyc, dram, share, energy, w_stored)
+
+    def _sharing(self, lay: Layer, part: Partition, wr: int, nb: int, in_bytes: int,
+                 w_bytes: int, out_bytes: int) -> tuple[int, float, int]:
+        """(cycles, bit-hops per node, weight bytes a node keeps) of a layer's data
+        sharing: inputs among the K parts, weights among the B/P/Q parts (WR; an
+        attention product's second operand, one per sample, among the P/Q parts),
+        partial sums among the C parts; hops: the spacing of the sharing set in the
+        region. The bit-hops of one set are spread over its nodes."""
+        pb, pk, pp, pq, pc = part.sizes
         cyc_i, bh_i = self.share_cycles(pk, in_bytes // pk, spacing(part, "k"))
         if lay.dynamic_weights:
             w_stored = 0
@@ -223,10 +231,91 @@ class NodeModel:
             w_stored = math.ceil(w_bytes / set_w)
             cyc_w, bh_w = self.share_cycles(set_w, w_stored, spacing(part, "bpq"))
         cyc_c, bh_c = self.share_cycles(pc, out_bytes // pc, spacing(part, "c"))
-        share = cyc_i + cyc_w + cyc_c
-        bits_hops = bh_i / pk + bh_w / max(1, set_w) + bh_c / pc
-        energy = e_node + bits_hops * self.n.noc_pj_per_bit_hop + e_buf
-        return LayerCost(cyc, dram, share, energy, w_stored)
+        return (cyc_i + cyc_w + cyc_c, bh_i / pk + bh_w / max(1, set_w) + bh_c / pc,
+                w_stored)
+
+    def _node_dims(self, lay: Layer, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """(samples, input channels, output channels, output rows and columns, groups) of
+        a node's part of a layer with MACs split into *sizes*."""
+        pb, pk, pp, pq, pc = sizes
+        nb = math.ceil(lay.n / pb)
+        p, q = math.ceil(lay.p / pp), math.ceil(lay.q / pq)
+        groups = max(1, math.ceil(lay.groups / pk)) if lay.groups > 1 else 1
+        if groups > 1:           # whole groups, each with its share of the group's channels
+            c = groups * math.ceil(lay.c // lay.groups / pc)
+            k = groups * (lay.k // lay.groups)
+        elif lay.groups > 1:     # a node's output channels are whole groups: their inputs
+            c = math.ceil(lay.c // lay.groups * groups / pc)
+            k = math.ceil(lay.k / pk)
+        else:
+            c, k = math.ceil(lay.c / pc), math.ceil(lay.k / pk)
+        return nb, c, k, p, q, groups
+
+    def _node_bytes(self, lay: Layer, nb: int, c: int, k: int, p: int, q: int,
+                    groups: int) -> tuple[int, int, int]:
+        """(input, weight, output) bytes of a node's part (:meth:`_node_dims`)."""
+        rows_in = (p - 1) * lay.stride + lay.r
+        cols_in = (q - 1) * lay.stride + lay.s
+        w_elems = k * (c // groups if groups > 1 else c) * lay.r * lay.s
+        return (nb * c * rows_in * cols_in * DATA_BITS // 8, w_elems * DATA_BITS // 8,
+                nb * k * p * q * PSUM_BITS // 8)
+
+    def cycles_bound(self, lay: Layer, part: Partition, wr: int, *,
+                     share: bool = True) -> float:
+        """A lower bound of :meth:`layer_cost`'s ``compute + dram`` (plus its ``share``
+        with *share*) that costs no task list: the engine's busy cycles (the node's
+        controller and DMA only add to them) and the exact data sharing. Layers without
+        MACs are cheap to cost, and bound at 0.
+
+        Raises
+        ------
+        CapacityError
+            The buffers cannot hold the LM's tiles (:meth:`compute_cycles`)."""
+        if lay.kind not in ("conv", "fc", "matmul"):
+            return 0.0
+        nb, c, k, p, q, groups = self._node_dims(lay, part.sizes)
+        eng = nb * self.compute_cycles(c, k, p, q, lay.r, lay.s, lay.stride, groups)[0]
+        if not share:
+            return float(eng)
+        return float(eng + self._sharing(lay, part, wr, nb,
+                                         *self._node_bytes(lay, nb, c, k, p, q, groups))[0])
+
+    def cheapest(self, lay: Layer, parts, wr: int, layout_in: int, layout_out: int, *,
+                 share: bool = True, keep: int = 1) -> list[tuple[LayerCost, Partition]]:
+        """The *keep* (cost, LM) of *parts* with the least ``compute + dram`` (plus
+        ``share`` with *share*), least first and, among equal ones, in the order of
+        *parts*: what sorting every LM's :meth:`layer_cost` would give, LMs that raise
+        :class:`CapacityError` left out. LMs are costed in the order of
+        :meth:`cycles_bound`, and those whose bound exceeds the *keep*-th least cost
+        found are not costed at all."""
+        def goal(c: LayerCost) -> float:
+            return c.cycles if share else c.compute + c.dram
+
+        order = []
+        for i, part in enumerate(parts):
+            try:
+                b = self.cycles_bound(lay, part, wr, share=share)
+            except CapacityError:
+                b = -math.inf           # the task list decides (it may still fit)
+            order.append((b, i, part))
+        order.sort(key=lambda t: (t[0], t[1]))
+        found: list[tuple[float, int, LayerCost, Partition]] = []
+        for b, i, part in order:
+            if len(found) >= keep:
+                worst = found[-1]
+                # a bound may sit a rounding error above its cost: a cycle of margin
+                if b - 1 > worst[0]:
+                    break
+                if b - 1 == worst[0] and i > worst[1]:
+                    continue
+            try:
+                c = self.layer_cost(lay, part, wr, layout_in, layout_out)
+            except CapacityError:
+                continue
+            found.append((goal(c), i, c, part))
+            found.sort(key=lambda t: (t[0], t[1]))
+            del found[keep:]
+        return [(c, part) for _, _, c, part in found]
 
     def _node_terms(self, lay: Layer, sizes: tuple[int, ...], layout_in: int,
                     layout_out: int) -> LayerCost | tuple:
@@ -235,23 +324,16 @@ class NodeModel:
         a layer without MACs, else ``(samples, compute cycles, DRAM cycles, input,
         weight and output bytes, energy of the MACs and DRAM, energy of the
         buffers)``."""
-        pb, pk, pp, pq, pc = sizes
-        nb = math.ceil(lay.n / pb)
-        k = math.ceil(lay.k / pk)
-        p, q = math.ceil(lay.p / pp), math.ceil(lay.q / pq)
-        c = math.ceil(lay.c / pc)
-        groups = max(1, math.ceil(lay.groups / pk)) if lay.groups > 1 else 1
-        if lay.groups > 1:       # a node's output channels are whole groups: their inputs
-            c = math.ceil(lay.c // lay.groups * groups / pc)
         if lay.kind == "input":          # the network's input is already in DRAM
             return LayerCost(0, 0, 0, 0.0, 0)
         if lay.kind not in ("conv", "fc", "matmul"):
-            one = self._plain_cost(lay, k, p, q, layout_in, layout_out)
+            pb, pk, pp, pq, _ = sizes
+            nb = math.ceil(lay.n / pb)
+            one = self._plain_cost(lay, math.ceil(lay.k / pk), math.ceil(lay.p / pp),
+                                   math.ceil(lay.q / pq), layout_in, layout_out)
             return LayerCost(nb * one.compute, nb * one.dram, 0, nb * one.energy_pj, 0)
+        nb, c, k, p, q, groups = self._node_dims(lay, sizes)
         r, s, st = lay.r, lay.s, lay.stride
-        if groups > 1:           # whole groups, each with its share of the group's channels
-            c = groups * math.ceil(lay.c // lay.groups / pc)
-            k = groups * (lay.k // lay.groups)
         # the node's task list (:mod:`.node_model`), for the largest part (the last of
         # each split), its engine tiles from compute_cycles
         node = part_cost(self.n, ConvPart(c=c, k=k, h=lay.h, w=lay.w, r=r, s=s, stride=st,
@@ -261,12 +343,7 @@ class NodeModel:
         eng, _, _ = self.compute_cycles(c, k, p, q, r, s, st, groups)
         cyc = nb * (eng + node.overhead)
         dram = nb * (node.dma + node.refresh)
-        rows_in = (p - 1) * st + r
-        cols_in = (q - 1) * st + s
-        w_elems = k * (c // groups if groups > 1 else c) * r * s
-        w_bytes = w_elems * DATA_BITS // 8
-        in_bytes = nb * c * rows_in * cols_in * DATA_BITS // 8
-        out_bytes = nb * k * p * q * PSUM_BITS // 8
+        in_bytes, w_bytes, out_bytes = self._node_bytes(lay, nb, c, k, p, q, groups)
         macs = nb * k * (c // groups if groups > 1 else c) * r * s * p * q
         dram_bits = nb * (node.words_rd + node.words_wr) * self.word_bytes * 8
         # the energy's terms in the order they are summed (the NoC's comes between)

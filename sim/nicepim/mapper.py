@@ -301,20 +301,14 @@ def baseline_map(net: Network, cfg, layout: int | None = None, *, lm_goal: str =
             if lay.name in fixed:
                 part = fixed[lay.name]
                 return model.layer_cost(lay, part, wr[lay.name], lo, lo), part
-            found = None
-            for part in layer_partitions(lay, h, w):
-                try:
-                    c = model.layer_cost(lay, part, wr[lay.name], lo, lo)
-                except CapacityError:
-                    continue
-                goal = c.compute + c.dram if lm_goal == "node" else c.cycles
-                if found is None or goal < found[0]:
-                    found = (goal, c, part)
-            if found is None:
+            found = model.cheapest(lay, layer_partitions(lay, h, w), wr[lay.name], lo, lo,
+                                   share=lm_goal == "full")
+            if not found:
                 raise CapacityError(f"layer {lay.name} fits no partition of the array")
+            c, part = found[0]
             if lm_goal == "node":
-                fixed[lay.name] = found[2]
-            return found[1], found[2]
+                fixed[lay.name] = part
+            return c, part
 
         for lay in net.layers[1:]:
             costs[lay.name] = cost(lay)

@@ -180,10 +180,10 @@ def traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
         lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])
         hi = np.minimum(own[:, None, 1::2], home[None, :, 1::2])
         amount = np.prod(np.maximum(hi - lo, 0), axis=2).astype(float)
-    ys, yd = np.meshgrid(ns["y"], nd["y"], indexing="ij")
-    xs, xd = np.meshgrid(ns["x"], nd["x"], indexing="ij")
-    keep = (amount > 0) & ((ys != yd) | (xs != xd))
-    return np.stack([ys[keep], xs[keep], yd[keep], xd[keep], np.ceil(amount[keep])], axis=1)
+    i, j = np.nonzero((amount > 0) & ((ns["y"][:, None] != nd["y"][None, :])
+                                      | (ns["x"][:, None] != nd["x"][None, :])))
+    return np.stack([ns["y"][i], ns["x"][i], nd["y"][j], nd["x"][j], np.ceil(amount[i, j])],
+                    axis=1)
 
 
 def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> tuple[int, float]:
@@ -209,15 +209,17 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
             sel = (b - a) * sign > 0
             lo = np.where(sign > 0, a, b)[sel]
             hi = np.where(sign > 0, b, a)[sel]
-            diff = np.zeros((n_fix, n_run + 1))
-            np.add.at(diff, (fixed[sel], lo), flits[sel])
-            np.add.at(diff, (fixed[sel], hi), -flits[sel])
-            load = max(load, float(np.cumsum(diff, axis=1).max(initial=0.0)))
+            if not sel.any():
+                continue
+            f = flits[sel]
+            at = fixed[sel] * (n_run + 1)
+            diff = (np.bincount(at + lo, f, n_fix * (n_run + 1))
+                    - np.bincount(at + hi, f, n_fix * (n_run + 1)))
+            load = max(load, float(np.cumsum(diff.reshape(n_fix, n_run + 1), axis=1).max()))
     port = 0.0
     per_node = []
     for y, x in ((ys, xs), (yd, xd)):
-        per = np.zeros(H * W)
-        np.add.at(per, y * W + x, flits)
+        per = np.bincount(y * W + x, flits, H * W)
         port = max(port, float(per.max()))
         per_node.append(per / MESSAGE_FLITS)
     sent, recv = per_node

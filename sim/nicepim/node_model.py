@@ -141,9 +141,6 @@ def _units(L: int, levels: tuple, U: int, g: int) -> float:
     return u
 
 
-#: Output-channel blocks or row bands of a part costed one by one when there are at most
-#: this many (else grouped into classes of equal shape, costed by their first member).
-EXACT_CLASSES = 16
 #: Walks of at most this many runs are counted run by run; longer ones by the average.
 EXACT_RUNS = 4096
 
@@ -165,6 +162,75 @@ def _exact(starts: np.ndarray, lengths: np.ndarray, U: int) -> int:
     return int((last - first + 1).sum() - (first[1:] == last[:-1]).sum())
 
 
+#: Walks of at most this many runs (contiguous ones folded) are counted in Python, the
+#: others with numpy (the same count; numpy's calls cost more than a short loop).
+PYTHON_RUNS = 64
+
+
+def _fold(L: int, levels: tuple) -> tuple[int, tuple]:
+    """A walk's runs and levels with the inner levels that continue a run (a stride equal
+    to the run's length) folded into the run: the same elements in the same order."""
+    lv = []
+    for cnt, stride in levels:
+        if cnt <= 1:
+            continue
+        if not lv and stride == L:
+            L *= cnt
+            continue
+        lv.append((cnt, stride))
+    return L, tuple(lv)
+
+
+def _walk_units(walks: list[tuple[int, tuple, int]], U: int, V: int) -> tuple[int, int]:
+    """Units of ``U`` and of ``V`` elements touched, consecutively distinct, by the
+    walks ``(L, levels, offset)`` one after the other (:func:`_exact` over all their
+    runs)."""
+    if sum(math.prod(c for c, _ in lv) for _, lv, _ in walks) > PYTHON_RUNS:
+        starts = [_starts(L, lv, off) for L, lv, off in walks]
+        lengths = np.concatenate([np.full(len(st), L) for st, (L, _, _) in
+                                  zip(starts, walks, strict=True)])
+        starts = np.concatenate(starts)
+        return _exact(starts, lengths, U), _exact(starts, lengths, V)
+    nu = nv = 0
+    pu = pv = None
+    for L, lv, off in walks:
+        starts = [off]
+        for cnt, stride in lv:          # inner first: the inner index varies fastest
+            starts = [s + i * stride for i in range(cnt) for s in starts]
+        for st in starts:
+            end = st + L - 1
+            fu, lu, fv, lv_ = st // U, end // U, st // V, end // V
+            nu += lu - fu + (fu != pu)
+            nv += lv_ - fv + (fv != pv)
+            pu, pv = lu, lv_
+    return nu, nv
+
+
+def _partial_visits(L: int, levels: tuple, off: int, U: int) -> int:
+    """Visits to a unit of ``U`` elements (consecutive elements of the walk in one unit)
+    that cover fewer than ``U`` elements, by the walk of runs of ``L`` at ``off`` repeated
+    by *levels* (inner first)."""
+    starts = [off]
+    for cnt, stride in levels:
+        starts = [s + i * stride for i in range(cnt) for s in starts]
+    partial = 0
+    prev_u, prev_len = None, 0          # the visit still open: its unit and length
+    for st in starts:
+        end = st + L - 1
+        fu, lu = st // U, end // U
+        head = (min(end, fu * U + U - 1) - st + 1)
+        if fu == prev_u:                # the run goes on with the open visit
+            head += prev_len
+        elif prev_u is not None:
+            partial += prev_len < U
+        if fu == lu:
+            prev_u, prev_len = fu, head
+            continue
+        partial += head < U             # the middle units are covered whole
+        prev_u, prev_len = lu, end % U + 1
+    return partial + (prev_len < U)
+
+
 def _prefix(L: int, levels: tuple, off: int, U: int) -> float:
     """Units a long walk touches, counted on the first outer indices that make
     :data:`EXACT_RUNS` runs and scaled to all of them."""
@@ -178,6 +244,13 @@ def _prefix(L: int, levels: tuple, off: int, U: int) -> float:
         lv[i] = (keep, lv[i][1])
     starts = _starts(L, tuple(lv), off)
     return factor * _exact(starts, np.full(len(starts), L), U)
+
+
+def _pixels(base: int, hs: int, vh: int, ws: int, vw: int, dw: int) -> np.ndarray:
+    """Indices ``base + h * dw + w`` of a ``vh x vw`` window at ``(hs, ws)`` of a map
+    *dw* wide, row by row."""
+    return (base + np.arange(hs, hs + vh, dtype=np.int64)[:, None] * dw
+            + np.arange(ws, ws + vw, dtype=np.int64)[None, :]).ravel()
 
 
 def _clip(lo: int, size: int, total: int) -> tuple[int, int]:
@@ -313,11 +386,8 @@ class NodeTiming:
         words = rows = 0.0
         runs = sum(math.prod(c for c, _ in lv) for _, lv, _, _ in seqs)
         if seqs and runs <= EXACT_RUNS:
-            starts = [_starts(L, lv, off) for L, lv, off, _ in seqs]
-            lengths = np.concatenate([np.full(len(st), L) for st, (L, *_) in
-                                      zip(starts, seqs, strict=True)])
-            starts = np.concatenate(starts)
-            words, rows = _exact(starts, lengths, per), _exact(starts, lengths, row_el)
+            words, rows = _walk_units([(*_fold(L, lv), off) for L, lv, off, _ in seqs],
+                                      per, row_el)
         else:
             for L, levels, off, monotonic in seqs:
                 if monotonic:
@@ -356,8 +426,7 @@ class NodeTiming:
         lines = cb * nh * nw
         if not (0 <= n0 < dn and vh and vw):
             return lines
-        hh, ww = np.meshgrid(np.arange(hs, hs + vh), np.arange(ws, ws + vw), indexing="ij")
-        pix = (n0 * dh * dw + hh * dw + ww).ravel().astype(np.int64)
+        pix = None                              # the pixels' indices, made when needed
         total = lines - cb * vh * vw            # lines of pixels outside: one group each
         step = R if op == Op.LOAD_I else C
         for b in range(cb):
@@ -367,12 +436,24 @@ class NodeTiming:
             if hi <= lo:
                 continue
             if layout == Layout.NHWC:
-                a = pix * dc + lo
-                total += int(((a + hi - lo - 1) // U - a // U + 1).sum())
+                if U % dc == 0:         # a pixel's channels never straddle a word
+                    total += vh * vw
+                elif dc % U == 0:       # every pixel's run starts alike in its word
+                    total += vh * vw * ((lo % U + hi - lo - 1) // U + 1)
+                else:
+                    if pix is None:
+                        pix = _pixels(n0 * dh * dw, hs, vh, ws, vw, dw)
+                    a = pix * dc + lo
+                    total += int(((a + hi - lo - 1) // U - a // U + 1).sum())
             else:
                 blocks = -(-dc // C_BLOCK)
                 for blk in range(lo // C_BLOCK, (hi - 1) // C_BLOCK + 1):
                     x, y = max(lo, blk * C_BLOCK), min(hi, (blk + 1) * C_BLOCK)
+                    if U % C_BLOCK == 0:    # a pixel's block never straddles a word
+                        total += vh * vw
+                        continue
+                    if pix is None:
+                        pix = _pixels(n0 * dh * dw, hs, vh, ws, vw, dw)
                     a = ((n0 * blocks + blk) * dh * dw + pix - n0 * dh * dw) * C_BLOCK \
                         + x % C_BLOCK
                     total += int(((a + y - x - 1) // U - a // U + 1).sum())
@@ -393,14 +474,21 @@ class NodeTiming:
         if not (vh and vw and hi > lo):
             return total
         per_line = int(n0 < 0) + int(n0 + C > dn)
-        hh, ww = np.meshgrid(np.arange(hs, hs + vh), np.arange(ws, ws + vw), indexing="ij")
-        pix = (hh * dw + ww).ravel().astype(np.int64)
+        pix = None
         for b in range(cb):
             cs, vr = _clip(c0 + b * R, R, dc)
             if not vr:
                 continue
-            a = ((np.arange(cs, cs + vr)[:, None] * dh * dw + pix[None, :]) * dn + lo).ravel()
-            segs = int(((a + hi - lo - 1) // U - a // U + 1).sum())
+            if U % dn == 0:         # a line's lanes never straddle a word
+                segs = vr * vh * vw
+            elif dn % U == 0:       # every line's lanes start alike in their word
+                segs = vr * vh * vw * ((lo % U + hi - lo - 1) // U + 1)
+            else:
+                if pix is None:
+                    pix = _pixels(0, hs, vh, ws, vw, dw)
+                a = ((np.arange(cs, cs + vr)[:, None] * dh * dw + pix[None, :]) * dn
+                     + lo).ravel()
+                segs = int(((a + hi - lo - 1) // U - a // U + 1).sum())
             total += vr * vh * vw * (per_line - 1) + segs
         return total
 
@@ -418,22 +506,35 @@ class NodeTiming:
         cs, vc = _clip(c0, C, dc)
         if not (vh and vw and vc):
             return 0
-        c = np.arange(cs, cs + vc)
-        h = np.arange(hs, hs + vh)
-        w = np.arange(ws, ws + vw)
+        # the walk as runs of consecutive addresses, where it is regular
+        walk = None
         if layout == Layout.NCHW:         # lanes outermost, then rows, then pixels
-            cc, hh, ww = np.meshgrid(c, h, w, indexing="ij")
-        else:                             # rows, pixels, lanes innermost
-            hh, ww, cc = np.meshgrid(h, w, c, indexing="ij")
-        cc, hh, ww = cc.ravel(), hh.ravel(), ww.ravel()
-        if layout == Layout.NCHW:
-            a = ((n0 * dc + cc) * dh + hh) * dw + ww
-        elif layout == Layout.NHWC:
-            a = ((n0 * dh + hh) * dw + ww) * dc + cc
+            walk = _fold(vw, ((vh, dw), (vc, dh * dw)))
+            off = ((n0 * dc + cs) * dh + hs) * dw + ws
+        elif layout == Layout.NHWC:       # rows, pixels, lanes innermost
+            walk = _fold(vc, ((vw, dc), (vh, dw * dc)))
+            off = ((n0 * dh + hs) * dw + ws) * dc + cs
+        elif cs // C_BLOCK == (cs + vc - 1) // C_BLOCK:     # the lanes in one block
+            walk = _fold(vc, ((vw, C_BLOCK), (vh, dw * C_BLOCK)))
+            blocks = -(-dc // C_BLOCK)
+            off = (((n0 * blocks + cs // C_BLOCK) * dh + hs) * dw + ws) * C_BLOCK \
+                + cs % C_BLOCK
+        if walk is not None and math.prod(c for c, _ in walk[1]) <= PYTHON_RUNS:
+            return _partial_visits(*walk, off, U)
+        c = np.arange(cs, cs + vc, dtype=np.int64)
+        h = np.arange(hs, hs + vh, dtype=np.int64)
+        w = np.arange(ws, ws + vw, dtype=np.int64)
+        # the walk's addresses, in its order (broadcast, then flattened)
+        if layout == Layout.NCHW:         # lanes outermost, then rows, then pixels
+            a = (((n0 * dc + c[:, None, None]) * dh + h[None, :, None]) * dw
+                 + w[None, None, :])
+        elif layout == Layout.NHWC:       # rows, pixels, lanes innermost
+            a = ((n0 * dh + h[:, None, None]) * dw + w[None, :, None]) * dc + c[None, None, :]
         else:
             blocks = -(-dc // C_BLOCK)
-            a = (((n0 * blocks + cc // C_BLOCK) * dh + hh) * dw + ww) * C_BLOCK + cc % C_BLOCK
-        u = a // U
+            a = ((((n0 * blocks + c[None, None, :] // C_BLOCK) * dh + h[:, None, None]) * dw
+                  + w[None, :, None]) * C_BLOCK + c[None, None, :] % C_BLOCK)
+        u = a.ravel() // U
         cut = np.flatnonzero(u[1:] != u[:-1]) + 1
         counts = np.diff(np.concatenate(([0], cut, [len(u)])))
         return int((counts < U).sum())

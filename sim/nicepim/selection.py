@@ -193,18 +193,13 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
     li = layouts.get(lay.preds[0], Layout.NCHW) if lay.preds else Layout.NCHW
     lo = layouts.get(lay.name, Layout.NCHW)
     key = ("candidates", layer_shape(lay), h, w, int(li), int(lo), tuple(wrs))
+    parts = layer_partitions(lay, h, w)
     if key not in cache:
         per_wr = []
-        parts = layer_partitions(lay, h, w)
         for wr in wrs:
-            costs = []
-            for part in parts:
-                try:
-                    costs.append((model.layer_cost(lay, part, wr, li, lo), part))
-                except CapacityError:
-                    continue
+            # the *keep* fastest LMs, as sorting all of them by cycles would give
+            costs = model.cheapest(lay, parts, wr, li, lo, keep=keep)
             if costs:
-                costs.sort(key=lambda t: t[0].cycles)
                 per_wr.append((wr, costs))
             if lay.weights == 0 or lay.dynamic_weights:
                 break
@@ -217,16 +212,25 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
     for wr, costs in cache[key]:
         best = None
         tries = []
-        for i, (c, part) in enumerate(costs):
-            if i < keep:
-                # the spatial orders of the fastest LMs (the node part is the same)
-                ok = ("orders", key, wr, part)
-                if ok not in cache:
-                    cache[ok] = [(model.layer_cost(lay, alt, wr, li, lo), alt)
-                                 for alt in orders(part)[1:]]
-                tries += [(c, part), *cache[ok]]
-            elif part in same:
-                tries.append((c, part))
+        for c, part in costs:
+            # the spatial orders of the fastest LMs (the node part is the same)
+            ok = ("orders", key, wr, part)
+            if ok not in cache:
+                cache[ok] = [(model.layer_cost(lay, alt, wr, li, lo), alt)
+                             for alt in orders(part)[1:]]
+            tries += [(c, part), *cache[ok]]
+        # a predecessor's LM on the same region, slower than those: by cycles, then
+        # in the order of the LMs
+        fastest = {part for _, part in costs}
+        rest = []
+        for i, part in enumerate(parts):
+            if part in same and part not in fastest:
+                try:
+                    c = model.layer_cost(lay, part, wr, li, lo)
+                except CapacityError:
+                    continue
+                rest.append((c.cycles, i, c, part))
+        tries += [(c, part) for _, _, c, part in sorted(rest, key=lambda t: t[:2])]
         for c, part in tries:
             move = 0
             if preds:           # memoized by the model (:func:`.movement.redistribution`)
