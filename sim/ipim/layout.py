@@ -48,9 +48,12 @@ def f32_bits(v: float) -> int:
 class Array:
     """One root func or input image, as every PE stores it.
 
-    A *tiled* array (the default) is a band of ``R = H / PEs`` rows in four strips of
-    ``S = W/4`` vectors. A *replicated* one (``rep``) is the whole ``W x H`` func in
-    every PE, one pixel per vector (the channels in the lanes, or the lanes alike), over
+    A *tiled* array (the default) is a band of ``R`` rows (``ceil(H / PEs)`` for an
+    output; a producer's scales with its consumers' resampling) in four strips of
+    ``S = W/4`` vectors; the last band may be shorter (``last_rows``), its rows beyond
+    ``H`` holding row ``H - 1`` as the halo does, and the PEs after it hold no rows. A
+    *replicated* one (``rep``) is the whole ``W x H`` func in every PE, one pixel per
+    vector (the channels in the lanes, or the lanes alike), over
     ``R x S`` rows and columns, rounded up to even where its kernel resamples (it makes
     two per step); the rows and columns beyond ``H`` and ``W`` hold the edge, as the halo
     does. ``kind`` says where the values come from: ``"input"`` (placed by the host;
@@ -89,6 +92,17 @@ class Array:
     def host(self) -> bool:
         """Written by the host before the run (an input image or a constant table)."""
         return self.kind in ("input", "const")
+
+    @property
+    def bands(self) -> int:
+        """The PEs whose band holds rows of the image (a tiled array): ``ceil(H / R)``;
+        the last band may be shorter, and the PEs after it hold none."""
+        return 1 if self.rep else -(-self.H // self.R)
+
+    @property
+    def last_rows(self) -> int:
+        """The image rows in the last band (``R`` when the bands divide ``H``)."""
+        return self.H - (self.bands - 1) * self.R
 
     @property
     def S(self) -> int:
@@ -166,8 +180,7 @@ def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
     rows = np.arange(-arr.hyt, arr.R + arr.hyb)
     cols = np.arange(-arr.hxl, arr.S + arr.hxr)
     out = {}
-    npe = arr.H // arr.R
-    for g in range(npe):
+    for g in range(arr.bands):
         ys = np.clip(g * arr.R + rows, 0, arr.H - 1)
         xs = np.clip(np.arange(LANES)[None, :] * arr.S + cols[:, None], 0, arr.W - 1)
         block = u[ys[:, None, None], xs[None, :, :]]      # [rows, cols, lanes]
@@ -178,12 +191,12 @@ def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
 def gather(arr: Array, fetch: Callable[[int, int, int, int], np.ndarray], ip) -> np.ndarray:
     """The ``(H, W)`` image of *arr* from ``fetch(global vault, pe, base, n)``
     (``uint32[n, 4]``)."""
-    npe = arr.H // arr.R
-    u = np.zeros((arr.H, arr.W), dtype=np.uint32)
-    for g in range(npe):
+    u = np.zeros((arr.bands * arr.R, arr.W), dtype=np.uint32)
+    for g in range(arr.bands):
         v, p = divmod(g, ip.pes)
         blk = fetch(v, p, arr.base, arr.size).reshape(arr.R + arr.hyt + arr.hyb, arr.pitch,
                                                       LANES)
         inner = blk[arr.hyt:arr.hyt + arr.R, arr.hxl:arr.hxl + arr.S, :]   # [r, k, lane]
         u[g * arr.R:(g + 1) * arr.R, :] = inner.transpose(0, 2, 1).reshape(arr.R, arr.W)
+    u = np.ascontiguousarray(u[:arr.H])
     return u.view(np.float32) if arr.dtype == FP32 else u.view(np.int32)
