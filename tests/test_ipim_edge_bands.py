@@ -70,3 +70,54 @@ def test_8k_maps_on_table3_in_short_last_bands():
 def test_sizes_that_cannot_map_say_why(cfg):
     with pytest.raises(CompileError, match="multiple of 4"):
         compile_bench("blur", 40, 70, cfg)
+
+
+@pytest.fixture(scope="module")
+def cfg8():
+    """Two ipim_small cubes: 8 vaults, so that vault 1 has a neighbour on each side."""
+    return load_config("ipim_small", {"ipim.cubes": 2})
+
+
+@pytest.mark.parametrize("bench", ["blur", "stencil_chain", "upsample"])
+def test_one_vault_share_matches_numpy(cfg8, bench):
+    """Vault 1's share of 72 rows on 8 vaults x 4 PEs (bands of 3), run with its two
+    neighbours on a window of four vaults, is its rows of the whole image's output."""
+    from pimforge.sim.ipim.one_vault import run_one_vault
+
+    rng = np.random.default_rng([SEED, 2])
+    img = rng.random((72, 64), dtype=np.float32)
+    params = {"stencils": 3} if bench == "stencil_chain" else {}
+    r = run_one_vault(bench, img, cfg8, engine="iss", **params)
+    assert r.vault == 1 and r.vaults == 8 and r.window == {0: 0, 1: 1, 2: 2}
+    rows = 12 * (2 if bench == "upsample" else 1)
+    assert r.rows == (rows, 2 * rows)
+    assert r.run.output.shape == r.run.reference.shape
+    assert r.run.reference.shape[0] == rows
+    assert r.run.max_abs_error == 0.0
+    if bench == "stencil_chain":
+        assert r.run.counts["req"] > 0
+
+
+def test_one_vault_cli_writes_the_share_and_refuses_a_pipeline(tmp_path, capsys):
+    from pimforge.gen.cli import main
+
+    out = tmp_path / "ov.json"
+    rc = main(["run", "image", "--bench", "blur", "--config", "ipim_small", "--set",
+               "ipim.cubes=2", "--size", "64x72", "--engine", "iss", "--one-vault",
+               "--json", str(out)])
+    assert rc == 0
+    import json
+
+    d = json.loads(out.read_text())
+    assert d["one_vault"] is True
+    b = d["benches"]["blur"]
+    assert b["one_vault"]["vault"] == 1 and b["one_vault"]["output_rows"] == [12, 24]
+    assert b["matches_reference"] is True and b["machine_ms"] is None
+    capsys.readouterr()
+    pipe = tmp_path / "p.py"
+    pipe.write_text("def pipeline(H, W):\n    pass\n")
+    rc = main(["run", "image", "--pipeline", str(pipe), "--one-vault", "--engine", "iss",
+               "--json", str(tmp_path / "p.json")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--one-vault" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p.json").exists()

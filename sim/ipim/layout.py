@@ -161,16 +161,19 @@ def _to_u32(img: np.ndarray, dtype: str) -> np.ndarray:
     return np.asarray(img, dtype=np.int64).astype(np.uint32)
 
 
-def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
+def place(arr: Array, img: np.ndarray, ip,
+          vaults: dict[int, int] | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Every PE's band of *img* (``(H, W)``, or channel ``arr.channel`` of ``(H, W, C)``)
     with its halo (clamped at the image's edges), as ``(global vault, pe) ->
     uint32[vectors, 4]`` starting at ``arr.base``; a constant table (``kind ==
-    "const"``) is its own ``data`` in every PE, whatever *img*."""
+    "const"``) is its own ``data`` in every PE, whatever *img*. *vaults* (``global
+    vault -> vault``): only those vaults' PEs, keyed by the vault they map to."""
+    keep = vaults if vaults is not None else {v: v for v in range(ip.cubes * ip.vaults)}
     if arr.kind == "const":
         u = np.zeros(arr.S * LANES, np.uint32)
         u[:arr.data.size] = _to_u32(arr.data, FP32)
         blk = u.reshape(-1, LANES)
-        return {divmod(g, ip.pes): blk for g in range(ip.cubes * ip.vaults * ip.pes)}
+        return {(lv, p): blk for lv in keep.values() for p in range(ip.pes)}
     if arr.channel is not None and img.ndim == 3:
         img = img[..., arr.channel]
     if img.shape != (arr.H, arr.W):
@@ -180,11 +183,14 @@ def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
     rows = np.arange(-arr.hyt, arr.R + arr.hyb)
     cols = np.arange(-arr.hxl, arr.S + arr.hxr)
     out = {}
+    xs = np.clip(np.arange(LANES)[None, :] * arr.S + cols[:, None], 0, arr.W - 1)
     for g in range(arr.bands):
+        v, p = divmod(g, ip.pes)
+        if v not in keep:
+            continue
         ys = np.clip(g * arr.R + rows, 0, arr.H - 1)
-        xs = np.clip(np.arange(LANES)[None, :] * arr.S + cols[:, None], 0, arr.W - 1)
         block = u[ys[:, None, None], xs[None, :, :]]      # [rows, cols, lanes]
-        out[divmod(g, ip.pes)] = block.reshape(-1, LANES)
+        out[(keep[v], p)] = block.reshape(-1, LANES)
     return out
 
 

@@ -1049,10 +1049,13 @@ def _allocate_banks(g: _Graph) -> int:
 
 def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
                      opts: Options | None = None,
-                     out_shape: tuple[int, ...] | None = None) -> Program:
+                     out_shape: tuple[int, ...] | None = None,
+                     vaults: list[int] | None = None) -> Program:
     """Compile *out* computed over ``size = (W, H)`` for *cfg*'s iPIM machine; a tuple of
     funcs is a pipeline with several outputs of that size (the channels of an image,
-    read back stacked as the last axis).
+    read back stacked as the last axis). *vaults* (global indices): generate only those
+    vaults' programs, of the same layout (a share of the machine; a histogram's are
+    always all).
 
     Raises
     ------
@@ -1114,16 +1117,20 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
     consts_l = [0] + sorted(consts - {0})
     budgets = [ip.imem_instructions // d for d in (4, 16, 64)] if opts.unroll else []
     # then loops; then loops of one or two vectors per step (-1)
-    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0, -1], out_shape or (H, W))
+    if vaults is not None and not all(0 <= v < nvaults for v in vaults):
+        raise CompileError(f"vaults {vaults} are not all among the machine's {nvaults}")
+    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0, -1], out_shape or (H, W),
+                     range(nvaults) if vaults is None else sorted(set(vaults)))
 
 
 def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
-              budgets: list[int], out_shape) -> Program:
-    """Every vault's program; with the first unrolling budget whose program fits."""
+              budgets: list[int], out_shape, vaults) -> Program:
+    """Every vault's program (of *vaults*); with the first unrolling budget whose program
+    fits."""
     programs = {}
     kernels: list[str] = []
     budget = budgets[0]
-    for gv in range(nvaults):
+    for gv in vaults:
         b = Builder(ip, opts, gv, consts_l)
         b.unroll_budget = max(budget, 0)
         b.compact = budget < 0
@@ -1160,7 +1167,7 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
             segments.append(b.prog)
         prog = assemble(prologue, segments)
         if len(prog) > ip.imem_instructions and len(budgets) > 1:
-            return _generate(g, ip, opts, nvaults, consts_l, budgets[1:], out_shape)
+            return _generate(g, ip, opts, nvaults, consts_l, budgets[1:], out_shape, vaults)
         if len(prog) > ip.imem_instructions:
             raise CompileError(f"vault {gv}'s program has {len(prog)} instructions but the "
                                f"program memory holds {ip.imem_instructions}; raise "
