@@ -96,6 +96,7 @@ def test_one_vault_share_matches_numpy(cfg8, bench):
     assert r.run.max_abs_error == 0.0
     if bench == "stencil_chain":
         assert r.run.counts["req"] > 0
+    assert 0 < r.instructions < sum(r.run.counts.values())
 
 
 def test_one_vault_cli_writes_the_share_and_refuses_a_pipeline(tmp_path, capsys):

@@ -1,16 +1,17 @@
 """One vault's share of an image compiled for the whole machine (``--one-vault``).
 
 A pipeline is compiled for the whole machine of the config (Table III: 8 cubes x 16
-vaults: the bands of every PE of every vault) and one vault's share runs on a *window* machine of one cube of four vaults: local
-vault 1 is the measured vault ``gv``, vaults 0 and 2 its neighbours ``gv - 1`` and
-``gv + 1`` running their own programs, so that every halo line the measured vault
-fetches by ``req`` between two ``sync`` barriers is the one its neighbour computed, and
-every barrier waits for them as on the whole machine. Vault 3 stands in for every
-vault further away: it has no program (a halted vault counts as arrived at every
-barrier) and its banks hold nothing, so the neighbours' own outer halo lines are not
-the machine's; this reaches the measured vault only through a chain of stages whose
-halos span a neighbour's whole share (at 8K on Table III a share is 64 rows), and the
-check of the measured vault's output rows against the reference says whether it did.
+vaults: the bands of every PE of every vault) and one vault's share runs on a *window*
+machine of one cube of four vaults: local vault 1 is the measured vault ``gv``, vaults
+0 and 2 its neighbours ``gv - 1`` and ``gv + 1`` running their own programs, so that
+every halo line the measured vault fetches by ``req`` between two ``sync`` barriers is
+the one its neighbour computed, and every barrier waits for them as on the whole
+machine. Vault 3 stands in for every vault further away: it has no program (a halted
+vault counts as arrived at every barrier) and its banks hold nothing, so the
+neighbours' own outer halo lines are not the machine's; this reaches the measured vault
+only through a chain of stages whose halos span a neighbour's whole share (at 8K on
+Table III a share is 64 rows), and the check of the measured vault's output rows
+against the reference says whether it did.
 
 Only the window's three programs are generated. Every vault runs the same kernels on
 bands of the same size in lock step (the vaults after the image's last band compute on
@@ -52,11 +53,14 @@ class OneVaultRun:
     rows: tuple[int, int]
     window: dict[int, int]
     machine_ms: float | None
+    #: instructions the measured vault executed (the simulator's count)
+    instructions: int = 0
 
     def to_json(self) -> dict:
         return {**self.run.to_json(), "machine_ms": self.machine_ms,
                 "one_vault": {"vault": self.vault, "machine_vaults": self.vaults,
                               "output_rows": list(self.rows),
+                              "instructions": self.instructions,
                               "window": {str(k): v for k, v in self.window.items()}}}
 
 
@@ -131,6 +135,7 @@ def run_one_vault(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt"
             m.vaults[v].banks[pe][a] = vec.copy()
     m.run()
     counts = dict(m.counts)
+    steps = m.vaults[1].steps
 
     def iss_fetch(v, pe, base, n):
         b = m.vaults[v].banks[pe]
@@ -147,7 +152,7 @@ def run_one_vault(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt"
     freq_khz = cfg.freq_mhz * 1e3
     if engine == "iss":
         run = ImageRun(name, img.shape, opt_name, iss_share, ref, prog, "iss", counts)
-        return OneVaultRun(run, gv, nvaults, (r0, r1), local, None)
+        return OneVaultRun(run, gv, nvaults, (r0, r1), local, None, steps)
     from .rtl_run import run_cube
 
     rtl_banks = {k: {a: sum(int(x) << (32 * i) for i, x in enumerate(vec))
@@ -176,4 +181,4 @@ def run_one_vault(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt"
                    pe_counters={k: sum(v) for k, v in pe1.items()},
                    energy=energy_nj(ip, pe1, core1), wall_s=wall,
                    cycles_per_s=cr.cycles_per_s)
-    return OneVaultRun(run, gv, nvaults, (r0, r1), local, cycles / freq_khz)
+    return OneVaultRun(run, gv, nvaults, (r0, r1), local, cycles / freq_khz, steps)
