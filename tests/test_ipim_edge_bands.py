@@ -122,3 +122,13 @@ def test_one_vault_cli_writes_the_share_and_refuses_a_pipeline(tmp_path, capsys)
     err = capsys.readouterr().err
     assert rc != 0 and "--one-vault" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize(("W", "H"), [(72, 40), (100, 36), (20, 8)])
+def test_histogram_of_odd_sizes_counts_only_the_image(cfg, W, H):
+    """The rows past the image, and the PEs without a band (8 rows on 16 PEs), count
+    into a bucket that the reduction leaves out."""
+    rng = np.random.default_rng([SEED, W, H, 3])
+    img = rng.integers(0, 256, (H, W), dtype=np.uint8)
+    r = run_bench("histogram", img, cfg, engine="iss")
+    assert r.max_abs_error == 0.0 and int(r.output.sum()) == W * H

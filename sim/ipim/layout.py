@@ -87,6 +87,9 @@ class Array:
     box: tuple = ()
     #: a constant table's entries (``kind == "const"``)
     data: np.ndarray | None = field(default=None, repr=False)
+    #: an input whose rows beyond ``H``, and the bands of the PEs that hold none, are
+    #: this value instead of the edge's (a histogram's bucket that nobody reads)
+    pad: int | None = None
 
     @property
     def host(self) -> bool:
@@ -184,12 +187,15 @@ def place(arr: Array, img: np.ndarray, ip,
     cols = np.arange(-arr.hxl, arr.S + arr.hxr)
     out = {}
     xs = np.clip(np.arange(LANES)[None, :] * arr.S + cols[:, None], 0, arr.W - 1)
-    for g in range(arr.bands):
+    bands = arr.bands if arr.pad is None else ip.cubes * ip.vaults * ip.pes
+    for g in range(bands):
         v, p = divmod(g, ip.pes)
         if v not in keep:
             continue
         ys = np.clip(g * arr.R + rows, 0, arr.H - 1)
         block = u[ys[:, None, None], xs[None, :, :]]      # [rows, cols, lanes]
+        if arr.pad is not None:
+            block[g * arr.R + rows >= arr.H] = arr.pad
         out[(keep[v], p)] = block.reshape(-1, LANES)
     return out
 

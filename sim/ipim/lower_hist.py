@@ -2,7 +2,9 @@
 
 1. *Zero*: every PE clears its ``buckets`` bank vectors.
 2. *Scatter*: every PE walks its band of the input (placed as by
-   :func:`~pimforge.sim.ipim.lower.place`); for each lane of each vector it moves the
+   :func:`~pimforge.sim.ipim.lower.place`; where the PEs do not divide the rows, the
+   rows beyond the image, and the bands of the PEs that hold none, are the value of
+   one more bucket, which the reductions leave out); for each lane of each vector it moves the
    pixel into the AddrRF (``mov_arf``), adds the buckets' base (``calc_arf``) and
    increments that bucket with ``ld_rf`` / ``comp add`` / ``st_rf`` through the
    indirect address. The control core orders an indirect bank write before every
@@ -46,13 +48,15 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
     nvaults = ip.cubes * ip.vaults
     P = ip.pes
     npe = nvaults * P
-    if W % 16 or H % npe:
-        raise CompileError(f"{img.name} is {W}x{H}: the width must be a multiple of 16 and the "
-                           f"height of the {npe} PEs")
-    inp = Array(img.name, INT32, W, H, H // npe)
+    if W % LANES:
+        raise CompileError(f"{img.name} is {W}x{H}: the width must be a multiple of {LANES} "
+                           "(one strip of columns per SIMD lane)")
+    inp = Array(img.name, INT32, W, H, -(-H // npe))
+    if H % npe:     # the rows beyond the image count into a bucket nobody reads
+        inp.pad = nb
     nq = nb // LANES
     HB = inp.size
-    HF = HB + nb
+    HF = HB + nb + (inp.pad is not None)
     HF2 = HF + nq
     if HF2 + nq > ip.bank_vectors:
         raise CompileError(f"{h.name} needs {HF2 + nq} vectors of each bank; raise "
