@@ -132,3 +132,15 @@ def test_histogram_of_odd_sizes_counts_only_the_image(cfg, W, H):
     img = rng.integers(0, 256, (H, W), dtype=np.uint8)
     r = run_bench("histogram", img, cfg, engine="iss")
     assert r.max_abs_error == 0.0 and int(r.output.sum()) == W * H
+
+
+def test_histogram_reduction_over_more_vaults_than_addrrf_entries():
+    """64 vaults: vault 0 adds the other 63 vaults' sums in a loop, one pointer for all
+    (one each would need more than the AddrRF's 64 entries)."""
+    big = load_config("ipim_small", {"ipim.cubes": 16, "ipim.vsm_bytes": 65536,
+                                     "ipim.imem_instructions": 16384})
+    assert big.ipim.cubes * big.ipim.vaults + 8 > big.ipim.arf_entries
+    rng = np.random.default_rng([SEED, 4])
+    img = rng.integers(0, 256, (40, 64), dtype=np.uint8)
+    r = run_bench("histogram", img, big, engine="iss")
+    assert r.max_abs_error == 0.0 and int(r.output.sum()) == 40 * 64

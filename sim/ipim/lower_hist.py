@@ -180,7 +180,37 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                 k.finish_steps(nq, 1)
                 return blk
 
-            b.kernel(1, nq, total)
+            def accumulate(k: Kernel):
+                """One vault's sums a row, added into vault 0's (a loop over the vaults:
+                one pointer for all of them, where one each would not fit the AddrRF)."""
+                pa = k.ptr(HF, 1, 0)
+                pr = k.ptr(RB, 1, nq)
+                a, u, t = k.v(), k.v(), k.v()
+                blk = [VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                              {"drf": a}),
+                       VInstr(Instr(Opcode.RD_VSM, vsm=pr, vsm_ind=1, simb_mask=pe0),
+                              {"drf": u}),
+                       VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
+                                    simb_mask=pe0), {"dst": t, "src1": a, "src2": u}),
+                       VInstr(Instr(Opcode.ST_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                              {"drf": t})]
+                k.finish_steps(nq, nvaults - 1)
+                return blk
+
+            def copy(k: Kernel):
+                pa, po = k.ptr(HF, 1, 0), k.ptr(HF2, 1, 0)
+                a = k.v()
+                k.finish_steps(nq, 1)
+                return [VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                               {"drf": a}),
+                        VInstr(Instr(Opcode.ST_RF, dram=po, dram_ind=1, simb_mask=pe0),
+                               {"drf": a})]
+
+            if nvaults + 8 <= ip.arf_entries:
+                b.kernel(1, nq, total)
+            else:
+                b.kernel(nvaults - 1, nq, accumulate)
+                b.kernel(1, nq, copy)
         b.kernels_done.append(f"{h.name}: vault 0 adds the other vaults' sums (req)")
         segments.append(b.prog)
         prog = assemble(prologue, segments)
