@@ -395,8 +395,8 @@ def test_bad_pipelines_are_one_line_errors(bad, msg):
 
 
 def test_sizes_that_do_not_fit_say_what_to_change(cfg):
-    with pytest.raises(CompileError, match="multiple of 16"):
-        compile_bench("brighten", 32, 24, cfg)
+    with pytest.raises(CompileError, match="multiple of 4"):
+        compile_bench("brighten", 32, 26, cfg)
     with pytest.raises(CompileError, match="rows up or down"):
         compile_bench("stencil_chain", 16, 32, cfg, stencils=2)     # 1 row per PE, halo 2
     small = load_config("ipim_small", {"ipim.imem_instructions": 64})

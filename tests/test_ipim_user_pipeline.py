@@ -155,7 +155,7 @@ BAD = {
                          "reference(img) failed: IndexError"),
     "input_type": (_pipe("    f[x, y] = ImageParam('in', INT32)[x, y]\n"),
                    "input in is int32 but INPUT = 'gray'"),
-    "too_small": (_pipe("    f[x, y] = ImageParam('in', FP32)[x, y]\n"), "PEs"),
+    "width": (_pipe("    f[x, y] = ImageParam('in', FP32)[x, y]\n"), "multiple of 4"),
 }
 
 
@@ -164,7 +164,7 @@ def test_a_bad_file_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, case
     text, want = BAD[case]
     f = tmp_path / f"{case}.py"
     f.write_text(text)
-    size = "16x4" if case == "too_small" else "16x16"
+    size = "18x16" if case == "width" else "16x16"
     for argv in (["run", "image", "--pipeline", str(f), "--engine", "iss", "--size", size,
                   "--json", str(tmp_path / "r.json"), "--dump", str(tmp_path / "d")],
                  ["compile", "image", "--pipeline", str(f), "--size", size,

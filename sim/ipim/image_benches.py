@@ -4,11 +4,11 @@ iPIM schedules (Listing 1's: ``compute_root``, ``ipim_tile``, ``load_pgs``,
 ``vectorize(xi, 4)``).
 
 Each builder returns ``(out, layout, crop)``: the output func, the ``(W, H)`` the
-compiler computes it over (the bands and lanes need ``W`` a multiple of 16 and ``H``
-of the PEs), and the ``(rows, cols[, channels])`` of it that is the benchmark's output
-(the blur's valid region is smaller than the image it is computed on). A builder with
-a ``pes`` argument gets the machine's PE count: a pyramid's schedule tiles the levels
-the bands can hold and replicates the smaller ones.
+compiler computes it over (the lanes need ``W`` a multiple of 4; the bands take any
+``H``, the last one shorter), and the ``(rows, cols[, channels])`` of it that is the
+benchmark's output (the blur's valid region is smaller than the image it is computed
+on). A builder with a ``pes`` argument gets the machine's PE count: a pyramid's schedule
+tiles the levels the bands can hold and replicates the smaller ones.
 """
 
 from __future__ import annotations

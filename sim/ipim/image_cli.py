@@ -3,13 +3,20 @@ iPIM cube.
 
 ``pimforge run image (--bench {NAME,all} | --pipeline FILE.py) [--config C]
 [--photo NAME | --image PATH]
-[--size WxH] [--opt LEVEL] [--param NAME=VALUE ...] [--engine rtl|iss] [--dump DIR]
---json OUT`` compiles each
+[--size WxH] [--opt LEVEL] [--param NAME=VALUE ...] [--engine rtl|iss] [--one-vault]
+[--dump DIR] --json OUT`` compiles each
 benchmark, runs it on a real photograph (scikit-image's, resized) on the Verilated
 cube and checks the output against the numpy reference
 (:mod:`pimforge.verif.models.ipim.image`); ``--dump DIR`` writes ``DIR/<bench>/input.npy``,
 ``output.npy`` (the RTL's result, ``(rows, cols)``) and ``params.json`` (every
 parameter the run used, the size-derived ones resolved).
+
+``--one-vault`` compiles each benchmark for the config's whole machine (Table III's
+8 cubes x 16 vaults at 7680x4320) and runs one vault's share, with its two neighbouring
+vaults, on a cube of four vaults (:mod:`pimforge.sim.ipim.one_vault`); the share's
+output rows are checked against the reference, and ``benches.<name>`` gains
+``machine_ms`` (the vault's cycles at the config's clock: every vault runs alike) and
+``one_vault`` (the vault, its output rows, the window). ``--dump`` writes the share.
 
 ``--pipeline FILE.py`` runs a pipeline written with the front end
 (:mod:`pimforge.sim.ipim.user_pipeline` says what the file defines): always on the
@@ -41,6 +48,7 @@ from .backend import OPT_LEVELS
 from .image_benches import PIPELINES
 from .image_run import cube_driver, run_bench, run_program
 from .lang import CompileError
+from .one_vault import run_one_vault, window_config
 from .photos import PHOTOS, load_image, load_photo
 from .user_pipeline import load_pipeline
 
@@ -134,6 +142,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=["rtl", "iss"], default="rtl",
                    help="run on the Verilated cube (default) or the instruction-set simulator "
                         "(--pipeline: always on the simulator, and on the cube too by default)")
+    p.add_argument("--one-vault", action="store_true",
+                   help="compile for the config's whole machine and run one vault's share "
+                        "(with its two neighbours, on a cube of four vaults); adds machine_ms")
     p.add_argument("--dump", type=out_dir, help="write input/output .npy and params per bench")
     add_waves_options(p)        # one benchmark on the RTL: the cube's waves
 
@@ -156,6 +167,8 @@ class ImageResult(WorkloadResult):
     #: ``--pipeline``: the file's ``path``, ``sha256``, ``input_kind``, ``atol`` and
     #: ``has_reference``; its run is ``benches[<file stem>]``
     pipeline: dict | None = None
+    #: ``--one-vault``: each bench ran one vault's share of the whole machine
+    one_vault: bool = False
 
     @property
     def ok(self) -> bool:
@@ -171,7 +184,7 @@ class ImageResult(WorkloadResult):
         lines = [f"iPIM {what} on {self.config} ({self.engine}), {self.source} "
                  f"{self.size[0]}x{self.size[1]}, compiler {self.opt}",
                  f"{'bench':16s} {'match':>5s} {'max err':>9s} {'cycles':>10s} {'IPC':>6s} "
-                 f"{'energy uJ':>10s}"]
+                 f"{'energy uJ':>10s}" + (f" {'machine ms':>10s}" if self.one_vault else "")]
         for n, b in self.benches.items():
             cyc = "-" if b["cycles"] is None else f"{b['cycles']:,}"
             ipc = "-" if b["ipc"] is None else f"{b['ipc']:.3f}"
@@ -179,7 +192,10 @@ class ImageResult(WorkloadResult):
             en_s = "-" if en is None else f"{en / 1e3:.2f}"
             match = {True: "yes", False: "NO", None: "-"}[b["matches_reference"]]
             err = "-" if b["max_abs_error"] is None else f"{b['max_abs_error']:9.2e}"
-            lines.append(f"{n:16s} {match:>5s} {err:>9s} {cyc:>10s} {ipc:>6s} {en_s:>10s}")
+            ms = ""
+            if self.one_vault:
+                ms = " " + ("-" if b["machine_ms"] is None else f"{b['machine_ms']:.4f}").rjust(10)
+            lines.append(f"{n:16s} {match:>5s} {err:>9s} {cyc:>10s} {ipc:>6s} {en_s:>10s}{ms}")
             if b.get("matches_iss") is False:
                 lines.append(f"{n:16s} the RTL's output DIFFERS FROM the instruction-set "
                              "simulator's")
@@ -201,16 +217,22 @@ def _input(args, bench: str) -> np.ndarray:
 def prepare(args: argparse.Namespace, config) -> None:
     """Build the Verilated cube of *config* into the build cache (``pimforge sweep``)."""
     if args.engine == "rtl":
-        cube_driver(config)
+        cube_driver(window_config(config) if getattr(args, "one_vault", False) else config)
 
 
 def run(args: argparse.Namespace, config) -> ImageResult:
     waves = waves_window(args)
     if getattr(args, "pipeline", None) is not None:
+        if getattr(args, "one_vault", False):
+            raise PimforgeError("--one-vault runs a Table II benchmark's share: give --bench, "
+                                "not --pipeline")
         if waves is not None:
             raise PimforgeError("--waves writes the cube's waves of one benchmark: give one "
                                 "--bench and --engine rtl, not --pipeline")
         return run_pipeline(args, config)
+    one_vault = getattr(args, "one_vault", False)
+    if one_vault and waves is not None:
+        raise PimforgeError("--waves writes the whole cube's waves; leave out --one-vault")
     if waves is not None and (len(args.bench) != 1 or args.engine != "rtl"):
         raise PimforgeError("--waves writes the cube's waves of one benchmark: give one "
                             "--bench and --engine rtl")
@@ -241,8 +263,13 @@ def run(args: argparse.Namespace, config) -> ImageResult:
         bar.set_postfix_str(b)
         img = inputs[b]
         try:
-            r = run_bench(b, img, config, opt=args.opt, engine=args.engine, waves=waves,
-                          **params[b])
+            if one_vault:
+                ov = run_one_vault(b, img, config, opt=args.opt, engine=args.engine,
+                                   **params[b])
+                r = ov.run
+            else:
+                r = run_bench(b, img, config, opt=args.opt, engine=args.engine, waves=waves,
+                              **params[b])
         except CompileError as e:
             if len(args.bench) == 1:
                 raise
@@ -251,13 +278,16 @@ def run(args: argparse.Namespace, config) -> ImageResult:
                           f"{args.size[0]}x{args.size[1]} ({e})")
             say(f"{b}: skipped, {skipped[b]}")
             continue
-        benches[b] = {**r.to_json(), "params": resolve_params(b, img, **params[b])}
+        entry = ov.to_json() if one_vault else r.to_json()
+        benches[b] = {**entry, "params": resolve_params(b, img, **params[b])}
         dumps.append((b, img, r))
-        say(f"{b}: {'matches' if r.matches_reference else 'DIFFERS FROM'} the reference "
-            f"(max error {r.max_abs_error:.2e})")
+        share = (f"vault {ov.vault}'s rows {ov.rows[0]}..{ov.rows[1] - 1}: " if one_vault
+                 else "")
+        say(f"{b}: {share}{'matches' if r.matches_reference else 'DIFFERS FROM'} the "
+            f"reference (max error {r.max_abs_error:.2e})")
     res = ImageResult(config=config.name, source=str(args.image or args.photo),
                       size=list(args.size), engine=args.engine, opt=args.opt, benches=benches,
-                      skipped=skipped)
+                      skipped=skipped, one_vault=one_vault)
     if args.dump is not None:
         for b, img, r in dumps:
             with FileSet(args.dump / b, "params.json") as fs:

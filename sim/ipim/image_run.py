@@ -121,13 +121,14 @@ class ImageRun:
         }
 
 
-def compile_bench(name: str, H: int, W: int, cfg, opts: Options | str = "opt",
-                  **params) -> Program:
-    """Compile benchmark *name* for an ``(H, W)`` input on *cfg*."""
+def compile_bench(name: str, H: int, W: int, cfg, opts: Options | str = "opt", *,
+                  vaults: list[int] | None = None, **params) -> Program:
+    """Compile benchmark *name* for an ``(H, W)`` input on *cfg* (*vaults*: only those
+    vaults' programs)."""
     o = OPT_LEVELS[opts] if isinstance(opts, str) else opts
     ip = cfg.ipim
     out, layout, crop = build(name, H, W, ip.cubes * ip.vaults * ip.pes, **params)
-    return compile_pipeline(out, layout, cfg, o, out_shape=crop)
+    return compile_pipeline(out, layout, cfg, o, out_shape=crop, vaults=vaults)
 
 
 def tsv_vectors(ip, pe: dict, core: dict) -> int:

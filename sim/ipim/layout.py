@@ -48,9 +48,12 @@ def f32_bits(v: float) -> int:
 class Array:
     """One root func or input image, as every PE stores it.
 
-    A *tiled* array (the default) is a band of ``R = H / PEs`` rows in four strips of
-    ``S = W/4`` vectors. A *replicated* one (``rep``) is the whole ``W x H`` func in
-    every PE, one pixel per vector (the channels in the lanes, or the lanes alike), over
+    A *tiled* array (the default) is a band of ``R`` rows (``ceil(H / PEs)`` for an
+    output; a producer's scales with its consumers' resampling) in four strips of
+    ``S = W/4`` vectors; the last band may be shorter (``last_rows``), its rows beyond
+    ``H`` holding row ``H - 1`` as the halo does, and the PEs after it hold no rows. A
+    *replicated* one (``rep``) is the whole ``W x H`` func in every PE, one pixel per
+    vector (the channels in the lanes, or the lanes alike), over
     ``R x S`` rows and columns, rounded up to even where its kernel resamples (it makes
     two per step); the rows and columns beyond ``H`` and ``W`` hold the edge, as the halo
     does. ``kind`` says where the values come from: ``"input"`` (placed by the host;
@@ -84,11 +87,25 @@ class Array:
     box: tuple = ()
     #: a constant table's entries (``kind == "const"``)
     data: np.ndarray | None = field(default=None, repr=False)
+    #: an input whose rows beyond ``H``, and the bands of the PEs that hold none, are
+    #: this value instead of the edge's (a histogram's bucket that nobody reads)
+    pad: int | None = None
 
     @property
     def host(self) -> bool:
         """Written by the host before the run (an input image or a constant table)."""
         return self.kind in ("input", "const")
+
+    @property
+    def bands(self) -> int:
+        """The PEs whose band holds rows of the image (a tiled array): ``ceil(H / R)``;
+        the last band may be shorter, and the PEs after it hold none."""
+        return 1 if self.rep else -(-self.H // self.R)
+
+    @property
+    def last_rows(self) -> int:
+        """The image rows in the last band (``R`` when the bands divide ``H``)."""
+        return self.H - (self.bands - 1) * self.R
 
     @property
     def S(self) -> int:
@@ -147,16 +164,19 @@ def _to_u32(img: np.ndarray, dtype: str) -> np.ndarray:
     return np.asarray(img, dtype=np.int64).astype(np.uint32)
 
 
-def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
+def place(arr: Array, img: np.ndarray, ip,
+          vaults: dict[int, int] | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Every PE's band of *img* (``(H, W)``, or channel ``arr.channel`` of ``(H, W, C)``)
     with its halo (clamped at the image's edges), as ``(global vault, pe) ->
     uint32[vectors, 4]`` starting at ``arr.base``; a constant table (``kind ==
-    "const"``) is its own ``data`` in every PE, whatever *img*."""
+    "const"``) is its own ``data`` in every PE, whatever *img*. *vaults* (``global
+    vault -> vault``): only those vaults' PEs, keyed by the vault they map to."""
+    keep = vaults if vaults is not None else {v: v for v in range(ip.cubes * ip.vaults)}
     if arr.kind == "const":
         u = np.zeros(arr.S * LANES, np.uint32)
         u[:arr.data.size] = _to_u32(arr.data, FP32)
         blk = u.reshape(-1, LANES)
-        return {divmod(g, ip.pes): blk for g in range(ip.cubes * ip.vaults * ip.pes)}
+        return {(lv, p): blk for lv in keep.values() for p in range(ip.pes)}
     if arr.channel is not None and img.ndim == 3:
         img = img[..., arr.channel]
     if img.shape != (arr.H, arr.W):
@@ -166,24 +186,29 @@ def place(arr: Array, img: np.ndarray, ip) -> dict[tuple[int, int], np.ndarray]:
     rows = np.arange(-arr.hyt, arr.R + arr.hyb)
     cols = np.arange(-arr.hxl, arr.S + arr.hxr)
     out = {}
-    npe = arr.H // arr.R
-    for g in range(npe):
+    xs = np.clip(np.arange(LANES)[None, :] * arr.S + cols[:, None], 0, arr.W - 1)
+    bands = arr.bands if arr.pad is None else ip.cubes * ip.vaults * ip.pes
+    for g in range(bands):
+        v, p = divmod(g, ip.pes)
+        if v not in keep:
+            continue
         ys = np.clip(g * arr.R + rows, 0, arr.H - 1)
-        xs = np.clip(np.arange(LANES)[None, :] * arr.S + cols[:, None], 0, arr.W - 1)
         block = u[ys[:, None, None], xs[None, :, :]]      # [rows, cols, lanes]
-        out[divmod(g, ip.pes)] = block.reshape(-1, LANES)
+        if arr.pad is not None:
+            block[g * arr.R + rows >= arr.H] = arr.pad
+        out[(keep[v], p)] = block.reshape(-1, LANES)
     return out
 
 
 def gather(arr: Array, fetch: Callable[[int, int, int, int], np.ndarray], ip) -> np.ndarray:
     """The ``(H, W)`` image of *arr* from ``fetch(global vault, pe, base, n)``
     (``uint32[n, 4]``)."""
-    npe = arr.H // arr.R
-    u = np.zeros((arr.H, arr.W), dtype=np.uint32)
-    for g in range(npe):
+    u = np.zeros((arr.bands * arr.R, arr.W), dtype=np.uint32)
+    for g in range(arr.bands):
         v, p = divmod(g, ip.pes)
         blk = fetch(v, p, arr.base, arr.size).reshape(arr.R + arr.hyt + arr.hyb, arr.pitch,
                                                       LANES)
         inner = blk[arr.hyt:arr.hyt + arr.R, arr.hxl:arr.hxl + arr.S, :]   # [r, k, lane]
         u[g * arr.R:(g + 1) * arr.R, :] = inner.transpose(0, 2, 1).reshape(arr.R, arr.W)
+    u = np.ascontiguousarray(u[:arr.H])
     return u.view(np.float32) if arr.dtype == FP32 else u.view(np.int32)

@@ -5,7 +5,11 @@ Data layout
 Every ``compute_root`` func and every input image is an *array* in each PE's bank.
 ``ipim_tile`` spreads the image over the PEs of every vault in bands of rows: PE
 ``g`` (``g = vault * pes + pg * pes_per_pg + pe``, so that neighbouring bands sit
-in one PG whenever they can) holds rows ``[g*R, (g+1)*R)``. ``vectorize(xi, 4)``
+in one PG whenever they can) holds rows ``[g*R, (g+1)*R)``, ``R = ceil(H / PEs)``
+for an output (and its producers' scaled by the resampling between them): the last
+band may be shorter, its rows beyond ``H`` copies of row ``H - 1`` (a small kernel of
+that PE's vault makes them, before and after the halo exchange), and the PEs after
+it hold no rows. ``vectorize(xi, 4)``
 gives the four SIMD lanes four strips of the band: lane ``j`` of vector ``k`` holds
 column ``j*S + k`` (``S = W/4``), so every stencil tap ``x + b`` and every
 resampling ``2x + b`` or ``(x + b) // 2`` reads whole, aligned vectors (the ISA has
@@ -32,7 +36,8 @@ it):
    come from the neighbouring PEs: through the PGSM within a PG (``ld_pgsm`` by
    the owner, ``st_pgsm`` by the neighbour), through the VSM between PGs of a
    vault, and by ``req`` between vaults, between two ``sync`` barriers. The first
-   and last band clamp to the image's top and bottom rows.
+   and last band clamp to the image's top and bottom rows. A row wider than the
+   PGSM or VSM can stage moves in chunks of columns, one exchange each.
 
 Reads beyond a func's domain therefore clamp to its edge, for inputs and
 intermediate funcs alike.
@@ -176,14 +181,14 @@ class _Graph:
                 raise CompileError(f"stack {f.name} is read by channel")
             return self._array(f.parts[ch], W, H, None, ra)
         rep = isinstance(f, Func) and f.schedule.replicate
-        if W <= 0 or H <= 0 or (not rep and (W % 16 or H % self.npe)):
-            raise CompileError(f"{f.name} is {W}x{H}: the width must be a multiple of 16 "
-                               f"and the height of the {self.npe} PEs (one band of rows "
-                               "each), or schedule it ipim_replicate()")
+        if W <= 0 or H <= 0 or (not rep and W % LANES):
+            raise CompileError(f"{f.name} is {W}x{H}: the width must be a multiple of "
+                               f"{LANES} (one strip of columns per SIMD lane), or schedule "
+                               "it ipim_replicate()")
         if key in self._visiting:
             raise CompileError(f"func {f.name} depends on itself")
         name = f.name if ch in (None, _LANES) else f"{f.name}.{ch}"
-        a = Array(name, f.dtype, W, H, H if rep else H // self.npe,
+        a = Array(name, f.dtype, W, H, H if rep else -(-H // self.npe),
                   func=f if isinstance(f, Func) else None, rep=rep,
                   kind="func" if isinstance(f, Func) else "input",
                   channel=ch if isinstance(ch, int) else None)
@@ -278,14 +283,14 @@ class _Graph:
         key = ("extract", id(p), ch)
         t = self.arrays.get(key)
         if t is None:
-            if p.W % 16 or p.H % self.npe:
+            if p.W % LANES:
                 raise CompileError(f"the replicated {p.name} is {p.W}x{p.H}, too small "
                                    "for a tiled consumer: replicate the consumer too")
             chans = [None] if ch is None else range(_channels(p.func))
             group: list[Array] = []
             for c in chans:
                 name = p.name if c is None else f"{p.name}.{c}"
-                tc = Array(f"{name}@tiled", p.dtype, p.W, p.H, p.H // self.npe,
+                tc = Array(f"{name}@tiled", p.dtype, p.W, p.H, -(-p.H // self.npe),
                            func=p.func, kind="extract", srcs=[p], channel=c, group=group)
                 group.append(tc)
                 self.arrays[("extract", id(p), c)] = tc
@@ -387,7 +392,7 @@ class _Graph:
         key = ("coord", axis, W, H)
         a = self.arrays.get(key)
         if a is None:
-            a = Array(f"coord.{'xy'[axis]}", INT32, W, H, H // self.npe, kind="coord",
+            a = Array(f"coord.{'xy'[axis]}", INT32, W, H, -(-H // self.npe), kind="coord",
                       channel=axis)
             self.arrays[key] = a
             self.order.append(a)
@@ -524,11 +529,17 @@ def _channels(f) -> int:
 # -- compute kernels -----------------------------------------------------------------
 
 
-def _compute(b: Builder, arr: Array, body: Expr) -> None:
+def _needs_even(body: Expr) -> tuple[bool, bool]:
+    """Whether a kernel of *body* makes two columns (rows) per step: it upsamples or
+    picks by parity along x (y)."""
     refs = array_refs(body)
     par = [n.axis for n in nodes(body) if isinstance(n, ByParity)]
-    need_even_x = any(r.ax[2] == 2 for r in refs) or 0 in par
-    need_even_y = any(r.ay[2] == 2 for r in refs) or 1 in par
+    return (any(r.ax[2] == 2 for r in refs) or 0 in par,
+            any(r.ay[2] == 2 for r in refs) or 1 in par)
+
+
+def _compute(b: Builder, arr: Array, body: Expr) -> None:
+    need_even_x, need_even_y = _needs_even(body)
     RU = 2 if need_even_y else 1
     if arr.R % RU:
         raise CompileError(f"{arr.name} has {arr.R} rows per PE; an upsampling stage needs "
@@ -628,6 +639,48 @@ def _x_halo(b: Builder, arr: Array) -> None:
     b.kernels_done.append(f"{arr.name}: x halo {arr.hxl}+{arr.hxr}")
 
 
+def _y_edge(b: Builder, arr: Array, npe: int, *, inner: bool) -> None:
+    """The rows of the last band beyond the image's last row: copies of that row, as a
+    clamped read sees it. *inner*: the band's own rows (before the halo exchange, whose
+    neighbour reads them); else its bottom halo (after the exchange, which filled it from
+    a PE whose band is all beyond the image, or by clamping to the band's last row)."""
+    if not (arr.hyt or arr.hyb):        # read without a y offset: never read there
+        return
+    ip = b.ip
+    gl, nl = arr.bands - 1, arr.last_rows
+    if gl // ip.pes != b.gv:
+        return
+    if inner:
+        d0, d1 = nl, arr.R
+    elif gl == npe - 1 and nl == arr.R:     # the machine's last band: clamped already
+        return
+    else:
+        d0, d1 = arr.R, arr.R + arr.hyb
+    if d1 <= d0:
+        return
+    mask = _pe_mask(ip, *divmod(gl % ip.pes, ip.pes_per_pg))
+    pitch = arr.pitch
+    C = next(c for c in (range(8, 0, -1) if b.unroll_budget else range(4, 0, -1))
+             if pitch % c == 0)
+
+    def mk(k: Kernel):
+        loads, stores = [], []
+        for c in range(C):
+            sp = k.ptr(arr.addr(nl - 1, -arr.hxl) + c, C, 0)
+            dp = k.ptr(arr.addr(d0, -arr.hxl) + c, C, pitch)
+            t = k.v()
+            loads.append(VInstr(Instr(Opcode.LD_RF, dram=sp, dram_ind=1, simb_mask=mask),
+                                {"drf": t}))
+            stores.append(VInstr(Instr(Opcode.ST_RF, dram=dp, dram_ind=1, simb_mask=mask),
+                                 {"drf": t}))
+        k.finish_steps(pitch // C, d1 - d0)
+        return loads + stores
+
+    b.kernel(d1 - d0, pitch // C, mk)
+    b.kernels_done.append(f"{arr.name}: rows {d0}..{d1 - 1} of the last band "
+                          f"{'' if inner else '(halo) '}from row {nl - 1}")
+
+
 def _pe_mask(ip, pg: int, pe: int) -> int:
     return 1 << (pg * ip.pes_per_pg + pe)
 
@@ -637,40 +690,50 @@ def _y_halo(b: Builder, arr: Array, nvaults: int) -> None:
         return
     ip = b.ip
     ppg, pgs, pitch = ip.pes_per_pg, ip.pgs, arr.pitch
-    gv = b.gv
     # (halo row, source row in the neighbour, neighbour direction)
     jobs = [(-e, arr.R - e, -1) for e in range(1, arr.hyt + 1)] + \
            [(arr.R - 1 + e, e - 1, +1) for e in range(1, arr.hyb + 1)]
-    pg_area = ip.pgsm_lines
-    if ppg > 1 and (ppg - 1) * pitch > pg_area:
-        raise CompileError(f"{arr.name}'s halo rows ({pitch} vectors) do not fit the PGSM's "
-                           f"{pg_area} lines for {ppg - 1} PEs; raise ipim.pgsm_bytes or "
-                           "use a narrower image")
+    # A row too wide for the scratchpads moves in chunks of columns, one exchange each.
+    n = pitch
+    if ppg > 1:
+        n = min(n, ip.pgsm_lines // (ppg - 1))
+    n = min(n, (ip.vsm_lines - SCRATCH_LINES) // (pgs - 1 + len(jobs)))
+    if n < 1:
+        raise CompileError(f"{arr.name}'s halo exchange does not fit the PGSM's "
+                           f"{ip.pgsm_lines} lines or the VSM's {ip.vsm_lines} lines; raise "
+                           "ipim.pgsm_bytes or ipim.vsm_bytes")
+    for c0 in range(0, pitch, n):
+        _y_halo_chunk(b, arr, nvaults, jobs, c0, min(n, pitch - c0))
+    chunks = f", {-(-pitch // n)} chunks of {n} vectors" if n < pitch else ""
+    b.kernels_done.append(f"{arr.name}: y halo {arr.hyt}+{arr.hyb} (PGSM, VSM, req{chunks})")
+
+
+def _y_halo_chunk(b: Builder, arr: Array, nvaults: int, jobs: list, c0: int,
+                  n: int) -> None:
+    """The y-halo exchange of the halo rows' vectors ``c0 .. c0 + n - 1``."""
+    ip = b.ip
+    ppg, pgs = ip.pes_per_pg, ip.pgs
+    gv = b.gv
     vsm_cross = 0
-    vsm_req = vsm_cross + (pgs - 1) * pitch
-    vsm_end = vsm_req + len(jobs) * pitch
-    if vsm_end > ip.vsm_lines - SCRATCH_LINES:
-        raise CompileError(f"{arr.name}'s halo exchange needs {vsm_end} VSM lines but the "
-                           f"VSM has {ip.vsm_lines - SCRATCH_LINES} free; raise "
-                           "ipim.vsm_bytes or use a narrower image")
+    vsm_req = vsm_cross + (pgs - 1) * n
     # Remote rows: between two barriers, every vault fetches its neighbours' rows. The
     # phase ids name the buffer, so that stages folded into a loop stay identical.
-    b.sync(2 * arr.base)
+    b.sync(2 * (arr.base + c0))
     for j, (_, src, d) in enumerate(jobs):
         nv = gv + d
         if 0 <= nv < nvaults:
             chip, v = divmod(nv, ip.vaults)
             pg, pe = (pgs - 1, ppg - 1) if d < 0 else (0, 0)
-            for i in range(pitch):
+            for i in range(n):
                 b.prog.append(Instr(Opcode.REQ, chip=chip, vault=v, pg=pg, pe=pe,
-                                    dram=arr.addr(src, -arr.hxl) + i,
-                                    vsm=vsm_req + j * pitch + i))
-    b.sync(2 * arr.base + 1)
+                                    dram=arr.addr(src, -arr.hxl) + c0 + i,
+                                    vsm=vsm_req + j * n + i))
+    b.sync(2 * (arr.base + c0) + 1)
     for j, (dst, src, d) in enumerate(jobs):
         # C vectors of the row per block: first every read of the source row (bank ->
         # PGSM, bank -> DataRF), then the scratchpad moves, then every write of the halo
         # row, so that each bank sees runs of one row.
-        cands = [c for c in range(min(pitch, 32), 0, -1) if pitch % c == 0]
+        cands = [c for c in range(min(n, 32), 0, -1) if n % c == 0]
         if not b.unroll_budget:       # a loop: a short body (its pointers are set up once)
             cands = [c for c in cands if c <= 4]
         last = None
@@ -681,8 +744,8 @@ def _y_halo(b: Builder, arr: Array, nvaults: int) -> None:
             if b.compact:
                 b.lru = dict(start_lru)
             try:
-                b.kernel(1, pitch // C, _halo_block(b, arr, j, dst, src, d, C, nvaults,
-                                                    vsm_cross, vsm_req))
+                b.kernel(1, n // C, _halo_block(b, arr, j, dst, src, d, C, nvaults,
+                                                vsm_cross, vsm_req, c0, n))
             except CompileError as e:
                 last = e
                 continue
@@ -695,15 +758,16 @@ def _y_halo(b: Builder, arr: Array, nvaults: int) -> None:
                 b.prog = start
                 raise last
             b.prog, b.lru = best
-    b.kernels_done.append(f"{arr.name}: y halo {arr.hyt}+{arr.hyb} (PGSM, VSM, req)")
 
 
 def _halo_block(b: Builder, arr: Array, j: int, dst: int, src: int, d: int, C: int,
-                nvaults: int, vsm_cross: int, vsm_req: int):
+                nvaults: int, vsm_cross: int, vsm_req: int, c0: int, n: int):
     """The body of one y-halo job (halo row *dst* from the neighbour's row *src*, the
-    neighbour above for ``d < 0``), ``C`` vectors per iteration."""
+    neighbour above for ``d < 0``) over the row's vectors ``c0 .. c0 + n - 1``, ``C``
+    vectors per iteration."""
     ip = b.ip
-    ppg, pgs, pitch, gv = ip.pes_per_pg, ip.pgs, arr.pitch, b.gv
+    ppg, pgs, pitch, gv = ip.pes_per_pg, ip.pgs, n, b.gv
+    c0 -= arr.hxl
 
     def mk(k: Kernel):
         reads: list[VInstr] = []
@@ -712,8 +776,8 @@ def _halo_block(b: Builder, arr: Array, j: int, dst: int, src: int, d: int, C: i
         edge = (0, 0) if d < 0 else (pgs - 1, ppg - 1)
         em = _pe_mask(ip, *edge)
         for c in range(C):
-            srcp = k.ptr(arr.addr(src, -arr.hxl) + c, C, 0)
-            dstp = k.ptr(arr.addr(dst, -arr.hxl) + c, C, 0)
+            srcp = k.ptr(arr.addr(src, c0) + c, C, 0)
+            dstp = k.ptr(arr.addr(dst, c0) + c, C, 0)
             # within a PG: the owner copies its row to the PGSM, the neighbour reads it
             if ppg > 1:
                 owners = range(ppg - 1) if d < 0 else range(1, ppg)
@@ -746,7 +810,7 @@ def _halo_block(b: Builder, arr: Array, j: int, dst: int, src: int, d: int, C: i
                 moves.append(VInstr(Instr(Opcode.RD_VSM, vsm=rp, vsm_ind=1, simb_mask=em),
                                     {"drf": t3}))
             else:
-                cp = k.ptr(arr.addr(0 if d < 0 else arr.R - 1, -arr.hxl) + c, C, 0)
+                cp = k.ptr(arr.addr(0 if d < 0 else arr.R - 1, c0) + c, C, 0)
                 reads.append(VInstr(Instr(Opcode.LD_RF, dram=cp, dram_ind=1, simb_mask=em),
                                     {"drf": t3}))
             writes.append(VInstr(Instr(Opcode.ST_RF, dram=dstp, dram_ind=1, simb_mask=em),
@@ -892,6 +956,55 @@ def _extract(b: Builder, arr: Array) -> None:
     b.kernels_done.append(f"{', '.join(t.name for t in twins)}: each PE's band of {src.name}")
 
 
+# -- bands --------------------------------------------------------------------------
+
+
+def _tiled(a: Array) -> bool:
+    return not a.rep and a.kind in ("func", "input", "coord", "extract")
+
+
+def _band_rows(g: _Graph, npe: int) -> None:
+    """Set every tiled array's rows per PE: an output's ``ceil(H / PEs)`` (even if its
+    kernel makes two rows a step), and a producer's its consumers' scaled by their
+    resampling, so that a consumer's band reads its producers' band of the same PE (the
+    bands of an image whose height the PEs divide are ``H / PEs`` rows, as before)."""
+    want: dict[int, int] = {}
+    for a in reversed(g.order):     # consumers before their producers
+        body = g.bodies.get(id(a))
+        if _tiled(a):
+            if id(a) in want:
+                a.R = want[id(a)]
+            else:                   # an output, or a func read by replicated ones only
+                a.R = -(-a.H // npe)
+                if body is not None and _needs_even(body)[1]:
+                    a.R += a.R % 2
+            if a.bands > npe:
+                raise CompileError(f"{a.name} is {a.H} rows in bands of {a.R}: {a.bands} "
+                                   f"bands for {npe} PEs; choose a height whose resampled "
+                                   "levels split evenly over the PEs")
+        elif a.kind == "gather":
+            for p in a.srcs:
+                if p.H % npe:
+                    raise CompileError(f"{a.name}: a replicated copy of the tiled {p.name} "
+                                       f"needs its height ({p.H}) a multiple of the {npe} "
+                                       "PEs; choose such a size")
+        if body is None or not _tiled(a):
+            continue
+        for r in array_refs(body):
+            p = r.arr
+            if not _tiled(p):
+                continue
+            ya, _, yd = r.ay
+            if a.R * ya % yd:
+                raise CompileError(f"{a.name} has {a.R} rows per PE and reads {p.name} at "
+                                   f"({ya}y + b) // {yd}: choose a height that gives an even "
+                                   "number of rows per PE")
+            R = a.R * ya // yd
+            if want.setdefault(id(p), R) != R:
+                raise CompileError(f"{p.name} is read in bands of {want[id(p)]} and of {R} "
+                                   "rows; choose a height that the PEs divide")
+
+
 # -- bank allocation and program assembly -------------------------------------------------
 
 def _allocate_banks(g: _Graph) -> int:
@@ -936,10 +1049,13 @@ def _allocate_banks(g: _Graph) -> int:
 
 def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
                      opts: Options | None = None,
-                     out_shape: tuple[int, ...] | None = None) -> Program:
+                     out_shape: tuple[int, ...] | None = None,
+                     vaults: list[int] | None = None) -> Program:
     """Compile *out* computed over ``size = (W, H)`` for *cfg*'s iPIM machine; a tuple of
     funcs is a pipeline with several outputs of that size (the channels of an image,
-    read back stacked as the last axis).
+    read back stacked as the last axis). *vaults* (global indices): generate only those
+    vaults' programs, of the same layout (a share of the machine; a histogram's are
+    always all).
 
     Raises
     ------
@@ -961,6 +1077,7 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
     npe = nvaults * ip.pes
     W, H = size
     g = _Graph(outs, W, H, npe)
+    _band_rows(g, npe)
     # Halos: how far each consumer reads beyond its producer's band.
     for a in g.order:
         body = g.bodies.get(id(a))
@@ -1000,16 +1117,20 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
     consts_l = [0] + sorted(consts - {0})
     budgets = [ip.imem_instructions // d for d in (4, 16, 64)] if opts.unroll else []
     # then loops; then loops of one or two vectors per step (-1)
-    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0, -1], out_shape or (H, W))
+    if vaults is not None and not all(0 <= v < nvaults for v in vaults):
+        raise CompileError(f"vaults {vaults} are not all among the machine's {nvaults}")
+    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0, -1], out_shape or (H, W),
+                     range(nvaults) if vaults is None else sorted(set(vaults)))
 
 
 def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
-              budgets: list[int], out_shape) -> Program:
-    """Every vault's program; with the first unrolling budget whose program fits."""
+              budgets: list[int], out_shape, vaults) -> Program:
+    """Every vault's program (of *vaults*); with the first unrolling budget whose program
+    fits."""
     programs = {}
     kernels: list[str] = []
     budget = budgets[0]
-    for gv in range(nvaults):
+    for gv in vaults:
         b = Builder(ip, opts, gv, consts_l)
         b.unroll_budget = max(budget, 0)
         b.compact = budget < 0
@@ -1040,11 +1161,13 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
                 fill(b, a)
             elif a not in g.outs:
                 _x_halo(b, a)
+                _y_edge(b, a, nvaults * ip.pes, inner=True)
                 _y_halo(b, a, nvaults)
+                _y_edge(b, a, nvaults * ip.pes, inner=False)
             segments.append(b.prog)
         prog = assemble(prologue, segments)
         if len(prog) > ip.imem_instructions and len(budgets) > 1:
-            return _generate(g, ip, opts, nvaults, consts_l, budgets[1:], out_shape)
+            return _generate(g, ip, opts, nvaults, consts_l, budgets[1:], out_shape, vaults)
         if len(prog) > ip.imem_instructions:
             raise CompileError(f"vault {gv}'s program has {len(prog)} instructions but the "
                                f"program memory holds {ip.imem_instructions}; raise "

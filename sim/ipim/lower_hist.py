@@ -2,7 +2,9 @@
 
 1. *Zero*: every PE clears its ``buckets`` bank vectors.
 2. *Scatter*: every PE walks its band of the input (placed as by
-   :func:`~pimforge.sim.ipim.lower.place`); for each lane of each vector it moves the
+   :func:`~pimforge.sim.ipim.lower.place`; where the PEs do not divide the rows, the
+   rows beyond the image, and the bands of the PEs that hold none, are the value of
+   one more bucket, which the reductions leave out); for each lane of each vector it moves the
    pixel into the AddrRF (``mov_arf``), adds the buckets' base (``calc_arf``) and
    increments that bucket with ``ld_rf`` / ``comp add`` / ``st_rf`` through the
    indirect address. The control core orders an indirect bank write before every
@@ -46,13 +48,15 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
     nvaults = ip.cubes * ip.vaults
     P = ip.pes
     npe = nvaults * P
-    if W % 16 or H % npe:
-        raise CompileError(f"{img.name} is {W}x{H}: the width must be a multiple of 16 and the "
-                           f"height of the {npe} PEs")
-    inp = Array(img.name, INT32, W, H, H // npe)
+    if W % LANES:
+        raise CompileError(f"{img.name} is {W}x{H}: the width must be a multiple of {LANES} "
+                           "(one strip of columns per SIMD lane)")
+    inp = Array(img.name, INT32, W, H, -(-H // npe))
+    if H % npe:     # the rows beyond the image count into a bucket nobody reads
+        inp.pad = nb
     nq = nb // LANES
     HB = inp.size
-    HF = HB + nb
+    HF = HB + nb + (inp.pad is not None)
     HF2 = HF + nq
     if HF2 + nq > ip.bank_vectors:
         raise CompileError(f"{h.name} needs {HF2 + nq} vectors of each bank; raise "
@@ -176,7 +180,37 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                 k.finish_steps(nq, 1)
                 return blk
 
-            b.kernel(1, nq, total)
+            def accumulate(k: Kernel):
+                """One vault's sums a row, added into vault 0's (a loop over the vaults:
+                one pointer for all of them, where one each would not fit the AddrRF)."""
+                pa = k.ptr(HF, 1, 0)
+                pr = k.ptr(RB, 1, nq)
+                a, u, t = k.v(), k.v(), k.v()
+                blk = [VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                              {"drf": a}),
+                       VInstr(Instr(Opcode.RD_VSM, vsm=pr, vsm_ind=1, simb_mask=pe0),
+                              {"drf": u}),
+                       VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
+                                    simb_mask=pe0), {"dst": t, "src1": a, "src2": u}),
+                       VInstr(Instr(Opcode.ST_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                              {"drf": t})]
+                k.finish_steps(nq, nvaults - 1)
+                return blk
+
+            def copy(k: Kernel):
+                pa, po = k.ptr(HF, 1, 0), k.ptr(HF2, 1, 0)
+                a = k.v()
+                k.finish_steps(nq, 1)
+                return [VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                               {"drf": a}),
+                        VInstr(Instr(Opcode.ST_RF, dram=po, dram_ind=1, simb_mask=pe0),
+                               {"drf": a})]
+
+            if nvaults + 8 <= ip.arf_entries:
+                b.kernel(1, nq, total)
+            else:
+                b.kernel(nvaults - 1, nq, accumulate)
+                b.kernel(1, nq, copy)
         b.kernels_done.append(f"{h.name}: vault 0 adds the other vaults' sums (req)")
         segments.append(b.prog)
         prog = assemble(prologue, segments)
