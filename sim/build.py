@@ -47,7 +47,7 @@ _UNTRACED = re.compile(r"\\\$")
 def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | None = None,
                     opt: str = "-O2", opt_slow: str = "-O0", trace: bool = False,
                     threads: int = 1, extra_args: tuple[str, ...] = (),
-                    dedup: bool = True, hierarchical: bool = True) -> Path:
+                    dedup: bool = True, hierarchical: bool = False) -> Path:
     """Compile *verilog* (top module *top*) with the C++ files *cpp* (name -> text).
 
     Every file of *cpp* is written into the build folder; the sources among
@@ -69,8 +69,10 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
     kind of block once; the netlist is the same. Verilator still compiles a block
     once per instance unless it is a hierarchical block: with ``hierarchical`` the
     shared blocks that repeat (:func:`pimforge.gen.vdedup.repeated_blocks`: a cube's
-    PEs, vaults, routers) are Verilated and compiled once each. Trace builds stay
-    flat, so that the waves show every signal.
+    PEs, vaults, routers) are Verilated and compiled once each. That is a driver's
+    choice, measured per design: no optimization crosses a block's boundary, which
+    costs the NicePIM array half its speed and speeds the iPIM cube up. Trace builds
+    stay flat, so that the waves show every signal.
     """
     if dedup:
         verilog = dedup_modules(verilog, top)[0]
