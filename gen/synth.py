@@ -46,6 +46,7 @@ from .config import Config
 from .elaborate import elaborate
 from .errors import PimforgeError, ToolMissingError
 from .output import OutputError, cache_root, write_json
+from .vdedup import dedup_modules
 
 __all__ = ["MACRO_MAX_PORTS", "MACRO_MIN_ROWS", "NAND2_EQ", "SCRIPT", "SynthError",
            "SynthResult", "cell_weight", "dedup_modules", "is_flop", "summarize", "synth_block",
@@ -214,51 +215,6 @@ def _usable(raw: Any, top: str) -> bool:
         return isinstance(raw["yosys"], str) and isinstance(raw["aliases"], dict)
     except (KeyError, TypeError, ValueError, AttributeError):
         return False
-
-
-# A module definition with the attribute lines before it (Yosys' Verilog writer).
-_MODULE_RE = re.compile(r"(?:^\(\*[^\n]*\*\)\n)*^module (\\\S+|[A-Za-z_][\w$]*) ?\(.*?"
-                        r"^endmodule\n?", re.M | re.S)
-# Names the writer numbers per module, which differ between identical modules.
-_LOCAL_RE = re.compile(r"dump_module\$\d+")
-# The start of an instance: indentation, the module's name, whitespace, the instance name.
-_INSTANCE_RE = re.compile(r"^(\s+)(\\\S+|[A-Za-z_][\w$]*)(?=\s+\S+\s*\()", re.M)
-
-
-def dedup_modules(verilog: str, top: str) -> tuple[str, dict[str, str]]:
-    """*verilog* with each set of identical modules replaced by one, and the aliases.
-
-    Amaranth writes one module per submodule instance, so the four FP adders of a
-    SIMD unit or the vaults of a cube are copies under different names; Yosys would
-    synthesize each copy (ABC's time is most of a synthesis). Modules whose text is
-    the same but for their name (and the writer's per-module counter names) are
-    merged into the first, their instances renamed, bottom-up until no two are alike
-    (parents become alike once their children are merged). Returns the text and
-    ``{removed name: kept name}``.
-    """
-    aliases: dict[str, str] = {}
-    text = verilog
-    while True:
-        keep: dict[str, str] = {}
-        found: dict[str, str] = {}
-        for m in _MODULE_RE.finditer(text):
-            name = m.group(1)
-            if name == top:
-                continue
-            body = m.group(0)
-            head = body.index("module ")
-            key = _LOCAL_RE.sub("", body[head:].replace(name, "", 1))
-            if key in keep:
-                found[name] = keep[key]
-            else:
-                keep[key] = name
-        if not found:
-            return text, aliases
-        text = _MODULE_RE.sub(lambda m: "" if m.group(1) in found else m.group(0), text)
-        text = _INSTANCE_RE.sub(lambda m: m.group(1) + found.get(m.group(2), m.group(2)), text)
-        for k, v in list(aliases.items()):
-            aliases[k] = found.get(v, v)
-        aliases.update(found)
 
 
 def _name(n: str) -> str:

