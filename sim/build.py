@@ -260,7 +260,7 @@ def _expected(bdir: Path) -> str:
             times.append((f.stat().st_mtime, float(f.read_text())))
     if times:
         return f"about {_duration(max(times)[1])} like the last build of {name}"
-    return "from seconds for a block to 5-25 minutes for a whole cube or array"
+    return "from seconds for a block to 1-6 minutes for a whole cube or array"
 
 
 def _unwritable(folder: Path, e: OSError) -> ToolMissingError:
