@@ -214,7 +214,7 @@ def test_schedule_command_writes_json(tmp_path, capsys):
     j = json.loads(out.read_text())
     assert j["max_link_load"] == 15 * 1024 and j["optimal"] is True and j["gap"] == 0.0
     assert j["sets"] == 4 and j["part_flits"] == 1024 and j["solve_s"] >= 0
-    assert j["latency_cycles"] == 15 * (1024 + 64 + 5)
+    assert j["latency_cycles"] == 15 * (1024 + 5)
     assert "optimal" in capsys.readouterr().out
 
 

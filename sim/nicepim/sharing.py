@@ -262,10 +262,12 @@ class Schedule:
 
     @property
     def part_cycles(self) -> int:
-        """Cycles a link is busy with one part: a flit per cycle, and one more cycle per
-        packet (a head flit spends ``HEAD_CYCLES_PER_HOP`` = 2 cycles in a router)."""
-        packets = -(-self.part_flits // self.packet_flits)
-        return self.part_flits + packets * (HEAD_CYCLES_PER_HOP - 1)
+        """Cycles a link is busy with one part: a flit per cycle. A head flit spends
+        ``HEAD_CYCLES_PER_HOP`` = 2 cycles in a router, but the routers allocate each
+        packet a free VC (two or more VCs): the next packet's head takes its VC while
+        the packet before it still streams, so the link idles between packets no more
+        than between flits (one VC would add a cycle per packet)."""
+        return self.part_flits
 
     @property
     def latency_cycles(self) -> int:
