@@ -43,9 +43,10 @@ class Router(wiring.Component):
     1. a head flit at the front of its input VC computes its output port by
        dimension-order routing (X first, then Y) and requests that output; a
        round-robin arbiter per output port grants one requesting input VC per
-       cycle, which takes the lowest free VC of its class (or its own index if
-       ordered). One grant per output and cycle matches the switch, which
-       moves one flit per output and cycle.
+       cycle, which takes the lowest free VC of its class whose downstream buffer
+       is empty, else the lowest free one (or its own index if ordered). One
+       grant per output and cycle matches the switch, which moves one flit per
+       output and cycle.
     2. separable switch allocation, input first: each input port picks one of
        its VCs that holds an allocated packet, a flit and a credit for its
        output VC (round robin), then each output port picks one of the inputs
@@ -164,18 +165,26 @@ class Router(wiring.Component):
         # most one flit per output and cycle, so this never limits throughput): a
         # round-robin arbiter per output port over the input VCs whose head flit
         # routes there and for which one of its VCs is free; the winner gets the
-        # lowest free VC of its class, or, for an ordered packet, the VC of its own
-        # index. vset[o]: the VC granted this cycle (one-hot), to mark it busy.
+        # lowest free VC of its class (an empty one first), or, for an ordered
+        # packet, the VC of its own index. vset[o]: the VC granted this cycle
+        # (one-hot), to mark it busy.
         vset = [Signal(V, name=f"vset_o{o}") for o in range(P)]
         for o in range(P):
             free = Signal(V, name=f"free_o{o}")
             m.d.comb += free.eq(~busy[o])
             low = []            # per class: lowest free VC (one-hot), any free
+            # A free VC whose downstream buffer is empty first: a packet given the VC
+            # its predecessor's tail has just left would wait behind that tail in the
+            # next router, a cycle per packet on a busy link.
+            empty = Signal(V, name=f"empty_o{o}")
+            m.d.comb += empty.eq(Cat(*[c == D for c in cred[o]]))
             for c in range(self.classes):
                 fc = Signal(V, name=f"free_o{o}_c{c}")
-                m.d.comb += fc.eq(free & (((1 << per) - 1) << (c * per)))
+                fe = Signal(V, name=f"freempty_o{o}_c{c}")
+                m.d.comb += [fc.eq(free & (((1 << per) - 1) << (c * per))),
+                             fe.eq(fc & empty)]
                 lo = Signal(V, name=f"low_o{o}_c{c}")
-                m.d.comb += lo.eq(fc & -fc)
+                m.d.comb += lo.eq(Mux(fe.any(), fe & -fe, fc & -fc))
                 low.append((lo, fc.any()))
             reqs, picks = [], []
             for p in range(P):
