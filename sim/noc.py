@@ -59,7 +59,7 @@ __all__ = ["TRAFFIC", "add_arguments", "build_driver", "channel_bound",
 TRAFFIC = {"uniform": 0, "transpose": 1}
 _STATS = ("generated", "delivered", "labeled", "labeled_done", "latency_sum", "latency_max",
           "accepted_flits", "cycles", "drained", "errors", "hop_sum", "packets_hopped",
-          "sink_stalls", "credit_stalls", "excess_min", "excess_sum")
+          "sink_stalls", "credit_stalls", "excess_min", "excess_sum", "overtaken")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="offered-rate step of the sweep up to 1 flit/node/cycle (default 0.05)")
     p.add_argument("--warmup", type=int_range(0, 10**6), default=1000, help="cycles")
     p.add_argument("--measure", type=int_range(100, 10**6), default=2000, help="cycles")
+    p.add_argument("--ordered", action="store_true",
+                   help="send every flow on one VC, kept on every hop, and check that its "
+                        "packets arrive in order (default: any free VC per packet and hop)")
     p.add_argument("--seed", type=seed, default=1)
     p.add_argument("--json", type=out_file, required=True, help="write the results here")
     p.add_argument("--png", type=out_file, help="plot latency against accepted rate here")
@@ -98,7 +101,9 @@ def build_driver(cfg, *, probes: bool = False, trace: bool = False) -> Path:
     waves)."""
     n = cfg.noc
     with leaf_scope() as leaves:
-        mesh = mesh_from_config(cfg, probes=probes)
+        # The driver's sources are one message class: every VC is open to every
+        # packet, as in BookSim (noc.classes belongs to the network interfaces).
+        mesh = mesh_from_config(cfg.replace(noc=replace(n, classes=1)), probes=probes)
         text = amaranth_verilog.convert(mesh, name="noc_mesh", emit_src=False)
     text = LINT_HEADER + text + "".join(leaves.modules[k].verilog for k in leaves.order)
     N = n.nodes
@@ -120,7 +125,7 @@ def build_driver(cfg, *, probes: bool = False, trace: bool = False) -> Path:
         COLS=n.cols, N=N, V=n.vcs, D=n.buffer_depth,
         FLIT_WORDS=top.words["in_flit"], PAYLOAD_BITS=n.flit_bits,
         OFF_PAYLOAD=fl["payload"].offset, OFF_VC=fl["vc"].offset, W_VC=fl["vc"].width,
-        OFF_HEAD=fl["head"].offset, OFF_TAIL=fl["tail"].offset,
+        OFF_HEAD=fl["head"].offset, OFF_TAIL=fl["tail"].offset, OFF_ORD=fl["ordered"].offset,
         OFF_DX=fl["dest_x"].offset, W_DX=fl["dest_x"].width,
         OFF_DY=fl["dest_y"].offset, W_DY=fl["dest_y"].width,
         OFF_SRC=fl["src"].offset, W_SRC=fl["src"].width,
@@ -138,12 +143,16 @@ def build_driver(cfg, *, probes: bool = False, trace: bool = False) -> Path:
 def run_driver(cfg, rates: list[float], *, traffic: str = "uniform", packet_flits: int = 4,
                warmup: int = 1000, measure: int = 2000, drain: int | None = None,
                check: bool = False, stall: float = 0.0, seed: int = 1, probes: bool = False,
-               exe: Path | None = None, waves: WavesWindow | None = None) -> list[dict]:
+               ordered: bool = False, exe: Path | None = None,
+               waves: WavesWindow | None = None) -> list[dict]:
     """Run the driver once per offered rate; the raw counters of each run.
 
     *check*: stop generating after the measurement window and require every
     packet to arrive (no loss, no deadlock) within *drain* cycles. *stall*: the
-    probability that a sink holds a credit back one more cycle. *waves*: write the
+    probability that a sink holds a credit back one more cycle. *ordered*: every
+    flow's packets on one VC with the ``ordered`` flag, checked to arrive in order
+    (else each packet's head takes the next VC with a credit, round robin, and the
+    routers any free VC, as in BookSim). *waves*: write the
     waves of these cycles (the rates' runs numbered on one after the other; *exe*
     must then be a trace build).
     """
@@ -159,7 +168,8 @@ def run_driver(cfg, rates: list[float], *, traffic: str = "uniform", packet_flit
             "seed": seed, "packet_flits": packet_flits, "traffic": TRAFFIC[traffic],
             "rates": " ".join(repr(float(r)) for r in rates), "warmup": warmup,
             "measure": measure, "drain": 3 * measure if drain is None else drain,
-            "check": int(check), "stall": float(stall), **w.fields})
+            "check": int(check), "stall": float(stall), "ordered": int(ordered),
+            **w.fields})
         res = subprocess.run([str(exe), str(d)], capture_output=True, text=True, check=False)
         if not (d / "stats.txt").exists():
             raise SimulationError(f"noc driver failed: {res.stderr[-2000:]}")
@@ -245,7 +255,8 @@ def channel_bound(rows: int, cols: int, traffic: str) -> float:
 
 def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
               warmup: int = 1000, measure: int = 2000, seed: int = 1, refine: int = 3,
-              exe: Path | None = None, waves: WavesWindow | None = None) -> dict:
+              ordered: bool = False, exe: Path | None = None,
+              waves: WavesWindow | None = None) -> dict:
     """Latency and accepted throughput over offered rates ``step, 2 step, ... 1``; the
     JSON-able result.
 
@@ -268,7 +279,7 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
     exe = exe or build_driver(cfg, probes=True, trace=waves is not None)
     model = zero_load_model(n.rows, n.cols, traffic, packet_flits)
     srcs = len({s for s, _, _ in _pairs(n.rows, n.cols, traffic)})
-    kw = dict(traffic=traffic, packet_flits=packet_flits, seed=seed, exe=exe)
+    kw = dict(traffic=traffic, packet_flits=packet_flits, seed=seed, ordered=ordered, exe=exe)
 
     def point(p: dict) -> dict:
         done = bool(p["drained"]) and p["labeled_done"] > 0
@@ -305,8 +316,10 @@ def noc_sweep(cfg, *, traffic: str, packet_flits: int = 4, step: float = 0.05,
         "packet_flits": packet_flits, "source_nodes": srcs, "seed": seed,
         "warmup_cycles": warmup, "measure_cycles": measure,
         "unit": "latency in router cycles; rates in flits per source node per cycle",
-        "router": "input-queued, wormhole, static VC per flow, XY routing, credits; "
-                  f"{HEAD_CYCLES_PER_HOP} cycles per hop for a head flit, 1 for a body flit",
+        "router": "input-queued, wormhole, a free VC allocated per packet and hop, XY routing, "
+                  f"credits; {HEAD_CYCLES_PER_HOP} cycles per hop for a head flit, 1 for a "
+                  "body flit",
+        "ordered": ordered,
         "zero_load_latency": zl,
         "zero_load_packets": z["labeled_done"],
         "zero_load_contention": z["excess_sum"] / z["delivered"] if z["delivered"] else None,
@@ -379,7 +392,8 @@ def run(args) -> int:
         cfg = cfg.replace(noc=replace(cfg.noc, **changes))
     vl.preflight()              # the driver build needs them; say so before the work
     r = noc_sweep(cfg, traffic=args.traffic, packet_flits=args.packet_flits, step=args.step,
-                  warmup=args.warmup, measure=args.measure, seed=args.seed, waves=waves)
+                  warmup=args.warmup, measure=args.measure, seed=args.seed,
+                  ordered=args.ordered, waves=waves)
     r = stamp(r, "pimforge.noc", 1, cfg)
     write_json(args.json, r)
     if args.png:

@@ -137,7 +137,9 @@ def from_config(cfg) -> IPIMCube:
           "generate --top simb_vault for a larger machine)")
     check(c.vaults >= 2, "ipim.vaults", c.vaults, "at least 2 for a cube on a mesh")
     mesh = Mesh(link=NoCLink.Signature(rows=c.mesh_rows, cols=c.mesh_cols, vcs=n.vcs,
-                                       flit_bits=n.flit_bits), depth=n.buffer_depth)
+                                       flit_bits=n.flit_bits), depth=n.buffer_depth,
+                # the routers keep the NICs' request and reply classes on their own VCs
+                classes=2)
     vname = leaf_name("simb_vault", digest=(c, n))
     nname = leaf_name("simb_nic", digest=(c, n))
     return IPIMCube(vaults=[Leaf(vname, lambda: vault_from_config(cfg))

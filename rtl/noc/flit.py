@@ -25,17 +25,21 @@ PORT_NAMES = ("local", "east", "west", "north", "south")
 
 
 def flit_layout(*, rows: int, cols: int, vcs: int, flit_bits: int) -> data.StructLayout:
-    """One flit: ``payload``, ``vc``, ``head``, ``tail``, ``dest_x``, ``dest_y``, ``src``.
+    """One flit: ``payload``, ``vc``, ``head``, ``tail``, ``ordered``, ``dest_x``,
+    ``dest_y``, ``src``.
 
     The routing fields (destination, source node) travel beside the payload of
     every flit, as a sideband, so that the payload bits are all the user's; the
-    routers read them from head flits only.
+    routers read them from head flits only. ``ordered``: the packet keeps its VC
+    index on every hop, so that the packets its source sends on one VC arrive in
+    order; other packets take any free VC of their class at every router.
     """
     return data.StructLayout({
         "payload": flit_bits,
         "vc": max(1, ceil_log2(vcs)),
         "head": 1,
         "tail": 1,
+        "ordered": 1,
         "dest_x": max(1, ceil_log2(cols)),
         "dest_y": max(1, ceil_log2(rows)),
         "src": max(1, ceil_log2(rows * cols)),

@@ -7,7 +7,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ..params import check_bool, check_int
+from ..params import check, check_bool, check_int
 from .flit import EAST, LOCAL, NORTH, SOUTH, WEST, NoCLink
 from .router import BODY_CYCLES_PER_HOP, HEAD_CYCLES_PER_HOP, router_leaf
 
@@ -32,6 +32,8 @@ class Mesh(wiring.Component):
         Mesh size, VCs and flit width.
     depth : int
         Flits per input VC buffer.
+    classes : int
+        Message classes of the routers' VC allocation (see :class:`Router`).
     probes : bool
         Also publish every router-to-router link on ``probe`` (for monitors
         that check routes and credits; off in designs).
@@ -48,12 +50,17 @@ class Mesh(wiring.Component):
         The links on ``probe``: output ``port`` of router ``node``.
     """
 
-    def __init__(self, *, link: NoCLink.Signature, depth: int, probes: bool = False):
+    def __init__(self, *, link: NoCLink.Signature, depth: int, classes: int = 1,
+                 probes: bool = False):
         if not isinstance(link, NoCLink.Signature):
             raise TypeError(f"link must be a NoCLink.Signature, not {link!r}")
         check_int("depth", depth, 1, 64)
+        check_int("classes", classes, 1, 2)
+        check(link.vcs % classes == 0, "classes", classes,
+              f"a divisor of the link's {link.vcs} VCs")
         check_bool("probes", probes)
         self.link, self.depth, self.probes = link, depth, probes
+        self.classes = classes
         self.rows, self.cols = link.rows, link.cols
         self.nodes = link.rows * link.cols
         self.probe_links = [(y * self.cols + x, d) for y in range(self.rows)
@@ -79,7 +86,7 @@ class Mesh(wiring.Component):
         routers = []
         for n in range(self.nodes):
             y, x = divmod(n, self.cols)
-            r = router_leaf(link=self.link, depth=self.depth)
+            r = router_leaf(link=self.link, depth=self.depth, classes=self.classes)
             m.submodules[f"r{n}"] = r
             m.d.comb += [r.x.eq(Const(x, xb)), r.y.eq(Const(y, yb))]
             wiring.connect(m, wiring.flipped(self.local_in[n]), r.inp[LOCAL])
@@ -103,4 +110,4 @@ def from_config(cfg, *, probes: bool = False) -> Mesh:
     n = cfg.noc
     return Mesh(link=NoCLink.Signature(rows=n.rows, cols=n.cols, vcs=n.vcs,
                                        flit_bits=n.flit_bits),
-                depth=n.buffer_depth, probes=probes)
+                depth=n.buffer_depth, classes=n.classes, probes=probes)

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..mem.crossbar import rr_pick
-from ..params import check, check_int
+from ..params import check, check_bool, check_int
 from .flit import NoCLink
 
 __all__ = ["NetworkInterface", "from_config", "recv_layout", "send_layout"]
@@ -38,9 +38,18 @@ class NetworkInterface(wiring.Component):
     Sending: the message on ``send[c]`` goes out one flit per cycle (head first,
     the routing fields on every flit) while the router's local input has a
     credit for its VC; ``send[c].ready`` rises with its tail. Class ``c`` owns
-    the VCs ``c * vcs/classes`` up to the next class's; inside the class the VC
-    is fixed per destination node, so the messages of one (source, destination,
-    class) flow arrive in order. The classes' messages interleave flit by flit
+    the VCs ``c * vcs/classes`` up to the next class's. Without ``ordered``, a
+    message takes the next VC of its class (round robin) that has a credit, and
+    the routers give it any free VC of its class on every hop, as BookSim's
+    sources and routers do: messages of one flow may overtake one another, so a
+    protocol that needs no order (NicePIM's data sharing: every message names
+    its destination word; iPIM's ``req``: replies carry their tag) gets the
+    network's full throughput. With ``ordered``, the VC is fixed per destination
+    node and the flits say ``ordered``, so that the routers keep the packet on
+    that VC index on every hop: the messages of one (source, destination,
+    class) flow cannot overtake one another and arrive in order, with no
+    reorder buffer (which would need sequence numbers and a receive window per
+    flow). The classes' messages interleave flit by flit
     (round robin among those with a credit), so a message waiting for credits
     never holds back another class. ``flits`` = 0 is sent as one flit.
 
@@ -63,6 +72,8 @@ class NetworkInterface(wiring.Component):
         Longest message in flits.
     classes : int
         Message classes (1 or 2); ``link.vcs`` must be a multiple of it.
+    ordered : bool
+        Keep every flow's messages in order (see above).
 
     Attributes
     ----------
@@ -77,7 +88,7 @@ class NetworkInterface(wiring.Component):
     """
 
     def __init__(self, *, link: NoCLink.Signature, depth: int, packet_flits: int,
-                 classes: int = 1):
+                 classes: int = 1, ordered: bool = False):
         if not isinstance(link, NoCLink.Signature):
             raise TypeError(f"link must be a NoCLink.Signature, not {link!r}")
         check_int("depth", depth, 1, 64)
@@ -85,6 +96,8 @@ class NetworkInterface(wiring.Component):
         check_int("classes", classes, 1, 2)
         check(link.vcs % classes == 0, "classes", classes,
               f"a divisor of the link's {link.vcs} VCs")
+        check_bool("ordered", ordered)
+        self.ordered = ordered
         self.link, self.depth = link, depth
         self.packet_flits, self.classes = packet_flits, classes
         self.send_layout = send_layout(link, packet_flits)
@@ -114,17 +127,38 @@ class NetworkInterface(wiring.Component):
         vcs = []
         lasts = []
         idxs = []
+        heads = []
         for c in range(C):
             msg = self.send[c].payload
             vc = Signal(fl["vc"].shape, name=f"send{c}_vc")
-            dest = msg.dest_y * cols + msg.dest_x
-            m.d.comb += vc.eq(c * per + (dest % per if per > 1 else 0))
             idx = Signal(ib, name=f"send{c}_idx")
             last = Signal(name=f"send{c}_last")
             m.d.comb += last.eq(idx + 1 >= msg.flits)
             ok = Signal(name=f"send{c}_ok")
-            m.d.comb += ok.eq(self.send[c].valid &
-                              Cat(*[(vc == v) & (cred[v] != 0) for v in range(V)]).any())
+            first = Signal(name=f"send{c}_first")     # this class's head flit goes out
+            heads.append(first)
+            if self.ordered:
+                dest = msg.dest_y * cols + msg.dest_x
+                m.d.comb += vc.eq(c * per + (dest % per if per > 1 else 0))
+                m.d.comb += ok.eq(self.send[c].valid &
+                                  Cat(*[(vc == v) & (cred[v] != 0) for v in range(V)]).any())
+            else:
+                # The head takes the next VC of the class with a credit; the body
+                # flits follow on the VC the head took.
+                cur = Signal(fl["vc"].shape, name=f"send{c}_cur")
+                mine = range(c * per, (c + 1) * per)
+                any_, g = rr_pick(m, [cred[v] != 0 for v in mine], first, f"send{c}_vcs")
+                hvc = Signal(fl["vc"].shape, name=f"send{c}_hvc")
+                for gv, v in zip(g, mine, strict=True):
+                    with m.If(gv):
+                        m.d.comb += hvc.eq(v)
+                with m.If(first):
+                    m.d.sync += cur.eq(hvc)
+                m.d.comb += [
+                    vc.eq(Mux(idx == 0, hvc, cur)),
+                    ok.eq(self.send[c].valid & Mux(
+                        idx == 0, any_, Cat(*[(cur == v) & (cred[v] != 0) for v in mine]).any())),
+                ]
             pay = Signal(B, name=f"send{c}_payload")
             m.d.comb += pay.eq(msg.data[:B])
             for i in range(1, F):
@@ -142,7 +176,8 @@ class NetworkInterface(wiring.Component):
                 msg = self.send[c].payload
                 m.d.comb += [out.valid.eq(1), out.flit.payload.eq(flits[c]),
                              out.flit.vc.eq(vcs[c]), out.flit.head.eq(idxs[c] == 0),
-                             out.flit.tail.eq(lasts[c]), out.flit.dest_x.eq(msg.dest_x),
+                             out.flit.tail.eq(lasts[c]), out.flit.ordered.eq(self.ordered),
+                             heads[c].eq(idxs[c] == 0), out.flit.dest_x.eq(msg.dest_x),
                              out.flit.dest_y.eq(msg.dest_y), out.flit.src.eq(self.node),
                              self.send[c].ready.eq(lasts[c])]
                 m.d.sync += idxs[c].eq(Mux(lasts[c], 0, idxs[c] + 1))

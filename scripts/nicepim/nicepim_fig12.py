@@ -4,7 +4,7 @@ Sharing sets of 16 PIM-nodes, 8 KiB shared per node, 64-bit flits (Sec. VIII-E):
 one set on 4x4, four sets at stride 2 on 8x8, sixteen sets at stride 4 on 16x16.
 For each mesh and method: the flits on the busiest link, the modelled latency
 and the solve time; with --rtl the schedule also runs on the mesh NoC RTL
-(Verilator, packets of 16 flits, the default config's routers: 2 VCs of 4 flits)
+(Verilator, packets of 16 flits, the default config's PIM-node routers: 1 VC of 4 flits)
 and the measured cycles are printed beside the model's. Writes the rows as JSON.
 
     python scripts/nicepim/nicepim_fig12.py [--meshes 4x4,8x8,16x16] [--rtl] [--time-limit 60]
@@ -19,7 +19,7 @@ import time
 from pimforge.gen.config import load_config
 from pimforge.gen.output import write_json
 from pimforge.sim.nicepim import sharing as sh
-from pimforge.sim.nicepim.schedule_cli import rtl_config
+from pimforge.sim.nicepim.schedule_cli import router_vcs, rtl_config
 
 STRIDE = {"4x4": 1, "8x8": 2, "16x16": 4}
 
@@ -43,7 +43,8 @@ def main() -> None:
         mesh = sh.Mesh(r, c)
         for meth in args.methods.split(","):
             s = sh.schedule(meth, mesh, 16, STRIDE.get(mesh_s, 1), 8192, 64,
-                            time_limit=args.time_limit)
+                            time_limit=args.time_limit,
+                            vcs=router_vcs(load_config("default")))
             row = {"mesh": mesh_s, "method": meth, "sets": len(s.sets),
                    "max_link_load": s.max_link_load, "latency_cycles": s.latency_cycles,
                    "solve_s": s.solve_s, "optimal": s.optimal, "gap": s.gap,

@@ -2,7 +2,10 @@
 // injection rate, with every check of the network's contract on at every cycle.
 // Usage: VBIN DIR. DIR/run.txt holds the named fields seed, packet_flits, traffic
 // (0 uniform random over the other nodes, 1 transpose), rates (offered flits per
-// source node per cycle, space separated), warmup, measure, drain, check and stall;
+// source node per cycle, space separated), warmup, measure, drain, check, stall and
+// ordered (0: a packet's head takes the next VC with a credit, round robin, as BookSim's
+// sources do, and the routers give it any free VC; 1: the VC is fixed per destination
+// and the flits say ordered, so that every flow arrives in order);
 // waves, waves_from and waves_to for waves (pf::Waves; the rates' runs follow each other).
 //
 // Each rate is one run from reset: packets are generated for warmup + measure
@@ -15,8 +18,8 @@
 //
 // Checks (errors counted, the first few printed): each flit arrives at its
 // destination with its payload intact, the flits of a packet in order on one VC
-// and not interleaved with another's, the packets of each (source, destination)
-// flow in order, nothing twice; with probes, every hop between routers goes the
+// and not interleaved with another's, nothing twice, and with ordered = 1 the packets
+// of each (source, destination) flow in order; with probes, every hop between routers goes the
 // dimension-order (X, then Y) way and every packet takes exactly the Manhattan
 // number of hops; no link carries a flit without a credit or returns more
 // credits than flits (local ports and, with probes, every router-to-router link);
@@ -34,7 +37,7 @@
 #include "driver.h"
 // Top; ROWS, COLS, N, V, D; FLIT_WORDS, PROBE_WORDS, NPROBE, PROBE_NODE[], PROBE_DIR[];
 // the flit fields' offsets and widths (OFF_*, W_*); PAYLOAD_BITS; PROBE_OFF_FLIT,
-// PROBE_OFF_CREDIT; HEAD_CYCLES (a head flit's cycles per router); NOC_PROBES (1: the mesh has the probe pin).
+// PROBE_OFF_CREDIT; OFF_ORD (the ordered bit); HEAD_CYCLES (a head flit's cycles per router); NOC_PROBES (1: the mesh has the probe pin).
 #include "pimforge_params.h"
 
 using pf::lget;
@@ -82,13 +85,14 @@ struct Point {
     long latency_max = 0, accepted_flits = 0, cycles = 0, drained = 0, errors = 0;
     long hop_sum = 0, packets_hopped = 0, sink_stalls = 0, credit_stalls = 0;
     long excess_min = -1, excess_sum = 0;   // latency above the zero-load pipeline
+    long overtaken = 0;                     // packets that arrived before an older one of their flow
 };
 
 static long g_errors_printed = 0;
 #define FAIL(pt, ...) do { (pt).errors++; if (g_errors_printed++ < 12) { fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
 
 static Point run_point(Top* top, pf::Waves& waves, double rate, int L, int traffic, long warmup, long measure,
-                       long drain, int check, double stall, uint64_t seed) {
+                       long drain, int check, double stall, int ordered, uint64_t seed) {
     Point pt;
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> U(0.0, 1.0);
@@ -104,6 +108,8 @@ static Point run_point(Top* top, pf::Waves& waves, double rate, int L, int traff
     std::vector<std::vector<int>> cred(N, std::vector<int>(V, D)), occ(N, std::vector<int>(V, 0)),
         ret(N, std::vector<int>(V, 0));
     std::vector<long> seqn(N, 0);
+    std::vector<int> pkt_vc(N, 0), last_vc(N, V - 1);
+    std::vector<std::vector<uint8_t>> arrived(N);
     std::vector<std::vector<long>> created(N);
     std::vector<std::vector<int>> hops(N);
     std::vector<std::vector<Rx>> rx(N, std::vector<Rx>(V));
@@ -127,6 +133,7 @@ static Point run_point(Top* top, pf::Waves& waves, double rate, int L, int traff
             if (seqn[n] >= (1 << 24)) { FAIL(pt, "node %d: more than 2^24 packets", n); continue; }
             q[n].push_back({dest, seqn[n]++});
             created[n].push_back(cycle);
+            arrived[n].push_back(0);
             hops[n].push_back(0);
             pt.generated++;
             if (cycle >= warmup && cycle < window_end) pt.labeled++;
@@ -137,9 +144,17 @@ static Point run_point(Top* top, pf::Waves& waves, double rate, int L, int traff
             for (int k = 0; k < FLIT_WORDS; k++) fl[k] = 0;
             if (!q[n].empty()) {
                 const Pkt& p = q[n].front();
-                const int vc = p.dest % V;   // fixed per flow: its packets stay in order
+                int vc = pkt_vc[n];
+                if (ordered) vc = p.dest % V;   // fixed per flow: its packets stay in order
+                else if (sent_idx[n] == 0)       // the next VC with a credit, round robin
+                    for (int j = 1; j <= V; j++) {
+                        const int c = (last_vc[n] + j) % V;
+                        if (cred[n][c] > 0) { vc = c; break; }
+                    }
                 if (cred[n][vc] > 0) {
                     const int i = sent_idx[n];
+                    if (i == 0) last_vc[n] = pkt_vc[n] = vc;
+                    setbits(fl, OFF_ORD, 1, ordered);
                     setbits(fl, OFF_PAYLOAD, 32, (uint64_t)p.seq | ((uint64_t)i << 24));
                     if (PAYLOAD_BITS >= 64) setbits(fl, OFF_PAYLOAD + 32, 32, check_word(n, p.seq, i));
                     setbits(fl, OFF_VC, W_VC, vc);
@@ -181,8 +196,12 @@ static Point run_point(Top* top, pf::Waves& waves, double rate, int L, int traff
             if (f.head) {
                 if (r.active) FAIL(pt, "node %d vc %d: head of %d/%ld inside packet %d/%ld", n, f.vc, f.src, f.seq, r.src, r.seq);
                 if (f.idx != 0) FAIL(pt, "node %d: head flag on flit %d", n, f.idx);
-                if (f.seq <= lastseq[n][f.src]) FAIL(pt, "node %d: packet %ld of node %d after %ld (order, or twice)", n, f.seq, f.src, lastseq[n][f.src]);
-                lastseq[n][f.src] = f.seq;
+                if (f.seq <= lastseq[n][f.src]) {
+                    if (ordered) FAIL(pt, "node %d: packet %ld of node %d after %ld (order)", n, f.seq, f.src, lastseq[n][f.src]);
+                    pt.overtaken++;
+                }
+                if (arrived[f.src][f.seq]++) FAIL(pt, "node %d: packet %ld of node %d twice", n, f.seq, f.src);
+                if (f.seq > lastseq[n][f.src]) lastseq[n][f.src] = f.seq;
                 r.active = 1; r.src = f.src; r.seq = f.seq; r.idx = 0;
             } else if (!r.active || r.src != f.src || r.seq != f.seq || f.idx != r.idx) {
                 FAIL(pt, "node %d vc %d: flit %d of %d/%ld out of place", n, f.vc, f.idx, f.src, f.seq);
@@ -279,7 +298,7 @@ static int run_trace(Top* top, pf::Waves& waves, const std::string& dir, const p
     std::vector<std::vector<long>> queue(N);
     for (long i = 0; i < M; i++) queue[msgs[i].src].push_back(i);
     std::vector<size_t> head(N, 0);
-    std::vector<int> sent_idx(N, 0);
+    std::vector<int> sent_idx(N, 0), pkt_vc(N, 0), last_vc(N, V - 1);
     std::vector<long> arrive(M, -1);
     std::vector<std::vector<int>> cred(N, std::vector<int>(V, D)), occ(N, std::vector<int>(V, 0)),
         ret(N, std::vector<int>(V, 0));
@@ -298,10 +317,16 @@ static int run_trace(Top* top, pf::Waves& waves, const std::string& dir, const p
             if (head[n] < queue[n].size()) {
                 const long id = queue[n][head[n]];
                 const Msg& m = msgs[id];
-                const int vc = m.dest % V;
+                int vc = pkt_vc[n];
+                if (sent_idx[n] == 0)       // the next VC with a credit, round robin
+                    for (int j = 1; j <= V; j++) {
+                        const int c = (last_vc[n] + j) % V;
+                        if (cred[n][c] > 0) { vc = c; break; }
+                    }
                 const bool ready = sent_idx[n] > 0 || m.dep < 0 || arrive[m.dep] >= 0;
                 if (ready && cred[n][vc] > 0) {
                     const int i = sent_idx[n];
+                    if (i == 0) last_vc[n] = pkt_vc[n] = vc;
                     setbits(fl, OFF_PAYLOAD, 32, (uint64_t)id | ((uint64_t)i << 24));
                     if (PAYLOAD_BITS >= 64) setbits(fl, OFF_PAYLOAD + 32, 32, check_word(n, id, i));
                     setbits(fl, OFF_VC, W_VC, vc);
@@ -415,6 +440,7 @@ int main(int argc, char** argv) {
     const long warmup = run.integer("warmup"), measure = run.integer("measure"), drain = run.integer("drain");
     const int check = (int)run.integer("check");
     const double stall = run.real("stall");
+    const int ordered = run.has("ordered") ? (int)run.integer("ordered") : 0;
     const uint64_t seed = (uint64_t)run.integer("seed");
     if (L < 1 || L > 16) pf::die(2, "packet_flits must be between 1 and 16");
     if (traffic == 1 && ROWS != COLS) pf::die(2, "transpose traffic needs a square mesh");
@@ -429,7 +455,7 @@ int main(int argc, char** argv) {
     std::vector<Point> pts;
     for (size_t i = 0; i < rates.size(); i++)
         pts.push_back(run_point(top, waves, rates[i], L, traffic, warmup, measure, drain, check, stall,
-                                seed * 1000003ull + i));
+                                ordered, seed * 1000003ull + i));
     long errors = 0;
     {
         pf::Stats s(dir + "/stats.txt");
@@ -437,7 +463,7 @@ int main(int argc, char** argv) {
         PUT(generated) PUT(delivered) PUT(labeled) PUT(labeled_done) PUT(latency_sum)
         PUT(latency_max) PUT(accepted_flits) PUT(cycles) PUT(drained) PUT(errors) PUT(hop_sum)
         PUT(packets_hopped) PUT(sink_stalls) PUT(credit_stalls)
-        PUT(excess_min) PUT(excess_sum)
+        PUT(excess_min) PUT(excess_sum) PUT(overtaken)
         for (auto& p : pts) errors += p.errors;
         s.put("total_errors", (long long)errors);
     }

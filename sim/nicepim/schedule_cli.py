@@ -93,7 +93,8 @@ def run(args) -> int:
         print(f"pimforge schedule: warning: {warn}", file=sys.stderr, flush=True)
     sched = sharing.schedule(args.method, mesh, args.set_size, args.stride, args.bytes,
                              flit_bits, packet_flits=args.packet_flits,
-                             time_limit=args.time_limit, seed=args.seed, nodes=args.nodes)
+                             time_limit=args.time_limit, seed=args.seed, nodes=args.nodes,
+                             vcs=router_vcs(args.config))
     out = {"config": cfg.name, "bytes": args.bytes, "flit_bits": flit_bits,
            "stride": args.stride, "seed": args.seed, "time_limit_s": args.time_limit,
            "nodes": args.nodes,
@@ -140,6 +141,13 @@ def _check_probes(cfg) -> None:
         raise PimforgeError(f"--rtl: the {cfg.noc.rows}x{cfg.noc.cols} mesh's link probes "
                             f"are {bits} bits, more than the {_MAX_PROBE_BITS} the NoC "
                             "driver's wrapper carries; run --rtl on a smaller mesh")
+
+
+def router_vcs(cfg) -> int:
+    """VCs of the routers the schedule runs on: the PIM-nodes' where the config has a
+    ``nicepim`` section (as :func:`rtl_config`), else ``noc.vcs``."""
+    nice = getattr(cfg, "nicepim", None)
+    return nice.noc_vcs if nice is not None else cfg.noc.vcs
 
 
 def rtl_config(cfg, rows: int, cols: int, flit_bits: int):

@@ -198,6 +198,9 @@ class Schedule:
         Seconds to find the schedule (the solver's, for ILP and TSP).
     packet_flits : int
         Flits per packet on the network (a part is cut into packets).
+    vcs : int
+        VCs per router link (one VC costs a link a cycle per packet, see
+        :attr:`part_cycles`).
     optimal : bool or None
         ILP: the solver proved the schedule optimal.
     gap : float or None
@@ -219,6 +222,7 @@ class Schedule:
     edge_load: dict[tuple[int, int], int]
     solve_s: float
     packet_flits: int = 16
+    vcs: int = 1
     optimal: bool | None = None
     gap: float | None = None
     bound: float | None = None
@@ -262,8 +266,13 @@ class Schedule:
 
     @property
     def part_cycles(self) -> int:
-        """Cycles a link is busy with one part: a flit per cycle, and one more cycle per
-        packet (a head flit spends ``HEAD_CYCLES_PER_HOP`` = 2 cycles in a router)."""
+        """Cycles a link is busy with one part: a flit per cycle, and with one VC one
+        more cycle per packet (a head flit spends ``HEAD_CYCLES_PER_HOP`` = 2 cycles in
+        a router, and waits for the packet before it to leave the VC). With two or more
+        VCs the routers give the next packet another free VC, whose head is allocated
+        while the packet before it still streams: no idle cycle between packets."""
+        if self.vcs > 1:
+            return self.part_flits
         packets = -(-self.part_flits // self.packet_flits)
         return self.part_flits + packets * (HEAD_CYCLES_PER_HOP - 1)
 
@@ -813,10 +822,10 @@ def check_ilp_size(mesh: Mesh, sets: Sequence[Sequence[int]], time_limit: float,
 
 def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
              flit_bits: int, *, packet_flits: int = 16, time_limit: float | None = 60.0,
-             seed: int = 0, nodes: int | None = MIP_NODES) -> Schedule:
+             seed: int = 0, nodes: int | None = MIP_NODES, vcs: int = 1) -> Schedule:
     """The schedule of *method* for Fig. 12's layout: sets of *set_size* nodes, *stride*
-    apart, each node sharing *nbytes* in packets of *packet_flits* flits (the ILP's
-    limits as :func:`schedule_ilp` takes them)."""
+    apart, each node sharing *nbytes* in packets of *packet_flits* flits over routers
+    of *vcs* VCs (the ILP's limits as :func:`schedule_ilp` takes them)."""
     if method not in METHODS:
         raise SharingError(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
     if packet_flits < 1:
@@ -832,6 +841,7 @@ def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
     else:
         sched = schedule_ilp(mesh, sets, F, time_limit=time_limit, seed=seed, nodes=nodes)
     sched.packet_flits = packet_flits
+    sched.vcs = vcs
     return sched
 
 
