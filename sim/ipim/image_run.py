@@ -22,6 +22,7 @@ from Table III's per-access energies (``ipim.e_*``):
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -207,6 +208,24 @@ def _check_cube_cfg(cfg, cube_cfg) -> None:
                                f"many vaults ({ip.vaults}) and nothing else changed")
 
 
+def rtl_words(banks: dict) -> dict:
+    """*banks* (per ``(vault, PE)``: address -> the lanes' 32-bit values) as the cube
+    driver takes them: address -> one word of :data:`LANES` lanes."""
+    return {k: {a: sum(int(x) << (32 * i) for i, x in enumerate(vec)) for a, vec in blk.items()}
+            for k, blk in banks.items()}
+
+
+def rtl_fetch(banks: dict) -> Callable[[int, int, int, int], np.ndarray]:
+    """A ``fetch(vault, pe, base, n)`` of the cube driver's final *banks*: *n* words from
+    *base*, one row of lane values each (unwritten words read 0)."""
+    def fetch(v, pe, base, n):
+        b = banks.get((v, pe), {})
+        words = [b.get(base + i, 0) for i in range(n)]
+        return np.array([[(w >> (32 * k)) & 0xFFFFFFFF for k in range(LANES)] for w in words],
+                        dtype=np.uint32).reshape(-1, LANES)
+    return fetch
+
+
 def run_program(name: str, prog: Program, img: np.ndarray, ref: np.ndarray | None, cfg, *,
                 opt: Options | str = "opt", engine: str = "rtl", max_cycles: int = 50_000_000,
                 exe=None, cube_cfg=None, atol: float | None = None,
@@ -247,22 +266,13 @@ def run_program(name: str, prog: Program, img: np.ndarray, ref: np.ndarray | Non
 
         exe = build_cube_driver(run_cfg, trace=True)
     exe = exe or cube_driver(run_cfg)
-    rtl_banks = {}
-    for (v, pe), blk in banks.items():
-        rtl_banks[(v, pe)] = {a: sum(int(x) << (32 * k) for k, x in enumerate(vec))
-                              for a, vec in blk.items()}
     from .rtl_run import run_cube
 
     t = time.perf_counter()
-    run = run_cube(run_cfg, prog.programs, rtl_banks, max_cycles=max_cycles, exe=exe,
+    run = run_cube(run_cfg, prog.programs, rtl_words(banks), max_cycles=max_cycles, exe=exe,
                    waves=waves)
     wall = time.perf_counter() - t
-
-    def fetch(v, pe, base, n):
-        b = run.banks.get((v, pe), {})
-        words = [b.get(base + i, 0) for i in range(n)]
-        return np.array([[(w >> (32 * k)) & 0xFFFFFFFF for k in range(LANES)] for w in words],
-                        dtype=np.uint32).reshape(-1, LANES)
+    fetch = rtl_fetch(run.banks)
     out = _crop(prog.read(fetch, ip), prog.out_shape)
     core_tot = {k: sum(v) for k, v in run.core.items()}
     vault_cycles = sum(run.core["cycles"]) or 1

@@ -32,7 +32,7 @@ from pimforge.rtl.ipim.isa import LANES, Instr, Opcode
 from pimforge.verif.models.ipim.image import reference
 
 from .backend import Options
-from .image_run import ImageRun, compile_bench, cube_driver, energy_nj
+from .image_run import ImageRun, compile_bench, cube_driver, energy_nj, rtl_fetch, rtl_words
 from .lang import FP32, CompileError
 from .layout import Array, place
 
@@ -155,20 +155,11 @@ def run_one_vault(name: str, img: np.ndarray, cfg, *, opt: Options | str = "opt"
         return OneVaultRun(run, gv, nvaults, (r0, r1), local, None, steps)
     from .rtl_run import run_cube
 
-    rtl_banks = {k: {a: sum(int(x) << (32 * i) for i, x in enumerate(vec))
-                     for a, vec in blk.items()} for k, blk in banks.items()}
     exe = exe or cube_driver(wcfg)
     t = time.perf_counter()
-    cr = run_cube(wcfg, programs, rtl_banks, max_cycles=max_cycles, exe=exe)
+    cr = run_cube(wcfg, programs, rtl_words(banks), max_cycles=max_cycles, exe=exe)
     wall = time.perf_counter() - t
-
-    def fetch(v, pe, base, n):
-        b = cr.banks.get((v, pe), {})
-        words = [b.get(base + i, 0) for i in range(n)]
-        return np.array([[(w >> (32 * k)) & 0xFFFFFFFF for k in range(LANES)] for w in words],
-                        dtype=np.uint32).reshape(-1, LANES)
-
-    share = _read_share(prog.output, fetch, ip, 1, gv)[:r1 - r0, :out_cols]
+    share = _read_share(prog.output, rtl_fetch(cr.banks), ip, 1, gv)[:r1 - r0, :out_cols]
     cycles = cr.core["cycles"][1]
     ipc = cr.core["issued"][1] / cycles if cycles else 0.0
     core1 = {k: v[1:2] for k, v in cr.core.items()}
