@@ -146,3 +146,36 @@ def test_driver_top_renames_and_packs_ports():
         driver_top(text, "inner", None, {"x": ["a__x"]}, name="w")
     with pytest.raises(SimulationError, match="inner has no port 'z'"):
         driver_top(text, "inner", None, {"x": ["a__x", "b__x"], "o": "z"}, name="w")
+
+
+def test_driver_top_has_no_width_limit(tmp_path):
+    """A lane pin wider than Amaranth's 65,536-bit cell limit (the 16x16 NicePIM array's
+    counters pass it) is written and lints clean."""
+    from amaranth.back import verilog
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import Out
+
+    from pimforge.sim.verilator import lint
+
+    n = 2100                                # 2,100 x 32 bits = 67,200 bits of outputs
+
+    class Inner(wiring.Component):
+        def __init__(self):
+            super().__init__({f"c__{i}": Out(20) for i in range(n)})
+
+        def elaborate(self, platform):
+            from amaranth.hdl import Module
+            m = Module()
+            for i in range(n):
+                m.d.comb += getattr(self, f"c__{i}").eq(i)
+            return m
+
+    text = verilog.convert(Inner(), name="inner", emit_src=False)
+    top = driver_top(text, "inner", None, {"cnt": [f"c__{i}" for i in range(n)]},
+                     name="wide_driver")
+    head = top.verilog[:top.verilog.index("endmodule")]
+    assert f"output [{32 * n - 1}:0] cnt;" in head
+    assert f"assign cnt[{32 * (n - 1) + 19}:{32 * (n - 1)}] = cnt__{n - 1};" in head
+    assert f"assign cnt[{32 * n - 1}:{32 * (n - 1) + 20}] = 12'd0;" in head
+    (tmp_path / "w.v").write_text(top.verilog)
+    lint(tmp_path / "w.v", "wide_driver")

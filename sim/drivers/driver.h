@@ -217,10 +217,11 @@ class Waves {
         last_ = t;
         dumped_ = true;
     }
-    template <class T> void tick(T* t) {
-        t->clk = 0; t->eval(); dump();
-        t->clk = 1; t->eval(); dump();
-    }
+    template <class T> void tick(T* t) { low(t); high(t); }
+    // The two halves of tick(), for a driver that reads the outputs of the cycle
+    // between them (two evaluations per cycle, as a bare loop makes).
+    template <class T> void low(T* t) { t->clk = 0; t->eval(); dump(); }
+    template <class T> void high(T* t) { t->clk = 1; t->eval(); dump(); }
     void close() {
         if (!vcd_) return;
         vcd_->close();
@@ -230,10 +231,9 @@ class Waves {
 #else
     template <class T> void attach(T*) {}
     void dump() {}
-    template <class T> void tick(T* t) {
-        t->clk = 0; t->eval();
-        t->clk = 1; t->eval();
-    }
+    template <class T> void tick(T* t) { low(t); high(t); }
+    template <class T> void low(T* t) { t->clk = 0; t->eval(); }
+    template <class T> void high(T* t) { t->clk = 1; t->eval(); }
     void close() {}
 #endif
 

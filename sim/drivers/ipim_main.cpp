@@ -105,14 +105,19 @@ int main(int argc, char** argv) {
     waves.attach(t);
     pf::reset(t, 4);
     load(t, prog);
-    // The DRAM arrays: a read's vector is driven on arr_rdata in the next cycle.
+    // The DRAM arrays: a read's vector is driven on arr_rdata in the next cycle and
+    // held there until the next read of that bank (only the lanes read change).
     std::vector<Vec> pending(V * P, Vec{0, 0, 0, 0});
+    std::vector<int> answered;
+    for (int i = 0; i < V * P; i++)
+        for (int w = 0; w < 4; w++) lset(t->arr_rdata, 4 * i + w, 0);
     long long cycles = 0;
     auto t0 = std::chrono::steady_clock::now();
     while (cycles < max_cycles) {
-        for (int i = 0; i < V * P; i++)
+        for (int i : answered)
             for (int w = 0; w < 4; w++) lset(t->arr_rdata, 4 * i + w, pending[i][w]);
-        t->eval();
+        answered.clear();
+        waves.low(t);       // the cycle's inputs set, the clock low: its outputs
         if (cycles > 1 && (halted(t) & want) == want) break;
         for (int i = 0; i < V * P; i++) {
             bool re = lget(t->arr_re, i), we = lget(t->arr_we, i);
@@ -121,6 +126,7 @@ int main(int argc, char** argv) {
             if (re) {
                 auto it = banks[i].find(a);
                 pending[i] = it == banks[i].end() ? Vec{0, 0, 0, 0} : it->second;
+                answered.push_back(i);
             }
             if (we) {
                 Vec w;
@@ -128,7 +134,7 @@ int main(int argc, char** argv) {
                 banks[i][a] = w;
             }
         }
-        waves.tick(t);      // pf::tick, with the waves of both clock phases
+        waves.high(t);      // the rising edge
         cycles++;
     }
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -118,13 +118,19 @@ int main(int argc, char** argv) {
     waves.attach(t);
     pf::reset(t, 4);
     load(t, tasks, want);
+    // A read's word is driven on arr_rdata in the next cycle and held there until the
+    // next read of that node (only the nodes read change).
     std::vector<Word> pending(N, Word(WW, 0));
+    std::vector<int> answered;
+    for (int n = 0; n < N; n++)
+        for (int w = 0; w < WW; w++) lset(t->arr_rdata, WW * n + w, 0);
     long long cycles = 0;
     auto t0 = std::chrono::steady_clock::now();
     while (cycles < max_cycles) {
-        for (int n = 0; n < N; n++)
+        for (int n : answered)
             for (int w = 0; w < WW; w++) lset(t->arr_rdata, WW * n + w, pending[n][w]);
-        t->eval();
+        answered.clear();
+        waves.low(t);       // the cycle's inputs set, the clock low: its outputs
         if (cycles > 1 && all_done(t, want)) break;
         for (int n = 0; n < N; n++) {
             bool re = lget(t->arr_re, n), we = lget(t->arr_we, n);
@@ -133,6 +139,7 @@ int main(int argc, char** argv) {
             if (re) {
                 auto it = banks[n].find(a);
                 pending[n] = it == banks[n].end() ? Word(WW, 0) : it->second;
+                answered.push_back(n);
             }
             if (we) {
                 Word w(WW);
@@ -140,7 +147,7 @@ int main(int argc, char** argv) {
                 banks[n][a] = w;
             }
         }
-        waves.tick(t);      // pf::tick, with the waves of both clock phases
+        waves.high(t);      // the rising edge
         cycles++;
     }
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

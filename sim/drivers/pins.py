@@ -3,8 +3,10 @@
 Verilator turns a Verilog port into a C++ member under its own escaping rules
 (``host0__valid`` becomes ``host0___05Fvalid``) and into an integer or a
 ``VlWide`` word array depending on its width. Rather than repeating either
-rule in Python, every native driver simulates a thin wrapper, generated here
-with Amaranth, that instantiates the RTL top and renames its ports to
+rule in Python, every native driver simulates a thin wrapper, written here as
+Verilog text (only wires and assignments, so no netlist limit applies: Amaranth
+caps an instance's outputs at 65,536 bits, which the 16x16 NicePIM array's
+ports pass), that instantiates the RTL top and renames its ports to
 identifiers Verilator keeps as they are. A *lane pin* packs a family of ports
 (one per vault, per master, per memory) side by side, each padded to whole
 32-bit words, so the C++ side reaches element ``i`` through the lane helpers
@@ -51,6 +53,15 @@ def _words(width: int) -> int:
     return -(-width // 32)
 
 
+def _slice(pin: str, lo: int, width: int) -> str:
+    return f"{pin}[{lo + width - 1}:{lo}]"
+
+
+def _ident(name: str) -> str:
+    """*name* as a Verilog identifier (escaped where it is not a plain one)."""
+    return name if re.fullmatch(r"[A-Za-z_][\w$]*", name) else f"\\{name} "
+
+
 def module_ports(verilog: str, module: str) -> list[dict]:
     """Ports of *module* in Amaranth's Verilog, as a manifest lists them (name, dir, width)."""
     m = re.search(rf"^module {re.escape(module)}\(.*?^endmodule", verilog, re.M | re.S)
@@ -85,9 +96,6 @@ def driver_top(verilog: str, inner: str, ports: Sequence[Mapping] | None,
     -------
     DriverTop
     """
-    from amaranth.back import verilog as amaranth_verilog
-    from amaranth.hdl import ClockSignal, Const, Instance, Module, ResetSignal, Signal
-
     ports = module_ports(verilog, inner) if ports is None else ports
     by_name = {p["name"]: p for p in ports}
 
@@ -115,35 +123,42 @@ def driver_top(verilog: str, inner: str, ports: Sequence[Mapping] | None,
         if p["dir"] == "input" and p["name"] not in driven | {_CLOCK, _RESET}:
             raise SimulationError(f"input {p['name']!r} of {inner} is driven by no pin")
 
-    m = Module()
-    conns: dict[str, object] = {}
-    wrapper_ports: list[Signal] = []
+    decls: list[str] = []
+    body: list[str] = []
+    conns: list[tuple[str, str]] = []
     words: dict[str, int] = {}
+
+    def decl(kind: str, width: int, ident: str) -> None:
+        decls.append(f"  {kind} {f'[{width - 1}:0] ' if width > 1 else ''}{ident};")
+
     for pin, spec, w in plan:
         if isinstance(spec, Mapping):
-            sig = Signal(spec["width"], name=pin)
-            conns[("i_" if spec["dir"] == "input" else "o_") + spec["name"]] = sig
-            wrapper_ports.append(sig)
+            decl(spec["dir"], spec["width"], pin)
+            conns.append((spec["name"], pin))
             continue
         words[pin] = w
-        sig = Signal(32 * w * len(spec), name=pin)
-        wrapper_ports.append(sig)
         output = any(p is not None and p["dir"] == "output" for p in spec)
+        decl("output" if output else "input", 32 * w * len(spec), pin)
         for k, p in enumerate(spec):
             lo = 32 * w * k
             used = p["width"] if p is not None else 0
             if p is not None and not output:
-                conns["i_" + p["name"]] = sig[lo:lo + used]
+                conns.append((p["name"], _slice(pin, lo, used)))
             elif p is not None:
-                out = Signal(used, name=f"{pin}_{k}")
-                conns["o_" + p["name"]] = out
-                m.d.comb += sig[lo:lo + used].eq(out)
+                decl("wire", used, f"{pin}__{k}")
+                conns.append((p["name"], f"{pin}__{k}"))
+                body.append(f"  assign {_slice(pin, lo, used)} = {pin}__{k};")
             if output and used < 32 * w:
-                m.d.comb += sig[lo + used:lo + 32 * w].eq(Const(0, 32 * w - used))
-    if _CLOCK in by_name:
-        conns["i_" + _CLOCK] = ClockSignal()
-    if _RESET in by_name:
-        conns["i_" + _RESET] = ResetSignal()
-    m.submodules.dut = Instance(inner, **conns)
-    text = amaranth_verilog.convert(m, name=name, ports=wrapper_ports, emit_src=False)
+                body.append(f"  assign {_slice(pin, lo + used, 32 * w - used)} = "
+                            f"{32 * w - used}'d0;")
+    for clk in (_CLOCK, _RESET):
+        if clk in by_name:
+            conns.append((clk, clk))
+    names = [_CLOCK, _RESET] + [pin for pin, _, _ in plan]
+    text = "\n".join([
+        f"module {name}({', '.join(names)});",
+        f"  input {_CLOCK};", f"  input {_RESET};", *decls,
+        f"  {inner} dut (",
+        ",\n".join(f"    .{_ident(port)}({wire})" for port, wire in conns),
+        "  );", *body, "endmodule", ""])
     return DriverTop(name, text + "\n" + verilog, words)

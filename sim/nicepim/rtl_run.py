@@ -108,10 +108,19 @@ def link_names(cfg) -> list[tuple[int, str]]:
     return out
 
 
+#: The largest array Verilated flat (larger ones Verilate the node and router once, as
+#: hierarchical blocks; their waves cannot be written, as trace builds are flat).
+HIER_NODES = 64
+
+
 def build_array_driver(cfg, *, trace: bool = False) -> Path:
     """The (cached) native driver of *cfg*'s NicePIM array (with *trace*: a separate
     build that can write waves)."""
     n = cfg.nicepim
+    if trace and n.nodes > HIER_NODES:
+        raise CapacityError(f"waves of a {n.na_rows}x{n.na_cols} array cannot be written (a "
+                            f"traced build is flat, and flat Verilator holds every node in "
+                            f"memory); use an array of at most {HIER_NODES} nodes")
     el = elaborate("nicepim_array", cfg)
     links = len(link_names(cfg))
     top = driver_top(el.verilog, el.top, el.manifest["ports"], pins(n.nodes, links),
@@ -120,12 +129,14 @@ def build_array_driver(cfg, *, trace: bool = False) -> Path:
                         NODE_WORDS=n.node_words, TASK_ENTRIES=n.task_entries,
                         LINKS=max(1, links))
     hdr += "#define NODE_COUNTERS(X) " + " ".join(f"X({c})" for c in COUNTERS) + "\n"
-    # -fno-inline keeps the node and the router one C++ class each. Not hierarchical:
-    # the node and router as hierarchical blocks halve the array's speed (nicepim_small:
-    # 34-40k against 82-95k cycles/s), and a flat small array builds in about a minute.
+    # -fno-inline keeps the node and the router one C++ class each. Hierarchical only
+    # past HIER_NODES: the node and router as hierarchical blocks halve the array's
+    # speed (nicepim_small: 34-40k against 82-95k cycles/s) and a flat small array
+    # builds in about a minute, but flat, Verilator holds every node's copy in memory
+    # (the 16x16 array passed 10 GB before its C++ was written).
     return build_verilated(top.verilog, top.name, sources("nicepim_main.cpp", hdr),
                            name=f"nicepim_array-{cfg.name}", extra_args=("-fno-inline",),
-                           trace=trace)
+                           trace=trace, hierarchical=n.nodes > HIER_NODES)
 
 
 @dataclass
