@@ -362,3 +362,15 @@ def test_user_errors_are_one_line(cfg, exe):
         run_array(cfg, {4: [END]}, exe=exe)
     with pytest.raises(CapacityError, match="does not fit its 16 bits"):
         task(Op.SEND, count=1 << 16)
+
+
+def test_waves_of_a_large_array_are_a_one_line_error():
+    """Past HIER_PES PEs the array builds hierarchically, and a traced build (flat)
+    would not fit in memory: refused before anything is elaborated."""
+    from pimforge.sim.nicepim.rtl_run import HIER_PES, build_array_driver
+
+    cfg = load_config("nicepim_16x16")
+    n = cfg.nicepim
+    assert n.nodes * n.pe_rows * n.pe_cols > HIER_PES
+    with pytest.raises(CapacityError, match="waves of a 16x16 array of 8x8 PEs cannot be written"):
+        build_array_driver(cfg, trace=True)

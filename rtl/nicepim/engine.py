@@ -12,13 +12,22 @@ from ..params import check, check_int
 from .params import DATA_BITS, PSUM_BITS, TASK_LAYOUT
 from .pe_array import PEArray
 
-__all__ = ["NNEngine", "from_config", "tile_cycles"]
+__all__ = ["NNEngine", "from_config", "pass_gap", "tile_cycles"]
+
+
+def pass_gap(pe_rows: int, pe_cols: int) -> int:
+    """The fewest cycles between the starts of two passes of a tile (see :class:`NNEngine`):
+    the next pass's weights take ``pe_rows`` cycles to load and can start loading only
+    once the pass before the current one has left the array's columns."""
+    return max(pe_rows, pe_cols - 1, 2)
 
 
 def tile_cycles(*, pe_rows: int, pe_cols: int, cb: int, kh: int, kw: int, oh: int,
                 ow: int) -> int:
     """Cycles of one convolution tile on the engine (see :class:`NNEngine`)."""
-    return cb * kh * kw * (oh * ow + 2 * pe_rows + pe_cols + 1)
+    passes, n = cb * kh * kw, oh * ow
+    return (pe_rows + 1 + (passes - 1) * max(n, pass_gap(pe_rows, pe_cols)) + n
+            + pe_rows + pe_cols)
 
 
 class NNEngine(wiring.Component):
@@ -39,20 +48,27 @@ class NNEngine(wiring.Component):
     ``K = cb * pe_rows`` and ``N <= pe_cols``. Grouped convolutions are one tile
     per group (a group is a dense convolution of its channels).
 
-    The tile runs one *pass* per channel block and kernel position ``(b, u, v)``:
-    load the pass's ``pe_rows`` weight rows into the array (``pe_rows + 1``
-    cycles, the buffer read being synchronous), stream the ``N = oh * ow`` input
-    pixels ``(o * stride + u - pad, q * stride + v - pad)`` one per cycle (0 outside
-    the window: the padding), then drain the array until the last sum has been
-    added into the output buffer (``pe_rows + pe_cols`` cycles: the array's
-    latency ``pe_rows + pe_cols - 1`` plus the read-add-write of the output
-    buffer). The first pass writes the output buffer, the others add to it
-    (``acc``: the first pass adds too). Cycles of a tile, from the cycle after
-    ``start`` until ``busy`` falls::
+    The tile runs one *pass* per channel block and kernel position ``(b, u, v)``,
+    streaming the ``N = oh * ow`` input pixels ``(o * stride + u - pad, q * stride +
+    v - pad)`` one per cycle (0 outside the window: the padding) through the array.
+    The first pass's ``pe_rows`` weight rows are loaded before it (``pe_rows + 1``
+    cycles, the buffer read being synchronous). The PEs hold two weight banks and
+    every pixel carries the bank it uses, so each later pass's weights are loaded
+    into the other bank while the pass before streams (weights loaded in the
+    background, as a double-buffered weight-stationary array does): a pass starts
+    ``max(N, G)`` cycles after the one before, ``G = max(pe_rows, pe_cols - 1, 2)``
+    (:func:`pass_gap`) being the loading's own pace. After the last pass the array
+    drains until the last sum has been added into the output buffer (``pe_rows +
+    pe_cols`` cycles: the array's latency ``pe_rows + pe_cols - 1`` plus the
+    read-add-write of the output buffer). The first pass writes the output buffer,
+    the others add to it (``acc``: the first pass adds too); a pass's sums reach a
+    line at least one cycle after the pass before wrote it, which the transparent
+    read sees. Cycles of a tile, from the cycle after ``start`` until ``busy``
+    falls, with ``passes = cb * kh * kw``::
 
-        T = cb * kh * kw * (oh * ow + 2 * pe_rows + pe_cols + 1)
+        T = pe_rows + 1 + (passes - 1) * max(N, G) + N + pe_rows + pe_cols
 
-    (:func:`tile_cycles`); the array is streaming in ``cb * kh * kw * oh * ow`` of them.
+    (:func:`tile_cycles`); the array is streaming in ``passes * N`` of them.
 
     Parameters
     ----------
@@ -138,6 +154,9 @@ class NNEngine(wiring.Component):
         iw = Signal(signed(20))         # q * stride + v - pad
         drain = Signal(range(L + 2))
         first = Signal()
+        bank = Signal()                 # the weight bank of the pass streaming
+        G, LSTART = pass_gap(R, C), max(C - 3, 0)
+        gap = Signal(range(LSTART + R + 1))     # cycles since the pass's first pixel
         last_pass = (b + 1 == t.cb) & (u + 1 == t.kh) & (v + 1 == t.kw)
         window = t.nh * t.nw
 
@@ -147,60 +166,106 @@ class NNEngine(wiring.Component):
         streaming = Signal()
         m.d.comb += self.streaming.eq(streaming)
         # Metadata of the pixel read in cycle s: stage 0 holds it at s + 1 (array input).
-        meta = [Signal(1 + 1 + 16 + 1, name=f"meta_{i}") for i in range(L + 1)]
-        m.d.sync += meta[0].eq(Cat(streaming, ~inside, pix, first))
+        meta = [Signal(1 + 1 + 16 + 1 + 1, name=f"meta_{i}") for i in range(L + 1)]
+        m.d.sync += meta[0].eq(Cat(streaming, ~inside, pix, first, bank))
         for i in range(1, L + 1):
             m.d.sync += meta[i].eq(meta[i - 1])
         zero = meta[0][1]
-        m.d.comb += [pea.x_valid.eq(meta[0][0]), pea.x.eq(Mux(zero, 0, ir.data))]
+        m.d.comb += [pea.x_valid.eq(meta[0][0]), pea.x.eq(Mux(zero, 0, ir.data)),
+                     pea.x_sel.eq(meta[0][19])]
         m.d.comb += orp.addr.eq(ooff + meta[L - 1][2:18])
         out_pix, out_first = meta[L][2:18], meta[L][18]
         sums = Cat(*[(pea.y[c * P:(c + 1) * P] +
                       Mux(out_first, 0, orp.data[c * P:(c + 1) * P]))[:P] for c in range(C)])
         m.d.comb += [ow_.en.eq(pea.y_valid), ow_.addr.eq(ooff + out_pix), ow_.data.eq(sums)]
 
-        # ---- weights: row k - 1 gets the line read in the cycle before ----------------
-        m.d.comb += [wr.addr.eq(woff + wbase + k), pea.w_row.eq(k - 1), pea.w_data.eq(wr.data)]
+        # ---- weights ----------------------------------------------------------------
+        # The first pass's rows are loaded before it streams (WLOAD: row k - 1 gets the
+        # line read in the cycle before). Each later pass's rows are loaded into the
+        # other bank while the pass before streams: a loader started LSTART cycles into
+        # that pass reads row r at LSTART + 1 + r and writes it at LSTART + 2 + r, once
+        # the last pixel of the pass before that (same bank) has left row r (at
+        # C - 1 + r) and before the next pass's first pixel reaches it (at its own
+        # 1 + r); so passes start at least G cycles apart.
+        lact = Signal()
+        lrow = Signal(range(R + 1))
+        lbase = Signal(24)
+        lbank = Signal()
+        lw_en = Signal()
+        lw_row = Signal(range(max(2, R)))
+        lw_bank = Signal()
+        m.d.sync += [lw_en.eq(lact), lw_row.eq(lrow), lw_bank.eq(lbank)]
+        with m.If(lact):
+            m.d.sync += lrow.eq(lrow + 1)
+            with m.If(lrow + 1 == R):
+                m.d.sync += lact.eq(0)
+        wload = Signal()
+        m.d.comb += [wr.addr.eq(woff + Mux(wload, wbase + k, lbase + lrow)),
+                     pea.w_data.eq(wr.data),
+                     pea.w_we.eq(Mux(wload, k != 0, lw_en)),
+                     pea.w_row.eq(Mux(wload, k - 1, lw_row)),
+                     pea.w_bank.eq(Mux(wload, 0, lw_bank))]
 
+        def next_pass():
+            """Counters of the next pass (its first pixel is read in the next STREAM)."""
+            m.d.sync += [first.eq(0), wbase.eq(wbase + R), bank.eq(~bank),
+                         o.eq(0), q.eq(0), pix.eq(0)]
+            with m.If(v + 1 == t.kw):
+                m.d.sync += [v.eq(0), iw.eq(0 - t.pad)]
+                with m.If(u + 1 == t.kh):
+                    m.d.sync += [u.eq(0), b.eq(b + 1), ibase.eq(ibase + window),
+                                 ih0.eq(0 - t.pad)]
+                with m.Else():
+                    m.d.sync += [u.eq(u + 1), ih0.eq(u + 1 - t.pad)]
+            with m.Else():
+                m.d.sync += [v.eq(v + 1), iw.eq(v + 1 - t.pad), ih0.eq(u - t.pad)]
+
+        with m.If(gap != LSTART + R):
+            m.d.sync += gap.eq(gap + 1)
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [b.eq(0), u.eq(0), v.eq(0), k.eq(0), wbase.eq(0),
-                                 ibase.eq(0), first.eq(~t.acc)]
+                                 ibase.eq(0), first.eq(~t.acc), bank.eq(0)]
                     m.next = "WLOAD"
             with m.State("WLOAD"):
-                m.d.comb += self.busy.eq(1)
+                m.d.comb += [self.busy.eq(1), wload.eq(1)]
                 m.d.sync += k.eq(k + 1)
-                with m.If(k != 0):
-                    m.d.comb += pea.w_we.eq(1)
                 with m.If(k == R):
-                    m.d.sync += [o.eq(0), q.eq(0), pix.eq(0), k.eq(0),
+                    m.d.sync += [o.eq(0), q.eq(0), pix.eq(0), k.eq(0), gap.eq(0),
                                  ih0.eq(u - t.pad), iw.eq(v - t.pad)]
                     m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += [self.busy.eq(1), streaming.eq(1)]
                 m.d.sync += [pix.eq(pix + 1), q.eq(q + 1), iw.eq(iw + t.stride)]
+                with m.If((gap == LSTART) & ~last_pass):
+                    m.d.sync += [lact.eq(1), lrow.eq(0), lbase.eq(wbase + R), lbank.eq(~bank)]
                 with m.If(q + 1 == t.ow):
                     m.d.sync += [q.eq(0), o.eq(o + 1), iw.eq(v - t.pad),
                                  ih0.eq(ih0 + t.stride)]
                     with m.If(o + 1 == t.oh):
-                        m.d.sync += drain.eq(0)
-                        m.next = "DRAIN"
+                        with m.If(last_pass):
+                            m.d.sync += drain.eq(0)
+                            m.next = "DRAIN"
+                        with m.Else():
+                            next_pass()
+                            with m.If(gap + 1 >= G):
+                                m.d.sync += gap.eq(0)
+                            with m.Else():
+                                m.next = "WAIT"
+            with m.State("WAIT"):
+                # the next pass's counters are set; it waits for its weights
+                m.d.comb += self.busy.eq(1)
+                with m.If(gap == LSTART):       # a pass shorter than LSTART cycles
+                    m.d.sync += [lact.eq(1), lrow.eq(0), lbase.eq(wbase), lbank.eq(bank)]
+                with m.If(gap + 1 >= G):
+                    m.d.sync += gap.eq(0)
+                    m.next = "STREAM"
             with m.State("DRAIN"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += drain.eq(drain + 1)
                 with m.If(drain == L):
-                    m.d.sync += [first.eq(0), wbase.eq(wbase + R)]
-                    with m.If(last_pass):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "WLOAD"
-                        m.d.sync += v.eq(v + 1)
-                        with m.If(v + 1 == t.kw):
-                            m.d.sync += [v.eq(0), u.eq(u + 1)]
-                            with m.If(u + 1 == t.kh):
-                                m.d.sync += [u.eq(0), b.eq(b + 1),
-                                             ibase.eq(ibase + window)]
+                    m.next = "IDLE"
         return m
 
 

@@ -9,7 +9,7 @@ module states the engine's area as its structure, with the gate count of each pa
 measured on synthesized engines:
 
 * the PE array: ``rows`` instances of one row module of ``cols`` PEs (16-bit MAC,
-  weight and input registers): ``rows x (PE_NAND2 x cols + ROW_NAND2)``;
+  two weight banks, input and bank-select registers): ``rows x (PE_NAND2 x cols + ROW_NAND2)``;
 * the array's skew and de-skew triangles (:mod:`pimforge.rtl.nicepim.pe_array`):
   ``DATA_BITS x rows (rows - 1) / 2 + PSUM_BITS x cols (cols - 1) / 2`` flip-flops
   at ``SKEW_NAND2`` each, plus the valid pipe;
@@ -51,10 +51,10 @@ LOGIC_NODE_NM = 28.0
 #: NAND2-eq)``. The first two are ``nicepim_4x4`` and ``nicepim_gpu``; the others are
 #: ``nicepim_small`` with 8x4 and 4x16 PEs.
 SYNTHESIZED = (
-    (32, 32, 105991.33, 167175.0, 16499.0),
-    (128, 8, 26405.67, 917776.33, 18407.0),
-    (8, 4, 13143.67, 4576.33, 5139.67),
-    (4, 16, 52930.67, 27693.33, 8524.33),
+    (32, 32, 109873.33, 167392.0, 17195.33),
+    (128, 8, 27317.33, 918667.33, 19226.67),
+    (8, 4, 13542.0, 4625.33, 5265.67),
+    (4, 16, 54809.0, 27714.33, 8476.67),
 )
 
 

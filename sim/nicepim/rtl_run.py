@@ -108,19 +108,23 @@ def link_names(cfg) -> list[tuple[int, str]]:
     return out
 
 
-#: The largest array Verilated flat (larger ones Verilate the node and router once, as
-#: hierarchical blocks; their waves cannot be written, as trace builds are flat).
-HIER_NODES = 64
+#: The most PEs of an array Verilated flat: larger ones Verilate the node and router
+#: once, as hierarchical blocks (their waves cannot be written: trace builds are flat).
+#: Flat, Verilator holds every PE's copy in memory: the 16x16 array's 16,384 PEs passed
+#: 10 GB before its C++ was written.
+HIER_PES = 4096
 
 
 def build_array_driver(cfg, *, trace: bool = False) -> Path:
     """The (cached) native driver of *cfg*'s NicePIM array (with *trace*: a separate
     build that can write waves)."""
     n = cfg.nicepim
-    if trace and n.nodes > HIER_NODES:
-        raise CapacityError(f"waves of a {n.na_rows}x{n.na_cols} array cannot be written (a "
-                            f"traced build is flat, and flat Verilator holds every node in "
-                            f"memory); use an array of at most {HIER_NODES} nodes")
+    big = n.nodes * n.pe_rows * n.pe_cols > HIER_PES
+    if trace and big:
+        raise CapacityError(f"waves of a {n.na_rows}x{n.na_cols} array of {n.pe_rows}x"
+                            f"{n.pe_cols} PEs cannot be written (a traced build is flat, and "
+                            f"flat Verilator holds every PE in memory); use an array of at "
+                            f"most {HIER_PES} PEs")
     el = elaborate("nicepim_array", cfg)
     links = len(link_names(cfg))
     top = driver_top(el.verilog, el.top, el.manifest["ports"], pins(n.nodes, links),
@@ -130,13 +134,12 @@ def build_array_driver(cfg, *, trace: bool = False) -> Path:
                         LINKS=max(1, links))
     hdr += "#define NODE_COUNTERS(X) " + " ".join(f"X({c})" for c in COUNTERS) + "\n"
     # -fno-inline keeps the node and the router one C++ class each. Hierarchical only
-    # past HIER_NODES: the node and router as hierarchical blocks halve the array's
+    # past HIER_PES: the node and router as hierarchical blocks halve the array's
     # speed (nicepim_small: 34-40k against 82-95k cycles/s) and a flat small array
-    # builds in about a minute, but flat, Verilator holds every node's copy in memory
-    # (the 16x16 array passed 10 GB before its C++ was written).
+    # builds in about a minute.
     return build_verilated(top.verilog, top.name, sources("nicepim_main.cpp", hdr),
                            name=f"nicepim_array-{cfg.name}", extra_args=("-fno-inline",),
-                           trace=trace, hierarchical=n.nodes > HIER_NODES)
+                           trace=trace, hierarchical=big)
 
 
 @dataclass
