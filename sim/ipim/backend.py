@@ -58,8 +58,9 @@ from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesse
 
 from .lang import CompileError
 
-__all__ = ["Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate", "bank_span",
-           "dependency_graph", "may_alias", "mem_gap", "reorder", "schedule_block"]
+__all__ = ["Block", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
+           "allocate_block", "bank_span", "code_len", "dependency_graph", "may_alias",
+           "mem_gap", "preschedule_block", "reorder", "reorder_block", "schedule_block"]
 
 
 @dataclass(frozen=True)
@@ -612,3 +613,96 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
         lru.clear()
         lru.update(hit[1])
     return list(hit[0])
+
+
+# -- the backend as passes over blocks ---------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """One basic block of a vault's program between the compiler's backend passes.
+
+    Instruction selection leaves it as :attr:`vinstrs` (virtual registers, in the order
+    selected) with what :func:`schedule_block` takes beside it; the passes
+    :func:`preschedule_block`, :func:`allocate_block` and :func:`reorder_block` then
+    fill in :attr:`order`, :attr:`code` and :attr:`done`, returning new blocks.
+
+    Attributes
+    ----------
+    vinstrs : tuple of VInstr
+        The block as selected.
+    free : tuple of int
+        The DataRF entries the kernels may use.
+    lru : dict
+        The register-use history the block continues (the ``max`` allocator's).
+    ranges : dict or None
+        The bank addresses each loop pointer spans (:func:`bank_span`).
+    window : tuple of int or None
+        For a window of unrolled iterations, the iteration of each instruction.
+    n : int
+        Its length once scheduled: selection measures its choices (unrolled or loop,
+        the unrolling budget, loop targets) by it.
+    order : tuple of VInstr or None
+        A window's order from Algorithm 1 on its virtual registers (:func:`preschedule`).
+    code : tuple of Instr or None
+        The block with physical registers.
+    done : bool
+        ``code`` is final (reordered where the options reorder).
+    """
+
+    vinstrs: tuple
+    free: tuple
+    lru: dict
+    ranges: dict | None = None
+    window: tuple | None = None
+    n: int = 0
+    order: tuple | None = None
+    code: tuple | None = None
+    done: bool = False
+
+    @property
+    def iterations(self) -> int:
+        """The unrolled iterations a window holds (1 for a plain block)."""
+        return 1 if self.window is None else len(set(self.window))
+
+
+def code_len(items) -> int:
+    """The instructions *items* (instructions and :class:`Block` s) come to."""
+    return sum(i.n if isinstance(i, Block) else 1 for i in items)
+
+
+def preschedule_block(blk: Block, ip, opts: Options) -> Block:
+    """A window of iterations ordered by Algorithm 1 on its virtual registers, where
+    *opts* reorder (:func:`preschedule`); any other block as it is. A window the
+    DataRF cannot hold in that order keeps its selected order."""
+    if blk.window is None or not opts.reorder:
+        return blk
+    try:
+        pre = preschedule(list(blk.vinstrs), ip, opts.mem_order, len(blk.free), blk.ranges,
+                          list(blk.window))
+    except CompileError:
+        return blk
+    return dataclasses.replace(blk, order=tuple(pre))
+
+
+def allocate_block(blk: Block, opts: Options) -> Block:
+    """*blk* with its DataRF registers allocated (:func:`allocate`, policy
+    ``opts.regalloc``): a prescheduled window in its order (``linear``), final; else
+    the block as selected, left for :func:`reorder_block` where *opts* reorder."""
+    if blk.order is not None:
+        try:
+            code = allocate(list(blk.order), list(blk.free), opts.regalloc, dict(blk.lru),
+                            linear=True)
+            return dataclasses.replace(blk, code=tuple(code), done=True)
+        except CompileError:        # a forced pick went beyond the DataRF: the window
+            pass                    # allocated in program order, then reordered
+    code = allocate(list(blk.vinstrs), list(blk.free), opts.regalloc, dict(blk.lru))
+    return dataclasses.replace(blk, order=None, code=tuple(code), done=not opts.reorder)
+
+
+def reorder_block(blk: Block, ip, opts: Options) -> Block:
+    """*blk*'s allocated code reordered by Algorithm 1 (:func:`reorder`) unless it is
+    final already."""
+    if blk.done:
+        return blk
+    code = reorder(list(blk.code), ip, opts.mem_order, blk.ranges)
+    return dataclasses.replace(blk, code=tuple(code), done=True)

@@ -34,11 +34,24 @@ from .emit import Builder, Kernel, assemble
 from .lang import INT32, CompileError, Func
 from .layout import SCRATCH_LINES, Array, Program
 
-__all__ = ["compile_histogram"]
+__all__ = ["select_histogram"]
 
 
-def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Program:
-    """Compile the histogram *h* of an ``size = (W, H)`` INT32 input for *cfg*."""
+def select_histogram(h: Func, size: tuple[int, int], cfg, opts: Options
+                     ) -> tuple[dict, list[str], Program]:
+    """The ``select`` pass for the histogram *h* of an ``size = (W, H)`` INT32 input on
+    *cfg*: every vault's code (:class:`~.lower.VaultCode`), the kernels' descriptions,
+    and the program's arrays and reader (a :class:`~.layout.Program` whose programs the
+    ``assemble`` pass fills in). Its layout (the input's band, the buckets, the
+    reduction's VSM lines) is made here: it has no graph of arrays to lay out.
+
+    Raises
+    ------
+    CompileError
+        The buckets, the input or the reduction do not fit the machine.
+    """
+    from .lower import VaultCode, check_fits, trial_code
+
     ip = cfg.ipim
     img, inc = h.update
     nb = h.buckets
@@ -213,15 +226,13 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                 b.kernel(1, nq, copy)
         b.kernels_done.append(f"{h.name}: vault 0 adds the other vaults' sums (req)")
         segments.append(b.prog)
-        prog = assemble(prologue, segments)
-        if len(prog) > ip.imem_instructions:
-            raise CompileError(f"vault {gv}'s program has {len(prog)} instructions but the "
-                               f"program memory holds {ip.imem_instructions}; raise "
-                               "ipim.imem_instructions")
-        programs[gv] = prog
+        check_fits(gv, len(assemble(prologue, [trial_code(s, ip, opts) for s in segments])),
+                   ip, simplify=False)
+        programs[gv] = VaultCode(prologue, segments)
         kernels = b.kernels_done
 
     def reader(fetch):
         return fetch(0, 0, HF2, nq).reshape(-1)[:nb].view(np.int32).copy()
 
-    return Program(programs, {img.name: inp}, inp, [inp], (nb,), opts, kernels, reader)
+    return programs, kernels, Program({}, {img.name: inp}, inp, [inp], (nb,), opts, kernels,
+                                      reader)
