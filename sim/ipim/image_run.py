@@ -123,13 +123,14 @@ class ImageRun:
 
 
 def compile_bench(name: str, H: int, W: int, cfg, opts: Options | str = "opt", *,
-                  vaults: list[int] | None = None, **params) -> Program:
+                  vaults: list[int] | None = None, observe: Callable | None = None,
+                  **params) -> Program:
     """Compile benchmark *name* for an ``(H, W)`` input on *cfg* (*vaults*: only those
-    vaults' programs)."""
+    vaults' programs; *observe*: see :func:`~.lower.compile_pipeline`)."""
     o = OPT_LEVELS[opts] if isinstance(opts, str) else opts
     ip = cfg.ipim
     out, layout, crop = build(name, H, W, ip.cubes * ip.vaults * ip.pes, **params)
-    return compile_pipeline(out, layout, cfg, o, out_shape=crop, vaults=vaults)
+    return compile_pipeline(out, layout, cfg, o, out_shape=crop, vaults=vaults, observe=observe)
 
 
 def tsv_vectors(ip, pe: dict, core: dict) -> int:
