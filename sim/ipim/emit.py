@@ -45,7 +45,8 @@ from .layout import ALL_LANES, SCRATCH_LINES, Array, f32_bits
 
 __all__ = ["ArrayRef", "Builder", "ByParity", "Evaluator", "GridRead", "Kernel", "TableRead",
            "assemble", "at_step", "const_bits", "copy_kernel", "fill", "loads_first",
-           "needs_consts", "reads", "array_refs", "reloc", "C_M31", "C_MAGIC_F", "C_MAGIC_I"]
+           "needs_consts", "reads", "array_refs", "reloc", "C_M31", "C_MAGIC_F", "C_MAGIC_I",
+           "VaultCode", "check_fits", "trial_code"]
 
 
 @dataclass(eq=False)
@@ -768,3 +769,35 @@ def assemble(prologue: list[Instr], segments: list[list[Instr]]) -> list[Instr]:
             i += 1
     out.append(Instr(Opcode.HALT))
     return out
+
+
+@dataclass
+class VaultCode:
+    """One vault's program as the backend passes see it: the prologue and one segment
+    per stage, each a list of instructions and :class:`~.backend.Block` s."""
+
+    prologue: list
+    segments: list[list]
+
+
+def trial_code(items: list, ip, opts: Options) -> list[Instr]:
+    """*items* with every block scheduled in one call (:func:`~.backend.schedule_block`,
+    memoized): the code the backend passes will make, for selection's measures."""
+    out: list[Instr] = []
+    for it in items:
+        if isinstance(it, Block):
+            out += schedule_block(list(it.vinstrs), list(it.free), ip, opts, dict(it.lru),
+                                  it.ranges, None if it.window is None else list(it.window))
+        else:
+            out.append(it)
+    return out
+
+
+def check_fits(gv: int, n: int, ip, *, simplify: bool = True) -> None:
+    """Raise :class:`CompileError` where vault *gv*'s program of *n* instructions
+    exceeds the program memory (*simplify*: suggest simplifying the pipeline too)."""
+    if n > ip.imem_instructions:
+        raise CompileError(f"vault {gv}'s program has {n} instructions but the "
+                           f"program memory holds {ip.imem_instructions}; raise "
+                           "ipim.imem_instructions" + (" or simplify the pipeline"
+                                                      if simplify else ""))

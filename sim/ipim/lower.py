@@ -41,13 +41,20 @@ it):
 
 Reads beyond a func's domain therefore clamp to its edge, for inputs and
 intermediate funcs alike.
+
+Passes
+------
+This module supplies the bodies of three of the compiler's passes
+(:mod:`pimforge.sim.ipim.passes`): ``graph`` (:func:`build_graph`), ``layout``
+(:func:`lay_out`, with the bounds :mod:`pimforge.sim.ipim.bounds` infers) and
+``select`` (:func:`select`: the kernels above as :class:`~.emit.VaultCode`, whose basic
+blocks the backend passes schedule, allocate and reorder);
+:func:`pimforge.sim.ipim.passes.compile_pipeline` runs them all.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from pimforge.rtl.ipim.isa import (
     LANES,
@@ -58,7 +65,7 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
-from .backend import Block, Options, VInstr, code_len, schedule_block
+from .backend import Options, VInstr, code_len
 from .bounds import Bounds, needs_even
 from .emit import (
     ArrayRef,
@@ -68,12 +75,15 @@ from .emit import (
     GridRead,
     Kernel,
     TableRead,
+    VaultCode,
     array_refs,
     assemble,
+    check_fits,
     fill,
     loads_first,
     needs_consts,
     reads,
+    trial_code,
 )
 from .lang import (
     FP32,
@@ -101,8 +111,8 @@ from .lang import (
 )
 from .layout import ALL_LANES, SCRATCH_LINES, Array, Program, gather, place
 
-__all__ = ["Array", "Graph", "Program", "VaultCode", "build_graph", "compile_pipeline", "constants",
-           "gather", "lay_out", "place", "select", "trial_code", "unroll_budgets"]
+__all__ = ["Array", "Graph", "Program", "build_graph", "constants", "gather", "lay_out",
+           "place", "select", "unroll_budgets"]
 
 
 # -- the pipeline graph ------------------------------------------------------------
@@ -1063,28 +1073,6 @@ def unroll_budgets(ip, opts: Options) -> list[int]:
     return budgets + [0, -1]
 
 
-@dataclass
-class VaultCode:
-    """One vault's program as the backend passes see it: the prologue and one segment
-    per stage, each a list of instructions and :class:`~.backend.Block` s."""
-
-    prologue: list
-    segments: list[list]
-
-
-def trial_code(items: list, ip, opts: Options) -> list[Instr]:
-    """*items* with every block scheduled in one call (:func:`~.backend.schedule_block`,
-    memoized): the code the backend passes will make, for selection's measures."""
-    out: list[Instr] = []
-    for it in items:
-        if isinstance(it, Block):
-            out += schedule_block(list(it.vinstrs), list(it.free), ip, opts, dict(it.lru),
-                                  it.ranges, None if it.window is None else list(it.window))
-        else:
-            out.append(it)
-    return out
-
-
 def select(g: Graph, ip, opts: Options, consts_l: list[int], out_shape,
            vaults) -> tuple[dict[int, VaultCode], list[str]]:
     """The ``select`` pass: every vault's (of *vaults*) kernels as instructions and
@@ -1156,39 +1144,6 @@ def _generate(g: Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
         programs[gv] = VaultCode(prologue, segments)
         kernels = b.kernels_done
     return programs, kernels
-
-
-def check_fits(gv: int, n: int, ip, *, simplify: bool = True) -> None:
-    """Raise :class:`CompileError` where vault *gv*'s program of *n* instructions
-    exceeds the program memory (*simplify*: suggest simplifying the pipeline too)."""
-    if n > ip.imem_instructions:
-        raise CompileError(f"vault {gv}'s program has {n} instructions but the "
-                           f"program memory holds {ip.imem_instructions}; raise "
-                           "ipim.imem_instructions" + (" or simplify the pipeline"
-                                                      if simplify else ""))
-
-
-def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
-                     opts: Options | None = None,
-                     out_shape: tuple[int, ...] | None = None,
-                     vaults: list[int] | None = None, *,
-                     observe: Callable | None = None) -> Program:
-    """Compile *out* computed over ``size = (W, H)`` for *cfg*'s iPIM machine; a tuple of
-    funcs is a pipeline with several outputs of that size (the channels of an image,
-    read back stacked as the last axis). *vaults* (global indices): generate only those
-    vaults' programs, of the same layout (a share of the machine; a histogram's are
-    always all). Runs the passes of :mod:`pimforge.sim.ipim.passes` in order;
-    *observe* ``(pass, result)`` sees each result as it is made.
-
-    Raises
-    ------
-    CompileError
-        The pipeline, its schedule or its size does not fit the machine, with what
-        to change.
-    """
-    from .passes import Source, run_passes
-
-    return run_passes(Source(out, size, cfg, opts or Options(), out_shape, vaults), observe)
 
 
 # -- data placement --------------------------------------------------------------------

@@ -30,7 +30,7 @@ import numpy as np
 from pimforge.rtl.ipim.isa import LANES, AluOp, DType, Instr, Mode, Opcode
 
 from .backend import Options, VInstr
-from .emit import Builder, Kernel, assemble
+from .emit import Builder, Kernel, VaultCode, assemble, check_fits, trial_code
 from .lang import INT32, CompileError, Func
 from .layout import SCRATCH_LINES, Array, Program
 
@@ -40,7 +40,7 @@ __all__ = ["select_histogram"]
 def select_histogram(h: Func, size: tuple[int, int], cfg, opts: Options
                      ) -> tuple[dict, list[str], Program]:
     """The ``select`` pass for the histogram *h* of an ``size = (W, H)`` INT32 input on
-    *cfg*: every vault's code (:class:`~.lower.VaultCode`), the kernels' descriptions,
+    *cfg*: every vault's code (:class:`~.emit.VaultCode`), the kernels' descriptions,
     and the program's arrays and reader (a :class:`~.layout.Program` whose programs the
     ``assemble`` pass fills in). Its layout (the input's band, the buckets, the
     reduction's VSM lines) is made here: it has no graph of arrays to lay out.
@@ -50,7 +50,6 @@ def select_histogram(h: Func, size: tuple[int, int], cfg, opts: Options
     CompileError
         The buckets, the input or the reduction do not fit the machine.
     """
-    from .lower import VaultCode, check_fits, trial_code
 
     ip = cfg.ipim
     img, inc = h.update

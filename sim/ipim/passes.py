@@ -27,7 +27,7 @@ writes the program after every pass.
                   program memory (:func:`~.emit.assemble`)
 ==  ============  =====================================================================
 
-:func:`run_passes` runs the list; :func:`~.lower.compile_pipeline` is that call.
+:func:`run_passes` runs the list; :func:`compile_pipeline` is that call.
 Selection measures its choices (unrolled code or a loop, the unrolling budget, loop
 targets) by the length each block will have once scheduled, so it asks the backend
 for it; the backend passes then make that code.
@@ -44,13 +44,13 @@ from pimforge.rtl.ipim.asm import disassemble, disassemble_one
 
 from .backend import Block, Options, allocate_block, preschedule_block, reorder_block
 from .bounds import Bounds, infer_bounds
-from .emit import ArrayRef, assemble
+from .emit import ArrayRef, VaultCode, assemble, check_fits
 from .lang import CompileError, Const, Coord, Func, children
 from .layout import Program
-from .lower import Graph, VaultCode, build_graph, check_fits, constants, lay_out, select
+from .lower import Graph, build_graph, constants, lay_out, select
 
 __all__ = ["PASSES", "BoundsIR", "GraphIR", "LayoutIR", "MachineIR", "Pass", "Source",
-           "ir_text", "run_passes", "steps"]
+           "compile_pipeline", "ir_text", "run_passes", "steps"]
 
 
 # -- the IR values between the passes ------------------------------------------------------
@@ -246,6 +246,27 @@ def run_passes(src: Source, observe: Callable[[Pass, object], None] | None = Non
             observe(p, ir)
     assert isinstance(ir, Program)
     return ir
+
+
+def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
+                     opts: Options | None = None,
+                     out_shape: tuple[int, ...] | None = None,
+                     vaults: list[int] | None = None, *,
+                     observe: Callable | None = None) -> Program:
+    """Compile *out* computed over ``size = (W, H)`` for *cfg*'s iPIM machine; a tuple of
+    funcs is a pipeline with several outputs of that size (the channels of an image,
+    read back stacked as the last axis). *vaults* (global indices): generate only those
+    vaults' programs, of the same layout (a share of the machine; a histogram's are
+    always all). Runs the passes of :mod:`pimforge.sim.ipim.passes` in order;
+    *observe* ``(pass, result)`` sees each result as it is made.
+
+    Raises
+    ------
+    CompileError
+        The pipeline, its schedule or its size does not fit the machine, with what
+        to change.
+    """
+    return run_passes(Source(out, size, cfg, opts or Options(), out_shape, vaults), observe)
 
 
 # -- the IR as text ----------------------------------------------------------------------

@@ -50,7 +50,8 @@ from pimforge.gen.errors import PimforgeError
 
 from .backend import OPT_LEVELS, Options
 from .lang import FP32, INT32, CompileError, Func
-from .lower import Program, compile_pipeline
+from .lower import Program
+from .passes import compile_pipeline
 from .photos import KINDS
 
 __all__ = ["DEFAULT_ATOL", "PipelineFileError", "UserPipeline", "load_pipeline"]
@@ -128,7 +129,7 @@ class UserPipeline:
     def compile(self, H: int, W: int, cfg, opts: Options | str = "opt", *,
                 observe: Callable | None = None, **params) -> Program:
         """The program of the pipeline for an ``(H, W)`` input on *cfg*; its inputs checked
-        against ``INPUT`` (*observe*: see :func:`~.lower.compile_pipeline`)."""
+        against ``INPUT`` (*observe*: see :func:`~.passes.compile_pipeline`)."""
         out, layout, crop = self.build(H, W, **params)
         o = OPT_LEVELS[opts] if isinstance(opts, str) else opts
         try:
