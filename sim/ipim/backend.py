@@ -47,6 +47,12 @@ Windows of iterations
     ordered by Algorithm 1 on its virtual registers with at most the DataRF's free
     entries live (:func:`preschedule`), then allocated in that order (``max``: the
     entry free the longest).
+Passes
+    The compiler's ``preschedule``, ``regalloc`` and ``reorder`` passes
+    (:mod:`pimforge.sim.ipim.passes`) apply :func:`preschedule_block`,
+    :func:`allocate_block` and :func:`reorder_block` to every :class:`Block` that
+    instruction selection left; :func:`schedule_block` does all three in one call
+    (selection measures its choices by it).
 """
 
 from __future__ import annotations
