@@ -58,6 +58,7 @@ Passes
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesses
@@ -65,7 +66,7 @@ from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesse
 from .lang import CompileError
 
 __all__ = ["Block", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
-           "allocate_block", "bank_span", "code_len", "dependency_graph", "may_alias",
+           "allocate_block", "bank_span", "block_key", "code_len", "dependency_graph", "may_alias",
            "mem_gap", "preschedule_block", "reorder", "reorder_block", "schedule_block"]
 
 
@@ -664,11 +665,37 @@ class Block:
     order: tuple | None = None
     code: tuple | None = None
     done: bool = False
+    #: what the passes' results depend on (:func:`block_key`), for their memo
+    key: tuple = field(default=(), repr=False)
 
     @property
     def iterations(self) -> int:
         """The unrolled iterations a window holds (1 for a plain block)."""
         return 1 if self.window is None else len(set(self.window))
+
+
+def block_key(block, free, ip, opts: Options, lru: dict | None,
+              ranges: dict | None, window) -> tuple:
+    """Everything the backend's result for *block* depends on (the vaults and the
+    repeated stages of a pipeline share most blocks)."""
+    return (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
+            ip, opts, tuple(sorted(lru.items())) if lru else (),
+            tuple(sorted((ranges or {}).items())), tuple(window or ()))
+
+
+_MEMO: dict = {}
+
+
+def _memo(stage: str, blk: Block, make: Callable[[], Block]) -> Block:
+    """*make()*'s result for *blk* at *stage*, computed once per :attr:`Block.key`."""
+    if not blk.key:
+        return make()
+    hit = _MEMO.get((stage, blk.key))
+    if hit is None:
+        if len(_MEMO) > 4096:
+            _MEMO.clear()
+        hit = _MEMO[(stage, blk.key)] = make()
+    return dataclasses.replace(blk, order=hit.order, code=hit.code, done=hit.done)
 
 
 def code_len(items) -> int:
@@ -682,27 +709,34 @@ def preschedule_block(blk: Block, ip, opts: Options) -> Block:
     DataRF cannot hold in that order keeps its selected order."""
     if blk.window is None or not opts.reorder:
         return blk
-    try:
-        pre = preschedule(list(blk.vinstrs), ip, opts.mem_order, len(blk.free), blk.ranges,
-                          list(blk.window))
-    except CompileError:
-        return blk
-    return dataclasses.replace(blk, order=tuple(pre))
+
+    def make() -> Block:
+        try:
+            pre = preschedule(list(blk.vinstrs), ip, opts.mem_order, len(blk.free),
+                              blk.ranges, list(blk.window))
+        except CompileError:
+            return blk
+        return dataclasses.replace(blk, order=tuple(pre))
+
+    return _memo("preschedule", blk, make)
 
 
 def allocate_block(blk: Block, opts: Options) -> Block:
     """*blk* with its DataRF registers allocated (:func:`allocate`, policy
     ``opts.regalloc``): a prescheduled window in its order (``linear``), final; else
     the block as selected, left for :func:`reorder_block` where *opts* reorder."""
-    if blk.order is not None:
-        try:
-            code = allocate(list(blk.order), list(blk.free), opts.regalloc, dict(blk.lru),
-                            linear=True)
-            return dataclasses.replace(blk, code=tuple(code), done=True)
-        except CompileError:        # a forced pick went beyond the DataRF: the window
-            pass                    # allocated in program order, then reordered
-    code = allocate(list(blk.vinstrs), list(blk.free), opts.regalloc, dict(blk.lru))
-    return dataclasses.replace(blk, order=None, code=tuple(code), done=not opts.reorder)
+    def make() -> Block:
+        if blk.order is not None:
+            try:
+                code = allocate(list(blk.order), list(blk.free), opts.regalloc,
+                                dict(blk.lru), linear=True)
+                return dataclasses.replace(blk, code=tuple(code), done=True)
+            except CompileError:    # a forced pick went beyond the DataRF: the window
+                pass                # allocated in program order, then reordered
+        code = allocate(list(blk.vinstrs), list(blk.free), opts.regalloc, dict(blk.lru))
+        return dataclasses.replace(blk, order=None, code=tuple(code), done=not opts.reorder)
+
+    return _memo(f"regalloc{blk.order is not None}", blk, make)
 
 
 def reorder_block(blk: Block, ip, opts: Options) -> Block:
@@ -710,5 +744,9 @@ def reorder_block(blk: Block, ip, opts: Options) -> Block:
     final already."""
     if blk.done:
         return blk
-    code = reorder(list(blk.code), ip, opts.mem_order, blk.ranges)
-    return dataclasses.replace(blk, code=tuple(code), done=True)
+
+    def make() -> Block:
+        code = reorder(list(blk.code), ip, opts.mem_order, blk.ranges)
+        return dataclasses.replace(blk, code=tuple(code), done=True)
+
+    return _memo("reorder", blk, make)

@@ -27,7 +27,7 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
-from .backend import Block, Options, VInstr, code_len, schedule_block
+from .backend import Block, Options, VInstr, block_key, code_len, schedule_block
 from .lang import (
     FP32,
     INT32,
@@ -213,9 +213,10 @@ class Builder:
         """*block* as a :class:`Block` for the backend passes, measured by scheduling it
         (:func:`~.backend.schedule_block`, which continues the register-use history)."""
         lru = dict(self.lru)
+        key = block_key(block, self.free, self.ip, self.opts, lru, ranges, window)
         n = len(schedule_block(block, self.free, self.ip, self.opts, self.lru, ranges, window))
         return Block(tuple(block), tuple(self.free), lru, ranges,
-                     None if window is None else tuple(window), n)
+                     None if window is None else tuple(window), n, key=key)
 
     def pc(self) -> int:
         """The current segment's length in instructions."""

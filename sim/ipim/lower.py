@@ -1073,7 +1073,7 @@ def unroll_budgets(ip, opts: Options) -> list[int]:
     return budgets + [0, -1]
 
 
-def select(g: Graph, ip, opts: Options, consts_l: list[int], out_shape,
+def select(g: Graph, ip, opts: Options, consts_l: list[int],
            vaults) -> tuple[dict[int, VaultCode], list[str]]:
     """The ``select`` pass: every vault's (of *vaults*) kernels as instructions and
     blocks of virtual-register instructions, with the first unrolling budget

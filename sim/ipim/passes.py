@@ -163,7 +163,7 @@ def select_pass(lir: LayoutIR) -> MachineIR:
         raise CompileError(f"vaults {src.vaults} are not all among the machine's {nvaults}")
     W, H = src.size
     vaults = range(nvaults) if src.vaults is None else sorted(set(src.vaults))
-    code, kernels = select(g, ip, src.opts, list(lir.consts), src.out_shape, vaults)
+    code, kernels = select(g, ip, src.opts, list(lir.consts), vaults)
     inputs = {a.name: a for a in g.order if a.host}
     shell = Program({}, inputs, g.out, g.order, src.out_shape or (H, W), src.opts, kernels,
                     outputs=g.outs)
