@@ -588,16 +588,15 @@ _CACHE: dict = {}
 def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
                    lru: dict[int, int] | None = None,
                    ranges: dict[int, tuple[int, int]] | None = None,
-                   window: list[int] | None = None) -> list[Instr]:
+                   window: list[int] | None = None, key: tuple = ()) -> list[Instr]:
     """Allocate *block*'s registers (continuing the register-use history *lru*, updated
     in place), then reorder it, as *opts* says (memoized: the vaults and the repeated
     stages of a pipeline share most blocks). *ranges*: the bank addresses each
     loop pointer (AddrRF entry) spans, for :func:`bank_span`. *window*: the block is
     several iterations, ``window[i]`` the iteration of instruction ``i``; with
-    reordering, :func:`preschedule` orders it before the registers are allocated."""
-    before = tuple(sorted(lru.items())) if lru else ()
-    key = (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
-           ip, opts, before, tuple(sorted((ranges or {}).items())), tuple(window or ()))
+    reordering, :func:`preschedule` orders it before the registers are allocated.
+    *key*: :func:`block_key` of these arguments, where the caller has it."""
+    key = key or block_key(block, free, ip, opts, lru, ranges, window)
     hit = _CACHE.get(key)
     if hit is None:
         after: dict[int, int] = dict(lru or {})

@@ -214,7 +214,8 @@ class Builder:
         (:func:`~.backend.schedule_block`, which continues the register-use history)."""
         lru = dict(self.lru)
         key = block_key(block, self.free, self.ip, self.opts, lru, ranges, window)
-        n = len(schedule_block(block, self.free, self.ip, self.opts, self.lru, ranges, window))
+        n = len(schedule_block(block, self.free, self.ip, self.opts, self.lru, ranges, window,
+                               key))
         return Block(tuple(block), tuple(self.free), lru, ranges,
                      None if window is None else tuple(window), n, key=key)
 
@@ -788,7 +789,8 @@ def trial_code(items: list, ip, opts: Options) -> list[Instr]:
     for it in items:
         if isinstance(it, Block):
             out += schedule_block(list(it.vinstrs), list(it.free), ip, opts, dict(it.lru),
-                                  it.ranges, None if it.window is None else list(it.window))
+                                  it.ranges, None if it.window is None else list(it.window),
+                                  it.key)
         else:
             out.append(it)
     return out
