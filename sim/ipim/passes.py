@@ -14,7 +14,8 @@ writes the program after every pass.
  2  bounds        -> :class:`BoundsIR`: rows per PE and halos, returned as values
                   (:func:`~.bounds.infer_bounds`)
  3  layout        -> :class:`LayoutIR`: bounds written into the arrays, bank bases,
-                  the DataRF constants (:func:`~.lower.lay_out`)
+                  the DataRF constants (:func:`~.lower.lay_out`; a reduction's by
+                  :func:`~.lower_hist.layout_histogram`)
  4  select        -> :class:`MachineIR`: per vault, instructions and basic blocks of
                   virtual-register instructions (:func:`~.lower.select`, and
                   :func:`~.lower_hist.select_histogram` for a reduction)
@@ -106,6 +107,8 @@ class LayoutIR:
     graph: GraphIR
     bank_vectors: int = 0
     consts: tuple = ()
+    #: a reduction's layout (:class:`~.lower_hist.HistLayout`)
+    reduction: object = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,10 @@ def layout_pass(bir: BoundsIR) -> LayoutIR:
     """Write the bounds into the arrays, give them bank bases, list the constants."""
     gir = bir.graph
     if gir.graph is None:
-        return LayoutIR(gir)
+        from .lower_hist import layout_histogram  # a reduction, laid out on its own
+
+        lay = layout_histogram(gir.reduction, gir.source.size, gir.source.cfg)
+        return LayoutIR(gir, lay.HF2 + lay.nq, lay.consts, lay)
     top = lay_out(gir.graph, bir.bounds, gir.source.cfg.ipim)
     return LayoutIR(gir, top, tuple(constants(gir.graph)))
 
@@ -154,7 +160,7 @@ def select_pass(lir: LayoutIR) -> MachineIR:
     if lir.graph.reduction is not None:
         from .lower_hist import select_histogram  # a reduction, lowered on its own
 
-        code, kernels, shell = select_histogram(lir.graph.reduction, src.size, src.cfg,
+        code, kernels, shell = select_histogram(lir.graph.reduction, lir.reduction, src.cfg,
                                                 src.opts)
         return MachineIR(src, code, tuple(kernels), shell)
     g = lir.graph.graph
@@ -319,8 +325,9 @@ def _array_line(a) -> str:
 
 def _graph_text(gir: GraphIR) -> list[str]:
     if gir.graph is None:
+        img, inc = gir.reduction.update
         return [f"reduction {gir.reduction.name}: a histogram of {gir.reduction.buckets} "
-                "buckets (lowered by its own selection)"]
+                f"buckets, {gir.reduction.name}[{img.name}(r.x, r.y)] += {inc}"]
     g = gir.graph
     out = [f"{len(g.order)} arrays, producers first; outputs: "
            f"{', '.join(a.name for a in g.outs)}"]
@@ -350,7 +357,7 @@ def _bounds_text(bir: BoundsIR) -> list[str]:
 
 def _layout_text(lir: LayoutIR) -> list[str]:
     if lir.graph.graph is None:
-        return ["the reduction's layout is made by its selection"]
+        return lir.reduction.text(lir.graph.source.nvaults)
     out = [f"bank vectors used: {lir.bank_vectors}",
            f"DataRF constants: {', '.join(f'{c:#x}' for c in lir.consts)}",
            "array: [base, base + size) of every PE's bank; pitch x rows (R + halo rows); "
