@@ -34,7 +34,7 @@ from pimforge.sim.ipim.lang import (
     max_,
     stack,
 )
-from pimforge.sim.ipim.lower import compile_pipeline
+from pimforge.sim.ipim.passes import compile_pipeline
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.ipim.image import BENCHES
 

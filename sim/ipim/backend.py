@@ -47,19 +47,27 @@ Windows of iterations
     ordered by Algorithm 1 on its virtual registers with at most the DataRF's free
     entries live (:func:`preschedule`), then allocated in that order (``max``: the
     entry free the longest).
+Passes
+    The compiler's ``preschedule``, ``regalloc`` and ``reorder`` passes
+    (:mod:`pimforge.sim.ipim.passes`) apply :func:`preschedule_block`,
+    :func:`allocate_block` and :func:`reorder_block` to every :class:`Block` that
+    instruction selection left; :func:`schedule_block` does all three in one call
+    (selection measures its choices by it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesses
 
 from .lang import CompileError
 
-__all__ = ["Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate", "bank_span",
-           "dependency_graph", "may_alias", "mem_gap", "reorder", "schedule_block"]
+__all__ = ["Block", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
+           "allocate_block", "bank_span", "block_key", "code_len", "dependency_graph", "may_alias",
+           "mem_gap", "preschedule_block", "reorder", "reorder_block", "schedule_block"]
 
 
 @dataclass(frozen=True)
@@ -580,16 +588,15 @@ _CACHE: dict = {}
 def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
                    lru: dict[int, int] | None = None,
                    ranges: dict[int, tuple[int, int]] | None = None,
-                   window: list[int] | None = None) -> list[Instr]:
+                   window: list[int] | None = None, key: tuple = ()) -> list[Instr]:
     """Allocate *block*'s registers (continuing the register-use history *lru*, updated
     in place), then reorder it, as *opts* says (memoized: the vaults and the repeated
     stages of a pipeline share most blocks). *ranges*: the bank addresses each
     loop pointer (AddrRF entry) spans, for :func:`bank_span`. *window*: the block is
     several iterations, ``window[i]`` the iteration of instruction ``i``; with
-    reordering, :func:`preschedule` orders it before the registers are allocated."""
-    before = tuple(sorted(lru.items())) if lru else ()
-    key = (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
-           ip, opts, before, tuple(sorted((ranges or {}).items())), tuple(window or ()))
+    reordering, :func:`preschedule` orders it before the registers are allocated.
+    *key*: :func:`block_key` of these arguments, where the caller has it."""
+    key = key or block_key(block, free, ip, opts, lru, ranges, window)
     hit = _CACHE.get(key)
     if hit is None:
         after: dict[int, int] = dict(lru or {})
@@ -612,3 +619,133 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
         lru.clear()
         lru.update(hit[1])
     return list(hit[0])
+
+
+# -- the backend as passes over blocks ---------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """One basic block of a vault's program between the compiler's backend passes.
+
+    Instruction selection leaves it as :attr:`vinstrs` (virtual registers, in the order
+    selected) with what :func:`schedule_block` takes beside it; the passes
+    :func:`preschedule_block`, :func:`allocate_block` and :func:`reorder_block` then
+    fill in :attr:`order`, :attr:`code` and :attr:`done`, returning new blocks.
+
+    Attributes
+    ----------
+    vinstrs : tuple of VInstr
+        The block as selected.
+    free : tuple of int
+        The DataRF entries the kernels may use.
+    lru : dict
+        The register-use history the block continues (the ``max`` allocator's).
+    ranges : dict or None
+        The bank addresses each loop pointer spans (:func:`bank_span`).
+    window : tuple of int or None
+        For a window of unrolled iterations, the iteration of each instruction.
+    n : int
+        Its length once scheduled: selection measures its choices (unrolled or loop,
+        the unrolling budget, loop targets) by it.
+    order : tuple of VInstr or None
+        A window's order from Algorithm 1 on its virtual registers (:func:`preschedule`).
+    code : tuple of Instr or None
+        The block with physical registers.
+    done : bool
+        ``code`` is final (reordered where the options reorder).
+    """
+
+    vinstrs: tuple
+    free: tuple
+    lru: dict
+    ranges: dict | None = None
+    window: tuple | None = None
+    n: int = 0
+    order: tuple | None = None
+    code: tuple | None = None
+    done: bool = False
+    #: what the passes' results depend on (:func:`block_key`), for their memo
+    key: tuple = field(default=(), repr=False)
+
+    @property
+    def iterations(self) -> int:
+        """The unrolled iterations a window holds (1 for a plain block)."""
+        return 1 if self.window is None else len(set(self.window))
+
+
+def block_key(block, free, ip, opts: Options, lru: dict | None,
+              ranges: dict | None, window) -> tuple:
+    """Everything the backend's result for *block* depends on (the vaults and the
+    repeated stages of a pipeline share most blocks)."""
+    return (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
+            ip, opts, tuple(sorted(lru.items())) if lru else (),
+            tuple(sorted((ranges or {}).items())), tuple(window or ()))
+
+
+_MEMO: dict = {}
+
+
+def _memo(stage: str, blk: Block, make: Callable[[], Block]) -> Block:
+    """*make()*'s result for *blk* at *stage*, computed once per :attr:`Block.key`."""
+    if not blk.key:
+        return make()
+    hit = _MEMO.get((stage, blk.key))
+    if hit is None:
+        if len(_MEMO) > 4096:
+            _MEMO.clear()
+        hit = _MEMO[(stage, blk.key)] = make()
+    return dataclasses.replace(blk, order=hit.order, code=hit.code, done=hit.done)
+
+
+def code_len(items) -> int:
+    """The instructions *items* (instructions and :class:`Block` s) come to."""
+    return sum(i.n if isinstance(i, Block) else 1 for i in items)
+
+
+def preschedule_block(blk: Block, ip, opts: Options) -> Block:
+    """A window of iterations ordered by Algorithm 1 on its virtual registers, where
+    *opts* reorder (:func:`preschedule`); any other block as it is. A window the
+    DataRF cannot hold in that order keeps its selected order."""
+    if blk.window is None or not opts.reorder:
+        return blk
+
+    def make() -> Block:
+        try:
+            pre = preschedule(list(blk.vinstrs), ip, opts.mem_order, len(blk.free),
+                              blk.ranges, list(blk.window))
+        except CompileError:
+            return blk
+        return dataclasses.replace(blk, order=tuple(pre))
+
+    return _memo("preschedule", blk, make)
+
+
+def allocate_block(blk: Block, opts: Options) -> Block:
+    """*blk* with its DataRF registers allocated (:func:`allocate`, policy
+    ``opts.regalloc``): a prescheduled window in its order (``linear``), final; else
+    the block as selected, left for :func:`reorder_block` where *opts* reorder."""
+    def make() -> Block:
+        if blk.order is not None:
+            try:
+                code = allocate(list(blk.order), list(blk.free), opts.regalloc,
+                                dict(blk.lru), linear=True)
+                return dataclasses.replace(blk, code=tuple(code), done=True)
+            except CompileError:    # a forced pick went beyond the DataRF: the window
+                pass                # allocated in program order, then reordered
+        code = allocate(list(blk.vinstrs), list(blk.free), opts.regalloc, dict(blk.lru))
+        return dataclasses.replace(blk, order=None, code=tuple(code), done=not opts.reorder)
+
+    return _memo(f"regalloc{blk.order is not None}", blk, make)
+
+
+def reorder_block(blk: Block, ip, opts: Options) -> Block:
+    """*blk*'s allocated code reordered by Algorithm 1 (:func:`reorder`) unless it is
+    final already."""
+    if blk.done:
+        return blk
+
+    def make() -> Block:
+        code = reorder(list(blk.code), ip, opts.mem_order, blk.ranges)
+        return dataclasses.replace(blk, code=tuple(code), done=True)
+
+    return _memo("reorder", blk, make)

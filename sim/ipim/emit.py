@@ -27,7 +27,7 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
-from .backend import Options, VInstr, schedule_block
+from .backend import Block, Options, VInstr, block_key, code_len, schedule_block
 from .lang import (
     FP32,
     INT32,
@@ -45,7 +45,8 @@ from .layout import ALL_LANES, SCRATCH_LINES, Array, f32_bits
 
 __all__ = ["ArrayRef", "Builder", "ByParity", "Evaluator", "GridRead", "Kernel", "TableRead",
            "assemble", "at_step", "const_bits", "copy_kernel", "fill", "loads_first",
-           "needs_consts", "reads", "array_refs", "reloc", "C_M31", "C_MAGIC_F", "C_MAGIC_I"]
+           "needs_consts", "reads", "array_refs", "reloc", "C_M31", "C_MAGIC_F", "C_MAGIC_I",
+           "VaultCode", "check_fits", "trial_code"]
 
 
 @dataclass(eq=False)
@@ -164,7 +165,8 @@ class Builder:
         self.compact = False
         #: register-use history of the max allocator within the current segment
         self.lru: dict[int, int] = {}
-        self.prog: list[Instr] = []
+        #: the code selected so far: instructions, and :class:`Block` s for the backend
+        self.prog: list[Instr | Block] = []
         self.kernels_done: list[str] = []
         n = ip.drf_entries
         # DataRF: [0] scratch for AddrRF set-up, [1..] constants, the rest for kernels.
@@ -204,7 +206,22 @@ class Builder:
                 block.append(VInstr(Instr(Opcode.MOV_ARF, arf=reg, lane=lane,
                                           simb_mask=self.all), {"drf": t}))
         if block:
-            self.prog.extend(schedule_block(block, self.free, self.ip, self.opts, self.lru))
+            self.prog.append(self.block(block))
+
+    def block(self, block: list[VInstr], ranges: dict[int, tuple[int, int]] | None = None,
+              window: list[int] | None = None) -> Block:
+        """*block* as a :class:`Block` for the backend passes, measured by scheduling it
+        (:func:`~.backend.schedule_block`, which continues the register-use history)."""
+        lru = dict(self.lru)
+        key = block_key(block, self.free, self.ip, self.opts, lru, ranges, window)
+        n = len(schedule_block(block, self.free, self.ip, self.opts, self.lru, ranges, window,
+                               key))
+        return Block(tuple(block), tuple(self.free), lru, ranges,
+                     None if window is None else tuple(window), n, key=key)
+
+    def pc(self) -> int:
+        """The current segment's length in instructions."""
+        return code_len(self.prog)
 
     # -- loops ---------------------------------------------------------------------
 
@@ -220,12 +237,12 @@ class Builder:
             # mostly pointer set-up)
             start, lru = len(self.prog), dict(self.lru)
             self._loop(k, block, rows, segs)
-            if rows * segs * len(block) < len(self.prog) - start:
+            if rows * segs * len(block) < code_len(self.prog[start:]):
                 loop, loop_lru = self.prog[start:], self.lru
                 del self.prog[start:]
                 self.lru = lru
                 self._unrolled(k, block, rows, segs)
-                if len(self.prog) - start > len(loop):
+                if code_len(self.prog[start:]) > code_len(loop):
                     self.prog[start:] = loop
                     self.lru = loop_lru
             return
@@ -246,11 +263,10 @@ class Builder:
                for r in range(rows) for sg in range(segs)]
         if not self.opts.reorder or len(its) == 1:
             for it in its:
-                self.prog.extend(schedule_block(it, self.free, self.ip, self.opts, self.lru))
+                self.prog.append(self.block(it))
             return
-        self.prog.extend(schedule_block(rename_apart(its), self.free, self.ip, self.opts,
-                                        self.lru, window=[n for n, it in enumerate(its)
-                                                          for _ in it]))
+        self.prog.append(self.block(rename_apart(its), window=[n for n, it in enumerate(its)
+                                                              for _ in it]))
 
     def _loop(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
         arf = {}
@@ -260,7 +276,7 @@ class Builder:
             arf[reg] = val
         self.set_arf(arf)
         if k.setup:             # per-PE adjustments of the pointers (a PE's share)
-            self.prog.extend(schedule_block(k.setup, self.free, self.ip, self.opts, self.lru))
+            self.prog.append(self.block(k.setup))
         incs = []
         if segs > 1:
             for reg, (_, seg, _) in k.ptrs.items():
@@ -276,24 +292,23 @@ class Builder:
         inner = block + incs
         if segs == 1:
             inner = inner + row_incs
-        code = schedule_block(inner, self.free, self.ip, self.opts, self.lru,
-                              ptr_spans(k, block, rows, segs))
+        code = self.block(inner, ptr_spans(k, block, rows, segs))
         P = self.prog
         # c3/c4 hold pcs relative to the segment (relocated by assemble)
         if rows > 1:
             P.append(Instr(Opcode.SETI_CRF, dst=2, imm=rows))
-            row_top = len(P) + 1
+            row_top = code_len(P) + 1
             P.append(Instr(Opcode.SETI_CRF, dst=4, imm=row_top))
         if segs > 1:
             P.append(Instr(Opcode.SETI_CRF, dst=1, imm=segs))
-            seg_top = len(P) + 1
+            seg_top = code_len(P) + 1
             P.append(Instr(Opcode.SETI_CRF, dst=3, imm=seg_top))
-        P.extend(code)
+        P.append(code)
         if segs > 1:
             P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=1, src1=1, src2=0))
             P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=1, target=3))
             if rows > 1 and row_incs:
-                P.extend(schedule_block(row_incs, self.free, self.ip, self.opts, self.lru))
+                P.append(self.block(row_incs))
         if rows > 1:
             P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=2, src1=2, src2=0))
             P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=2, target=4))
@@ -756,3 +771,36 @@ def assemble(prologue: list[Instr], segments: list[list[Instr]]) -> list[Instr]:
             i += 1
     out.append(Instr(Opcode.HALT))
     return out
+
+
+@dataclass
+class VaultCode:
+    """One vault's program as the backend passes see it: the prologue and one segment
+    per stage, each a list of instructions and :class:`~.backend.Block` s."""
+
+    prologue: list
+    segments: list[list]
+
+
+def trial_code(items: list, ip, opts: Options) -> list[Instr]:
+    """*items* with every block scheduled in one call (:func:`~.backend.schedule_block`,
+    memoized): the code the backend passes will make, for selection's measures."""
+    out: list[Instr] = []
+    for it in items:
+        if isinstance(it, Block):
+            out += schedule_block(list(it.vinstrs), list(it.free), ip, opts, dict(it.lru),
+                                  it.ranges, None if it.window is None else list(it.window),
+                                  it.key)
+        else:
+            out.append(it)
+    return out
+
+
+def check_fits(gv: int, n: int, ip, *, simplify: bool = True) -> None:
+    """Raise :class:`CompileError` where vault *gv*'s program of *n* instructions
+    exceeds the program memory (*simplify*: suggest simplifying the pipeline too)."""
+    if n > ip.imem_instructions:
+        raise CompileError(f"vault {gv}'s program has {n} instructions but the "
+                           f"program memory holds {ip.imem_instructions}; raise "
+                           "ipim.imem_instructions" + (" or simplify the pipeline"
+                                                      if simplify else ""))

@@ -35,7 +35,8 @@ from pimforge.verif.models.ipim.iss import SIMBMachine
 from .backend import OPT_LEVELS, Options
 from .image_benches import build
 from .lang import CompileError
-from .lower import Program, compile_pipeline, place
+from .lower import Program, place
+from .passes import compile_pipeline
 
 __all__ = ["ImageRun", "compile_bench", "cube_driver", "run_bench", "run_program", "energy_nj",
            "tsv_vectors"]
@@ -123,13 +124,14 @@ class ImageRun:
 
 
 def compile_bench(name: str, H: int, W: int, cfg, opts: Options | str = "opt", *,
-                  vaults: list[int] | None = None, **params) -> Program:
+                  vaults: list[int] | None = None, observe: Callable | None = None,
+                  **params) -> Program:
     """Compile benchmark *name* for an ``(H, W)`` input on *cfg* (*vaults*: only those
-    vaults' programs)."""
+    vaults' programs; *observe*: see :func:`~.passes.compile_pipeline`)."""
     o = OPT_LEVELS[opts] if isinstance(opts, str) else opts
     ip = cfg.ipim
     out, layout, crop = build(name, H, W, ip.cubes * ip.vaults * ip.pes, **params)
-    return compile_pipeline(out, layout, cfg, o, out_shape=crop, vaults=vaults)
+    return compile_pipeline(out, layout, cfg, o, out_shape=crop, vaults=vaults, observe=observe)
 
 
 def tsv_vectors(ip, pe: dict, core: dict) -> int:

@@ -41,6 +41,15 @@ it):
 
 Reads beyond a func's domain therefore clamp to its edge, for inputs and
 intermediate funcs alike.
+
+Passes
+------
+This module supplies the bodies of three of the compiler's passes
+(:mod:`pimforge.sim.ipim.passes`): ``graph`` (:func:`build_graph`), ``layout``
+(:func:`lay_out`, with the bounds :mod:`pimforge.sim.ipim.bounds` infers) and
+``select`` (:func:`select`: the kernels above as :class:`~.emit.VaultCode`, whose basic
+blocks the backend passes schedule, allocate and reorder);
+:func:`pimforge.sim.ipim.passes.compile_pipeline` runs them all.
 """
 
 from __future__ import annotations
@@ -56,7 +65,8 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
-from .backend import Options, VInstr
+from .backend import Options, VInstr, code_len
+from .bounds import Bounds, needs_even
 from .emit import (
     ArrayRef,
     Builder,
@@ -65,12 +75,15 @@ from .emit import (
     GridRead,
     Kernel,
     TableRead,
+    VaultCode,
     array_refs,
     assemble,
+    check_fits,
     fill,
     loads_first,
     needs_consts,
     reads,
+    trial_code,
 )
 from .lang import (
     FP32,
@@ -98,7 +111,8 @@ from .lang import (
 )
 from .layout import ALL_LANES, SCRATCH_LINES, Array, Program, gather, place
 
-__all__ = ["Array", "Program", "compile_pipeline", "place", "gather"]
+__all__ = ["Array", "Graph", "Program", "build_graph", "constants", "gather", "lay_out",
+           "place", "select", "unroll_budgets"]
 
 
 # -- the pipeline graph ------------------------------------------------------------
@@ -130,7 +144,7 @@ def _fits(have: int, want: int, a: int) -> bool:
 _LANES = "lanes"        # the channel context of a replicated func with channels in lanes
 
 
-class _Graph:
+class Graph:
     """The root arrays of a pipeline, in an order that computes producers first, with
     their bodies resolved (inlined funcs expanded, reads made :class:`ArrayRef` s). A func
     ``f[x, y, c]`` is one array per channel when tiled, and one array with the channels
@@ -529,17 +543,8 @@ def _channels(f) -> int:
 # -- compute kernels -----------------------------------------------------------------
 
 
-def _needs_even(body: Expr) -> tuple[bool, bool]:
-    """Whether a kernel of *body* makes two columns (rows) per step: it upsamples or
-    picks by parity along x (y)."""
-    refs = array_refs(body)
-    par = [n.axis for n in nodes(body) if isinstance(n, ByParity)]
-    return (any(r.ax[2] == 2 for r in refs) or 0 in par,
-            any(r.ay[2] == 2 for r in refs) or 1 in par)
-
-
 def _compute(b: Builder, arr: Array, body: Expr) -> None:
-    need_even_x, need_even_y = _needs_even(body)
+    need_even_x, need_even_y = needs_even(body)
     RU = 2 if need_even_y else 1
     if arr.R % RU:
         raise CompileError(f"{arr.name} has {arr.R} rows per PE; an upsampling stage needs "
@@ -583,7 +588,7 @@ def _compute(b: Builder, arr: Array, body: Expr) -> None:
             if not b.compact:
                 b.kernels_done.append(done)
                 return
-            if best is None or len(b.prog) < len(best[0]):
+            if best is None or b.pc() < code_len(best[0]):
                 best = (b.prog, b.lru, done)
         except CompileError as e:
             last = e
@@ -751,7 +756,7 @@ def _y_halo_chunk(b: Builder, arr: Array, nvaults: int, jobs: list, c0: int,
                 continue
             if not b.compact:
                 break
-            if best is None or len(b.prog) < len(best[0]):
+            if best is None or b.pc() < code_len(best[0]):
                 best = (b.prog, b.lru)
         else:
             if best is None:
@@ -959,55 +964,9 @@ def _extract(b: Builder, arr: Array) -> None:
 # -- bands --------------------------------------------------------------------------
 
 
-def _tiled(a: Array) -> bool:
-    return not a.rep and a.kind in ("func", "input", "coord", "extract")
-
-
-def _band_rows(g: _Graph, npe: int) -> None:
-    """Set every tiled array's rows per PE: an output's ``ceil(H / PEs)`` (even if its
-    kernel makes two rows a step), and a producer's its consumers' scaled by their
-    resampling, so that a consumer's band reads its producers' band of the same PE (the
-    bands of an image whose height the PEs divide are ``H / PEs`` rows, as before)."""
-    want: dict[int, int] = {}
-    for a in reversed(g.order):     # consumers before their producers
-        body = g.bodies.get(id(a))
-        if _tiled(a):
-            if id(a) in want:
-                a.R = want[id(a)]
-            else:                   # an output, or a func read by replicated ones only
-                a.R = -(-a.H // npe)
-                if body is not None and _needs_even(body)[1]:
-                    a.R += a.R % 2
-            if a.bands > npe:
-                raise CompileError(f"{a.name} is {a.H} rows in bands of {a.R}: {a.bands} "
-                                   f"bands for {npe} PEs; choose a height whose resampled "
-                                   "levels split evenly over the PEs")
-        elif a.kind == "gather":
-            for p in a.srcs:
-                if p.H % npe:
-                    raise CompileError(f"{a.name}: a replicated copy of the tiled {p.name} "
-                                       f"needs its height ({p.H}) a multiple of the {npe} "
-                                       "PEs; choose such a size")
-        if body is None or not _tiled(a):
-            continue
-        for r in array_refs(body):
-            p = r.arr
-            if not _tiled(p):
-                continue
-            ya, _, yd = r.ay
-            if a.R * ya % yd:
-                raise CompileError(f"{a.name} has {a.R} rows per PE and reads {p.name} at "
-                                   f"({ya}y + b) // {yd}: choose a height that gives an even "
-                                   "number of rows per PE")
-            R = a.R * ya // yd
-            if want.setdefault(id(p), R) != R:
-                raise CompileError(f"{p.name} is read in bands of {want[id(p)]} and of {R} "
-                                   "rows; choose a height that the PEs divide")
-
-
 # -- bank allocation and program assembly -------------------------------------------------
 
-def _allocate_banks(g: _Graph) -> int:
+def _allocate_banks(g: Graph) -> int:
     """Place the arrays in the banks, reusing the space of an array once every consumer
     of it has been computed (a chain of stages ping-pongs between two buffers, which
     makes its stages identical programs that :func:`assemble` folds into a loop).
@@ -1045,52 +1004,34 @@ def _allocate_banks(g: _Graph) -> int:
     return top
 
 
-# -- driver ----------------------------------------------------------------------------
+# -- the passes' bodies ------------------------------------------------------------------
 
-def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
-                     opts: Options | None = None,
-                     out_shape: tuple[int, ...] | None = None,
-                     vaults: list[int] | None = None) -> Program:
-    """Compile *out* computed over ``size = (W, H)`` for *cfg*'s iPIM machine; a tuple of
-    funcs is a pipeline with several outputs of that size (the channels of an image,
-    read back stacked as the last axis). *vaults* (global indices): generate only those
-    vaults' programs, of the same layout (a share of the machine; a histogram's are
-    always all).
+def build_graph(outs: list[Func], size: tuple[int, int], npe: int) -> Graph:
+    """The ``graph`` pass: the root arrays of the pipeline computing *outs* over
+    ``size = (W, H)`` on *npe* PEs, producers first, their bodies resolved.
 
     Raises
     ------
     CompileError
-        The pipeline, its schedule or its size does not fit the machine, with what
-        to change.
+        A schedule or a read the lowering cannot place, with what to change.
     """
-    ip = cfg.ipim
-    opts = opts or Options()
-    outs = list(out) if isinstance(out, tuple | list) else [out]
-    if len(outs) > 1 and any(o.update is not None for o in outs):
-        raise CompileError("a histogram is a pipeline's only output")
-    out = outs[0]
-    if out.update is not None:
-        from .lower_hist import compile_histogram  # a reduction, lowered on its own
-
-        return compile_histogram(out, size, cfg, opts)
-    nvaults = ip.cubes * ip.vaults
-    npe = nvaults * ip.pes
     W, H = size
-    g = _Graph(outs, W, H, npe)
-    _band_rows(g, npe)
-    # Halos: how far each consumer reads beyond its producer's band.
+    return Graph(outs, W, H, npe)
+
+
+def lay_out(g: Graph, bounds: Bounds, ip) -> int:
+    """The ``layout`` pass: write *bounds* (rows per PE and halos) into *g*'s arrays,
+    check every stencil's reach against its band, and give every array its base in
+    the banks (:func:`_allocate_banks`). Returns the bank vectors used.
+
+    Raises
+    ------
+    CompileError
+        A stencil reaches beyond the neighbouring band, or the arrays do not fit a bank.
+    """
     for a in g.order:
-        body = g.bodies.get(id(a))
-        if body is None:
-            continue
-        for r in array_refs(body):
-            p = r.arr
-            xa, xb, xd = r.ax
-            ya, yb, yd = r.ay
-            p.hxl = max(p.hxl, -(xb // xd))
-            p.hxr = max(p.hxr, (xa * (a.S - 1) + xb) // xd - (p.S - 1))
-            p.hyt = max(p.hyt, -(yb // yd))
-            p.hyb = max(p.hyb, (ya * (a.R - 1) + yb) // yd - (p.R - 1))
+        a.R = bounds.rows.get(a, a.R)
+        a.hxl, a.hxr, a.hyt, a.hyb = bounds.halos.get(a, (a.hxl, a.hxr, a.hyt, a.hyb))
     for a in g.order:
         if a.kind != "func" or a.rep:    # the host, a copy or the edge fill writes the halo
             pass
@@ -1101,11 +1042,17 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
             raise CompileError(f"{a.name}'s stencil reaches {max(a.hyt, a.hyb)} rows up or "
                                f"down, more than the {a.R} rows of a PE's band: use a taller "
                                "image or fewer PEs")
-    base = _allocate_banks(g)
-    if base > ip.bank_vectors:
-        raise CompileError(f"the pipeline's arrays need {base} vectors of each bank but a "
+    top = _allocate_banks(g)
+    if top > ip.bank_vectors:
+        raise CompileError(f"the pipeline's arrays need {top} vectors of each bank but a "
                            f"bank holds {ip.bank_vectors}; raise ipim.bank_bytes or use a "
                            "smaller image")
+    return top
+
+
+def constants(g: Graph) -> list[int]:
+    """The constants every vault keeps in its DataRF: 0 first, then the bit patterns
+    the bodies and scatters need, in order."""
     consts: set[int] = {0}
     for a in g.order:
         body = g.bodies.get(id(a))
@@ -1114,22 +1061,47 @@ def compile_pipeline(out: Func | tuple[Func, ...], size: tuple[int, int], cfg,
     for zi, values, *_ in g.scatters.values():
         for e in (zi, *values):
             needs_consts(e, consts)
-    consts_l = [0] + sorted(consts - {0})
+    return [0] + sorted(consts - {0})
+
+
+def unroll_budgets(ip, opts: Options) -> list[int]:
+    """The unrolling budgets selection tries in turn until a program fits: a kernel
+    unrolled while its code stays below a quarter, a sixteenth, a 64th of the program
+    memory (with ``opts.unroll``); then loops (0); then the shortest of loops and
+    unrolled code (-1)."""
     budgets = [ip.imem_instructions // d for d in (4, 16, 64)] if opts.unroll else []
-    # then loops; then loops of one or two vectors per step (-1)
-    if vaults is not None and not all(0 <= v < nvaults for v in vaults):
-        raise CompileError(f"vaults {vaults} are not all among the machine's {nvaults}")
-    return _generate(g, ip, opts, nvaults, consts_l, budgets + [0, -1], out_shape or (H, W),
-                     range(nvaults) if vaults is None else sorted(set(vaults)))
+    return budgets + [0, -1]
 
 
-def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
-              budgets: list[int], out_shape, vaults) -> Program:
-    """Every vault's program (of *vaults*); with the first unrolling budget whose program
-    fits."""
+def select(g: Graph, ip, opts: Options, consts_l: list[int],
+           vaults) -> tuple[dict[int, VaultCode], list[str]]:
+    """The ``select`` pass: every vault's (of *vaults*) kernels as instructions and
+    blocks of virtual-register instructions, with the first unrolling budget
+    (:func:`unroll_budgets`) whose program fits the program memory. Returns the code
+    per vault and the kernels' descriptions.
+
+    Raises
+    ------
+    CompileError
+        No budget makes a program that fits, or a kernel needs more registers than the
+        machine has.
+    """
+    nvaults = ip.cubes * ip.vaults
+    budgets = unroll_budgets(ip, opts)
+    for i, budget in enumerate(budgets):
+        code = _generate(g, ip, opts, nvaults, consts_l, budget, vaults,
+                         last=i == len(budgets) - 1)
+        if code is not None:
+            return code
+    raise AssertionError("the last budget returns or raises")
+
+
+def _generate(g: Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
+              budget: int, vaults, *, last: bool):
+    """Every vault's code (of *vaults*) with the unrolling *budget*; None where a
+    program does not fit and *last* is false."""
     programs = {}
     kernels: list[str] = []
-    budget = budgets[0]
     for gv in vaults:
         b = Builder(ip, opts, gv, consts_l)
         b.unroll_budget = max(budget, 0)
@@ -1165,18 +1137,13 @@ def _generate(g: _Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
                 _y_halo(b, a, nvaults)
                 _y_edge(b, a, nvaults * ip.pes, inner=False)
             segments.append(b.prog)
-        prog = assemble(prologue, segments)
-        if len(prog) > ip.imem_instructions and len(budgets) > 1:
-            return _generate(g, ip, opts, nvaults, consts_l, budgets[1:], out_shape, vaults)
-        if len(prog) > ip.imem_instructions:
-            raise CompileError(f"vault {gv}'s program has {len(prog)} instructions but the "
-                               f"program memory holds {ip.imem_instructions}; raise "
-                               "ipim.imem_instructions or simplify the pipeline")
-        programs[gv] = prog
+        n = len(assemble(prologue, [trial_code(s, ip, opts) for s in segments]))
+        if n > ip.imem_instructions and not last:
+            return None
+        check_fits(gv, n, ip)
+        programs[gv] = VaultCode(prologue, segments)
         kernels = b.kernels_done
-    inputs = {a.name: a for a in g.order if a.host}
-    return Program(programs, inputs, g.out, g.order, out_shape, opts, kernels,
-                   outputs=g.outs)
+    return programs, kernels
 
 
 # -- data placement --------------------------------------------------------------------

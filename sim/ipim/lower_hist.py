@@ -25,20 +25,62 @@ buckets, against 128 x 32 PEs that scatter in parallel.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from pimforge.rtl.ipim.isa import LANES, AluOp, DType, Instr, Mode, Opcode
 
 from .backend import Options, VInstr
-from .emit import Builder, Kernel, assemble
+from .emit import Builder, Kernel, VaultCode, assemble, check_fits, trial_code
 from .lang import INT32, CompileError, Func
 from .layout import SCRATCH_LINES, Array, Program
 
-__all__ = ["compile_histogram"]
+__all__ = ["HistLayout", "layout_histogram", "select_histogram"]
 
 
-def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Program:
-    """Compile the histogram *h* of an ``size = (W, H)`` INT32 input for *cfg*."""
+@dataclass(frozen=True)
+class HistLayout:
+    """Where a histogram's data lives: the input's band (``inp``, from bank vector 0),
+    the buckets at ``HB`` (one more where rows beyond the image count into it), the
+    vault's packed sums at ``HF``, vault 0's result at ``HF2``; in the VSM, the PEs'
+    counts from line ``VB`` and the other vaults' sums from ``RB``; the increment's
+    bit pattern ``one`` and the DataRF constants."""
+
+    inp: Array
+    nb: int
+    nq: int
+    HB: int
+    HF: int
+    HF2: int
+    VB: int
+    RB: int
+    one: int
+    consts: tuple
+
+    def text(self, nvaults: int) -> list[str]:
+        """The layout as lines of text (the ``layout`` pass's dump)."""
+        a = self.inp
+        return [f"bank vectors used: {self.HF2 + self.nq}",
+                f"DataRF constants: {', '.join(f'{c:#x}' for c in self.consts)}",
+                f"{a.name}: [0, {self.HB}) pitch {a.pitch} x {a.R} (R {a.R}, S {a.S}) host",
+                f"buckets: [{self.HB}, {self.HF}) ({self.nb}"
+                f"{' + 1 for the padding rows' if a.pad is not None else ''})",
+                f"packed sums: [{self.HF}, {self.HF2})",
+                f"result (vault 0, PE 0): [{self.HF2}, {self.HF2 + self.nq})",
+                f"VSM: PE counts [{self.VB}, {self.RB}), the other vaults' sums "
+                f"[{self.RB}, {self.RB + (nvaults - 1) * self.nq})"]
+
+
+def layout_histogram(h: Func, size: tuple[int, int], cfg) -> HistLayout:
+    """The ``layout`` pass for the histogram *h* of an ``size = (W, H)`` INT32 input on
+    *cfg*.
+
+    Raises
+    ------
+    CompileError
+        The buckets, the input or the reduction do not fit the machine.
+    """
     ip = cfg.ipim
     img, inc = h.update
     nb = h.buckets
@@ -68,7 +110,29 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                            f"the VSM has {ip.vsm_lines - SCRATCH_LINES} free; raise "
                            "ipim.vsm_bytes")
     one = inc & 0xFFFF_FFFF
-    consts = [0] + ([one] if one else [])
+    consts = (0, one) if one else (0,)
+    return HistLayout(inp, nb, nq, HB, HF, HF2, VB, RB, one, consts)
+
+
+def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
+                     ) -> tuple[dict, list[str], Program]:
+    """The ``select`` pass for the histogram *h* laid out as *lay* on *cfg*: every
+    vault's code (:class:`~.emit.VaultCode`), the kernels' descriptions, and the
+    program's arrays and reader (a :class:`~.layout.Program` whose programs the
+    ``assemble`` pass fills in).
+
+    Raises
+    ------
+    CompileError
+        A vault's program does not fit the program memory.
+    """
+    ip = cfg.ipim
+    img, _ = h.update
+    nvaults = ip.cubes * ip.vaults
+    P = ip.pes
+    inp, nb, nq, HB, HF, HF2, VB, RB, one = (lay.inp, lay.nb, lay.nq, lay.HB, lay.HF, lay.HF2,
+                                             lay.VB, lay.RB, lay.one)
+    consts = list(lay.consts)
     programs = {}
     kernels: list[str] = []
     for gv in range(nvaults):
@@ -213,15 +277,13 @@ def compile_histogram(h: Func, size: tuple[int, int], cfg, opts: Options) -> Pro
                 b.kernel(1, nq, copy)
         b.kernels_done.append(f"{h.name}: vault 0 adds the other vaults' sums (req)")
         segments.append(b.prog)
-        prog = assemble(prologue, segments)
-        if len(prog) > ip.imem_instructions:
-            raise CompileError(f"vault {gv}'s program has {len(prog)} instructions but the "
-                               f"program memory holds {ip.imem_instructions}; raise "
-                               "ipim.imem_instructions")
-        programs[gv] = prog
+        check_fits(gv, len(assemble(prologue, [trial_code(s, ip, opts) for s in segments])),
+                   ip, simplify=False)
+        programs[gv] = VaultCode(prologue, segments)
         kernels = b.kernels_done
 
     def reader(fetch):
         return fetch(0, 0, HF2, nq).reshape(-1)[:nb].view(np.int32).copy()
 
-    return Program(programs, {img.name: inp}, inp, [inp], (nb,), opts, kernels, reader)
+    return programs, kernels, Program({}, {img.name: inp}, inp, [inp], (nb,), opts, kernels,
+                                      reader)

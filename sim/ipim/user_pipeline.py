@@ -39,6 +39,7 @@ import inspect
 import math
 import numbers
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -49,7 +50,8 @@ from pimforge.gen.errors import PimforgeError
 
 from .backend import OPT_LEVELS, Options
 from .lang import FP32, INT32, CompileError, Func
-from .lower import Program, compile_pipeline
+from .lower import Program
+from .passes import compile_pipeline
 from .photos import KINDS
 
 __all__ = ["DEFAULT_ATOL", "PipelineFileError", "UserPipeline", "load_pipeline"]
@@ -124,13 +126,14 @@ class UserPipeline:
                              f"(Func, (W, H), crop), not {_brief(got)}")
         return got[0], tuple(got[1]), tuple(got[2])
 
-    def compile(self, H: int, W: int, cfg, opts: Options | str = "opt", **params) -> Program:
+    def compile(self, H: int, W: int, cfg, opts: Options | str = "opt", *,
+                observe: Callable | None = None, **params) -> Program:
         """The program of the pipeline for an ``(H, W)`` input on *cfg*; its inputs checked
-        against ``INPUT``."""
+        against ``INPUT`` (*observe*: see :func:`~.passes.compile_pipeline`)."""
         out, layout, crop = self.build(H, W, **params)
         o = OPT_LEVELS[opts] if isinstance(opts, str) else opts
         try:
-            prog = compile_pipeline(out, layout, cfg, o, out_shape=crop)
+            prog = compile_pipeline(out, layout, cfg, o, out_shape=crop, observe=observe)
         except CompileError as e:
             raise CompileError(f"{self.path}: {e}") from None
         want = INT32 if self.input_kind == "u8" else FP32
