@@ -35,7 +35,7 @@ from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 
 from .mapspace import Partition, layer_shape, spacing
 from .networks import Layer
-from .node_model import NodeTiming, part_cost
+from .node_model import NodeTiming, cycles_lower_bound, part_cost
 from .tiling import ConvPart, blocking
 
 __all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "LayerCost", "NodeModel",
@@ -65,6 +65,11 @@ class LayerCost:
 
 class NodeModel:
     """The per-node cost model of a config's ``nicepim`` section (see the module docstring)."""
+
+    #: Whether :meth:`cycles_bound` may use the node's DMA and controller
+    #: (:func:`~.node_model.cycles_lower_bound`, which holds for this model's timing and
+    #: engine only).
+    dma_bound = True
 
     def __init__(self, cfg):
         n = cfg.nicepim
@@ -260,12 +265,15 @@ class NodeModel:
         return (nb * c * rows_in * cols_in * DATA_BITS // 8, w_elems * DATA_BITS // 8,
                 nb * k * p * q * PSUM_BITS // 8)
 
-    def cycles_bound(self, lay: Layer, part: Partition, wr: int, *,
-                     share: bool = True) -> float:
+    def cycles_bound(self, lay: Layer, part: Partition, wr: int, layout_in: int | None = None,
+                     layout_out: int | None = None, *, share: bool = True) -> float:
         """A lower bound of :meth:`layer_cost`'s ``compute + dram`` (plus its ``share``
         with *share*) that costs no task list: the engine's busy cycles (the node's
-        controller and DMA only add to them) and the exact data sharing. Layers without
-        MACs are cheap to cost, and bound at 0.
+        controller and DMA only add to them) and the exact data sharing; with the
+        layouts, the larger of that and the node's
+        :func:`~.node_model.cycles_lower_bound` (the DMA's tasks in a chain, and the
+        engine's between the first loads and the last store). Layers without MACs are
+        cheap to cost, and bound at 0.
 
         Raises
         ------
@@ -274,7 +282,12 @@ class NodeModel:
         if lay.kind not in ("conv", "fc", "matmul"):
             return 0.0
         nb, c, k, p, q, groups = self._node_dims(lay, part.sizes)
-        eng = nb * self.compute_cycles(c, k, p, q, lay.r, lay.s, lay.stride, groups)[0]
+        eng = self.compute_cycles(c, k, p, q, lay.r, lay.s, lay.stride, groups)[0]
+        if self.dma_bound and layout_in is not None and layout_out is not None:
+            eng = max(eng, cycles_lower_bound(
+                self.n, self._conv_part(lay, c, k, p, q, groups), layout_in, layout_out,
+                self.timing))
+        eng = nb * eng
         if not share:
             return float(eng)
         return float(eng + self._sharing(lay, part, wr, nb,
@@ -294,7 +307,7 @@ class NodeModel:
         order = []
         for i, part in enumerate(parts):
             try:
-                b = self.cycles_bound(lay, part, wr, share=share)
+                b = self.cycles_bound(lay, part, wr, layout_in, layout_out, share=share)
             except CapacityError:
                 b = -math.inf           # the task list decides (it may still fit)
             order.append((b, i, part))
@@ -317,6 +330,14 @@ class NodeModel:
             del found[keep:]
         return [(c, part) for _, _, c, part in found]
 
+    def _conv_part(self, lay: Layer, c: int, k: int, p: int, q: int,
+                   groups: int) -> ConvPart:
+        """The node part :meth:`_node_terms` costs: the largest of each split (the
+        last)."""
+        return ConvPart(c=c, k=k, h=lay.h, w=lay.w, r=lay.r, s=lay.s, stride=lay.stride,
+                        pad=lay.pad, groups=groups, rows=(lay.p - p, lay.p),
+                        cols=(lay.q - q, lay.q))
+
     def _node_terms(self, lay: Layer, sizes: tuple[int, ...], layout_in: int,
                     layout_out: int) -> LayerCost | tuple:
         """What a node's part of *lay* costs that depends on the LM only through its
@@ -336,10 +357,8 @@ class NodeModel:
         r, s, st = lay.r, lay.s, lay.stride
         # the node's task list (:mod:`.node_model`), for the largest part (the last of
         # each split), its engine tiles from compute_cycles
-        node = part_cost(self.n, ConvPart(c=c, k=k, h=lay.h, w=lay.w, r=r, s=s, stride=st,
-                                          pad=lay.pad, groups=groups,
-                                          rows=(lay.p - p, lay.p), cols=(lay.q - q, lay.q)),
-                         layout_in, layout_out, self.timing)
+        node = part_cost(self.n, self._conv_part(lay, c, k, p, q, groups), layout_in,
+                         layout_out, self.timing)
         eng, _, _ = self.compute_cycles(c, k, p, q, r, s, st, groups)
         cyc = nb * (eng + node.overhead)
         dram = nb * (node.dma + node.refresh)
@@ -384,6 +403,8 @@ class WhatIfNodeModel(NodeModel):
       a read latency per word.
 
     The tiling, buffers, controller and NoC are :class:`NodeModel`'s."""
+
+    dma_bound = False
 
     def __init__(self, cfg, *, engine: bool = True, dma: bool = True):
         super().__init__(cfg)

@@ -54,7 +54,8 @@ from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .tiling import ConvPart, blocking, tiles
 
 __all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "STORE_RMW", "STORE_START",
-           "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces", "part_cost", "schedule"]
+           "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces", "cycles_lower_bound",
+           "part_cost", "schedule"]
 
 #: Cycles of a SEND or WAIT task of its own (fetch, dispatch, the end seen) and of the
 #: final END.
@@ -702,3 +703,176 @@ def schedule(tasks) -> tuple[float, float, float, float]:
             both += min(b_, dspans[j][1]) - max(a, dspans[j][0])
             j += 1
     return end + 1, sum(b_ - a for a, b_ in spans["e"]), sum(b_ - a for a, b_ in dspans), both
+
+
+
+def _apart(L: int, levels: tuple, U: int) -> bool:
+    """Whether no two consecutive runs of a walk (runs of at most *L* elements repeated
+    by *levels* ``((count, stride), ...)``, inner first) can end and start in one unit of
+    ``U`` elements: every step from one run's start to the next's is at least
+    ``U + L - 1`` forward or ``U`` back, wherever the walk starts. Then the walk touches
+    at least one unit a run, consecutively distinct, and (``L < U``) covers each unit it
+    visits only in part."""
+    back = 0
+    for cnt, stride in levels:
+        if cnt <= 1:
+            continue
+        d = stride - back
+        if -U < d < U + L - 1:
+            return False
+        back += (cnt - 1) * stride
+    return True
+
+
+def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
+                       o_layout: int = Layout.NCHW, timing: NodeTiming | None = None,
+                       w_layout: int = Layout.CHWN) -> float:
+    """A lower bound of :func:`part_cost`'s ``cycles`` that builds no task list and
+    counts no DRAM word one by one: from the tiles' sizes (:func:`~.tiling.blocking`)
+    and their windows' rows and lanes, a loop over bands and chunks, not tiles.
+
+    Two chains of tasks that each run one after the other bound the node's cycles:
+
+    * the DMA's tasks. A load is at least its groups (:meth:`NodeTiming.groups`: an
+      element in NCHW, at least a line otherwise; weights in CHWN at least a line)
+      and, when it reads, its ``col_gap`` a word and ``tRP + tRCD`` for every row
+      after the first, plus :data:`LOAD_START` and the precharge; a store at least
+      its groups, :data:`STORE_START` and :data:`STORE_RMW` for each word it covers
+      only in part. Words, rows and partly covered words are counted only where the
+      walk's runs are far enough apart that no two consecutive ones share a unit
+      (:func:`_apart`: one unit a run at least); a task's walks, counted together,
+      share at most one unit where one walk ends and the next begins. All is
+      stretched by refresh; each run of the task memory (:func:`cut_pieces`, at
+      most one per band) gives back a precharge.
+    * the engine's tiles, the first only once the first tile's loads are in and the
+      last band's store only once the last tile is done.
+    """
+    return _bound(timing or NodeTiming(n), part, int(x_layout), int(o_layout), int(w_layout))
+
+
+@functools.lru_cache(maxsize=65536)
+def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
+           w_layout: int) -> float:
+    n = tm.n
+    R, C = n.pe_rows, n.pe_cols
+    b = blocking(n, part)
+    st, s, q, pad = part.stride, part.s, part.q, part.pad
+    cg, og = part.c // part.groups, part.k // part.groups
+    ci, hi, wi = part.x_dims
+    xr, xc = part.x_rows[0], part.x_cols[0]
+    lo = part.rows[0]
+    full, last = divmod(part.p, b.per_rows)
+    bands = [(lo + i * b.per_rows, b.per_rows) for i in range(full)]
+    if last:
+        bands.append((lo + full * b.per_rows, last))
+    chunks = [(b0, min(b.cbs, b.blocks - b0)) for b0 in range(0, b.blocks, b.cbs)]
+    kbands = [(u0, min(b.kr, part.r - u0)) for u0 in range(0, part.r, b.kr)]
+    cos = range(0, og, C)
+    per_band = len(chunks) * len(kbands)
+    n_tiles = part.groups * len(cos) * len(bands) * per_band
+    n_stores = part.groups * len(cos) * len(bands)
+    trp = tm.t.tRP
+    per_i = tm.word_bits // DATA_BITS
+    per_o = tm.word_bits // PSUM_BITS
+    row_i = tm.row_words * per_i
+    # -- the weights (the same for every band and group): groups, words, rows
+    w_lanes = R if w_layout == Layout.CHWN else R * C
+    w_groups = b.blocks * part.r * s * w_lanes * len(bands) * len(cos)
+    w_words = w_rows = 0
+    if w_layout == Layout.CHWN:
+        # a run a kept input channel and kernel position; every step at least ``og``
+        runs = cg * part.r * s * len(bands)
+        joins = len(bands) * len(kbands) * sum(cb - 1 for _, cb in chunks)
+        for co in cos:
+            vn = min(C, og - co)
+            if og >= per_i + vn - 1:
+                w_words += runs * -(-vn // per_i) - joins
+            if og >= row_i + vn - 1:
+                w_rows += runs * -(-vn // row_i) - joins
+    n_w = n_tiles
+    w_dur = (max(w_groups * part.groups,
+                 (tm.col_gap * w_words + tm.row * w_rows) * part.groups - tm.row * n_w)
+             + n_w * (LOAD_START + trp))
+    # -- the input: the rows of each (band, kernel band) inside the sub-tensor
+    nw = b.nw
+    w0 = part.cols[0] * st - pad - xc
+    vw = _clip(w0, nw, wi)[1]
+    vh_sum = n_read = 0
+    for o0, oh in bands:
+        for u0, kh in kbands:
+            vh = _clip(o0 * st - pad + u0 - xr, (oh - 1) * st + kh, hi)[1]
+            vh_sum += vh
+            n_read += bool(vh and vw)
+    i_lanes = R if x_layout == Layout.NCHW else 1
+    i_groups = len(cos) * nw * i_lanes * b.blocks * sum(
+        len(kbands) * (oh - 1) * st + part.r for _, oh in bands)
+    i_words = i_rows = 0
+    if vw and x_layout != Layout.NCHW:
+        plane = hi * wi * C_BLOCK
+        for g in range(part.groups):
+            for b0, cb in chunks:
+                seqs = 0
+                rw = [0, 0]
+                for k in range(cb):
+                    cs, v = _clip(g * cg + (b0 + k) * R, R, ci)
+                    if not v:
+                        continue
+                    seqs += 1
+                    if x_layout == Layout.NHWC:
+                        L, lv, per_pix = v, ((vw, ci), (2, wi * ci)), 1
+                    else:
+                        first, last_ = cs // C_BLOCK, (cs + v - 1) // C_BLOCK
+                        if first == last_:
+                            L, lv = v, ((vw, C_BLOCK), (2, wi * C_BLOCK))
+                        else:
+                            L, lv = C_BLOCK, ((last_ - first + 1, plane), (vw, C_BLOCK),
+                                              (2, wi * C_BLOCK))
+                        per_pix = 1 if first == last_ else last_ - first + 1
+                    for j, U in enumerate((per_i, row_i)):
+                        if _apart(L, lv, U):
+                            rw[j] += per_pix * vw * -(-L // U)
+                # every tile of this chunk: its rows inside, less the joins of its walks
+                for j in range(2):
+                    if rw[j]:
+                        add = len(cos) * (rw[j] * vh_sum - max(0, seqs - 1) * n_read)
+                        if j == 0:
+                            i_words += add
+                        else:
+                            i_rows += add
+    n_i = n_tiles
+    i_dur = (max(i_groups * part.groups,
+                 tm.col_gap * i_words + tm.row * i_rows - tm.row * n_i)
+             + part.groups * len(cos) * len(chunks) * n_read * (LOAD_START + trp))
+    # -- the stores: one a band and output-channel block
+    o_lanes = C if o_layout == Layout.NCHW else 1
+    o_groups = part.groups * len(cos) * part.p * q * o_lanes
+    rmw = 0
+    for co in cos:
+        vc = min(C, og - co)
+        for _, oh in bands:
+            if o_layout == Layout.NCHW:
+                L, lv, runs = q * oh, ((vc, part.p * q),), vc
+            elif o_layout == Layout.NHWC:
+                L, lv, runs = vc, ((q, og), (oh, q * og)), q * oh
+            else:
+                first, last_ = co // C_BLOCK, (co + vc - 1) // C_BLOCK
+                k = last_ - first + 1
+                L = vc if k == 1 else C_BLOCK
+                lv = (((q, C_BLOCK), (oh, q * C_BLOCK)) if k == 1 else
+                      ((k, part.p * q * C_BLOCK), (q, C_BLOCK), (oh, q * C_BLOCK)))
+                runs = k * q * oh
+            if L < per_o and _apart(L, lv, per_o):
+                rmw += runs
+    s_dur = o_groups + n_stores * STORE_START + part.groups * rmw * STORE_RMW
+    dma = (tm.stretch * (w_dur + i_dur + s_dur) + 2 * n_tiles + n_stores
+           - n_stores * max(0, trp - 2))
+    # -- the engine between the first loads and the last store
+    eng = part.groups * len(cos) * sum(
+        tile_cycles(pe_rows=R, pe_cols=C, cb=cb, kh=kh, kw=s, oh=oh, ow=q) + 1
+        for _, oh in bands for _, cb in chunks for _, kh in kbands)
+    cb0, kh0, oh0 = chunks[0][1], kbands[0][1], bands[0][1]
+    first = tm.stretch * (cb0 * kh0 * s * w_lanes + LOAD_START + trp
+                          + cb0 * ((oh0 - 1) * st + kh0) * nw * i_lanes)
+    store = tm.stretch * (bands[-1][1] * q * o_lanes + STORE_START)
+    chain = eng + first - trp + store - (n_stores - 1) * max(0, trp - 3)
+    return max(dma, chain)
