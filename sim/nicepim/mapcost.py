@@ -86,6 +86,8 @@ class NodeModel:
         self._layer: dict = {}              # layer_cost by the layer's shape and its LM
         self._node: dict = {}               # its node terms by the shape and the LM's sizes
         self._share: dict = {}              # share_cycles by its arguments
+        self._bound: dict = {}              # cycles_bound's node term, keyed as _node
+        self._bound_share: dict = {}        # its sharing, keyed as _layer
         self.memo: dict = {}                # the mapper's other results on this model
 
     # ---- the engine ---------------------------------------------------------------------
@@ -281,17 +283,39 @@ class NodeModel:
             The buffers cannot hold the LM's tiles (:meth:`compute_cycles`)."""
         if lay.kind not in ("conv", "fc", "matmul"):
             return 0.0
-        nb, c, k, p, q, groups = self._node_dims(lay, part.sizes)
+        shape = layer_shape(lay)
+        key = (shape, part.sizes, layout_in, layout_out)
+        got = self._bound.get(key)
+        if got is None:
+            try:
+                got = self._node_bound(lay, part.sizes, layout_in, layout_out)
+            except CapacityError as e:
+                got = e
+            self._bound[key] = got
+        if isinstance(got, CapacityError):
+            raise type(got)(*got.args)
+        node, nb, sizes = got
+        if not share:
+            return node
+        pb, _, pp, pq, _ = part.sizes
+        key = (shape, part, math.ceil(pb * pp * pq / max(1, wr)))
+        cyc = self._bound_share.get(key)
+        if cyc is None:
+            cyc = self._bound_share[key] = self._sharing(lay, part, wr, nb, *sizes)[0]
+        return float(node + cyc)
+
+    def _node_bound(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
+                    layout_out: int | None) -> tuple[float, int, tuple[int, int, int]]:
+        """(:meth:`cycles_bound` without the sharing, samples, the node's input, weight
+        and output bytes) of a node's part, which depend on the LM only through its
+        parts' sizes."""
+        nb, c, k, p, q, groups = self._node_dims(lay, sizes)
         eng = self.compute_cycles(c, k, p, q, lay.r, lay.s, lay.stride, groups)[0]
         if self.dma_bound and layout_in is not None and layout_out is not None:
             eng = max(eng, cycles_lower_bound(
                 self.n, self._conv_part(lay, c, k, p, q, groups), layout_in, layout_out,
                 self.timing))
-        eng = nb * eng
-        if not share:
-            return float(eng)
-        return float(eng + self._sharing(lay, part, wr, nb,
-                                         *self._node_bytes(lay, nb, c, k, p, q, groups))[0])
+        return float(nb * eng), nb, self._node_bytes(lay, nb, c, k, p, q, groups)
 
     def cheapest(self, lay: Layer, parts, wr: int, layout_in: int, layout_out: int, *,
                  share: bool = True, keep: int = 1) -> list[tuple[LayerCost, Partition]]:

@@ -706,22 +706,26 @@ def schedule(tasks) -> tuple[float, float, float, float]:
 
 
 
-def _apart(L: int, levels: tuple, U: int) -> bool:
+@functools.lru_cache(maxsize=65536)
+def _apart(L: int, levels: tuple, U: int, off: int | None = None) -> bool:
     """Whether no two consecutive runs of a walk (runs of at most *L* elements repeated
     by *levels* ``((count, stride), ...)``, inner first) can end and start in one unit of
     ``U`` elements: every step from one run's start to the next's is at least
-    ``U + L - 1`` forward or ``U`` back, wherever the walk starts. Then the walk touches
-    at least one unit a run, consecutively distinct, and (``L < U``) covers each unit it
-    visits only in part."""
-    back = 0
+    ``U + L - 1`` forward or ``U - L + 1`` back (the next run starts a unit before the
+    last one ends), wherever the walk starts; or, with the walk's
+    first element *off*, every stride is a multiple of ``U``, no step is 0 and the run
+    at *off* lies in one unit (then so does every run, in a unit of its own). Then
+    the walk touches at least one unit a run, consecutively distinct, and (``L < U``)
+    covers each unit it visits only in part."""
+    steps, back = [], 0
     for cnt, stride in levels:
-        if cnt <= 1:
-            continue
-        d = stride - back
-        if -U < d < U + L - 1:
-            return False
-        back += (cnt - 1) * stride
-    return True
+        if cnt > 1:
+            steps.append((stride - back, stride))
+            back += (cnt - 1) * stride
+    if all(d <= L - 1 - U or d >= U + L - 1 for d, _ in steps):
+        return True
+    return (off is not None and off % U + L <= U
+            and all(d != 0 and stride % U == 0 for d, stride in steps))
 
 
 def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
@@ -745,7 +749,12 @@ def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
       stretched by refresh; each run of the task memory (:func:`cut_pieces`, at
       most one per band) gives back a precharge.
     * the engine's tiles, the first only once the first tile's loads are in and the
-      last band's store only once the last tile is done.
+      last band's store only once the last tile is done; and so in every run of the
+      task memory, of which there are at least as many as its size goes into the
+      tasks when no band fills it.
+
+    Without double buffering every task waits for both units, and the two chains are
+    one.
     """
     return _bound(timing or NodeTiming(n), part, int(x_layout), int(o_layout), int(w_layout))
 
@@ -783,12 +792,28 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         # a run a kept input channel and kernel position; every step at least ``og``
         runs = cg * part.r * s * len(bands)
         joins = len(bands) * len(kbands) * sum(cb - 1 for _, cb in chunks)
+        # (a task's count is exact, which the aligned case needs, when it has at most
+        # EXACT_RUNS runs)
+        exact = max(cb for _, cb in chunks) * R * b.kr * s <= EXACT_RUNS
+        vrs = [min(R, cg - i * R) for i in range(b.blocks)]
         for co in cos:
             vn = min(C, og - co)
-            if og >= per_i + vn - 1:
-                w_words += runs * -(-vn // per_i) - joins
-            if og >= row_i + vn - 1:
-                w_rows += runs * -(-vn // row_i) - joins
+            lv = ((s, og), (2, s * og), (2, part.r * s * og))
+            for U, is_row in ((per_i, False), (row_i, True)):
+                if _apart(vn, lv, U, co if exact else None):
+                    units = runs * -(-vn // U)
+                elif exact and og * (s * (part.r - 1) + 1) - vn + 1 <= U:
+                    # no step skips a unit: a walk touches every unit from its first
+                    # element to its last
+                    units = len(bands) * sum(
+                        -(-((s - 1) * og + (kh - 1) * s * og + (vr - 1) * part.r * s * og
+                            + vn) // U) for _, kh in kbands for vr in vrs)
+                else:
+                    continue
+                if is_row:
+                    w_rows += units - joins
+                else:
+                    w_words += units - joins
     n_w = n_tiles
     w_dur = (max(w_groups * part.groups,
                  (tm.col_gap * w_words + tm.row * w_rows) * part.groups - tm.row * n_w)
@@ -809,6 +834,7 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     i_words = i_rows = 0
     if vw and x_layout != Layout.NCHW:
         plane = hi * wi * C_BLOCK
+        i_exact = b.cbs * vw * ((b.per_rows - 1) * st + b.kr) <= EXACT_RUNS
         for g in range(part.groups):
             for b0, cb in chunks:
                 seqs = 0
@@ -819,9 +845,10 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                         continue
                     seqs += 1
                     if x_layout == Layout.NHWC:
-                        L, lv, per_pix = v, ((vw, ci), (2, wi * ci)), 1
+                        L, lv, per_pix, off = v, ((vw, ci), (2, wi * ci)), 1, cs
                     else:
                         first, last_ = cs // C_BLOCK, (cs + v - 1) // C_BLOCK
+                        off = None
                         if first == last_:
                             L, lv = v, ((vw, C_BLOCK), (2, wi * C_BLOCK))
                         else:
@@ -829,8 +856,15 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                                               (2, wi * C_BLOCK))
                         per_pix = 1 if first == last_ else last_ - first + 1
                     for j, U in enumerate((per_i, row_i)):
-                        if _apart(L, lv, U):
+                        if _apart(L, lv, U, off if i_exact else None):
                             rw[j] += per_pix * vw * -(-L // U)
+                        elif per_pix > 1 and plane < U + L - 1:
+                            # a pixel's blocks skip no unit: they touch every unit from
+                            # the first block's to the last one's (counted exactly or
+                            # on whole pixels, :func:`_prefix`)
+                            span = (per_pix - 1) * plane + L
+                            if _apart(span, lv[1:], U):
+                                rw[j] += vw * -(-span // U)
                 # every tile of this chunk: its rows inside, less the joins of its walks
                 for j in range(2):
                     if rw[j]:
@@ -847,13 +881,15 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     o_lanes = C if o_layout == Layout.NCHW else 1
     o_groups = part.groups * len(cos) * part.p * q * o_lanes
     rmw = 0
+    ohs = [(b.per_rows, full)] + ([(last, 1)] if last else [])
     for co in cos:
         vc = min(C, og - co)
-        for _, oh in bands:
+        for oh, times in ohs:
+            off = None           # (a store's partly written words are counted exactly)
             if o_layout == Layout.NCHW:
                 L, lv, runs = q * oh, ((vc, part.p * q),), vc
             elif o_layout == Layout.NHWC:
-                L, lv, runs = vc, ((q, og), (oh, q * og)), q * oh
+                L, lv, runs, off = vc, ((q, og), (oh, q * og)), q * oh, co
             else:
                 first, last_ = co // C_BLOCK, (co + vc - 1) // C_BLOCK
                 k = last_ - first + 1
@@ -861,8 +897,8 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                 lv = (((q, C_BLOCK), (oh, q * C_BLOCK)) if k == 1 else
                       ((k, part.p * q * C_BLOCK), (q, C_BLOCK), (oh, q * C_BLOCK)))
                 runs = k * q * oh
-            if L < per_o and _apart(L, lv, per_o):
-                rmw += runs
+            if L < per_o and _apart(L, lv, per_o, off):
+                rmw += times * runs
     s_dur = o_groups + n_stores * STORE_START + part.groups * rmw * STORE_RMW
     dma = (tm.stretch * (w_dur + i_dur + s_dur) + 2 * n_tiles + n_stores
            - n_stores * max(0, trp - 2))
@@ -870,9 +906,21 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     eng = part.groups * len(cos) * sum(
         tile_cycles(pe_rows=R, pe_cols=C, cb=cb, kh=kh, kw=s, oh=oh, ow=q) + 1
         for _, oh in bands for _, cb in chunks for _, kh in kbands)
+    if not b.double:            # every task waits for both units: one chain of all
+        return eng + dma
     cb0, kh0, oh0 = chunks[0][1], kbands[0][1], bands[0][1]
     first = tm.stretch * (cb0 * kh0 * s * w_lanes + LOAD_START + trp
                           + cb0 * ((oh0 - 1) * st + kh0) * nw * i_lanes)
     store = tm.stretch * (bands[-1][1] * q * o_lanes + STORE_START)
     chain = eng + first - trp + store - (n_stores - 1) * max(0, trp - 3)
+    most = n.task_entries - 1
+    if 3 * per_band + 5 <= most:
+        # no band fills the task memory: at least ceil(tasks / most) runs, each with
+        # a tile's loads before its first tile and a band's store after its last
+        cb1, kh1 = min(cb for _, cb in chunks), min(kh for _, kh in kbands)
+        oh1 = min(oh for _, oh in bands)
+        ends = tm.stretch * (cb1 * kh1 * s * w_lanes + LOAD_START + trp
+                             + cb1 * ((oh1 - 1) * st + kh1) * nw * i_lanes
+                             + oh1 * q * o_lanes + STORE_START) - trp
+        chain = max(chain, eng + -(-(3 * n_tiles + n_stores) // most) * ends)
     return max(dma, chain)
