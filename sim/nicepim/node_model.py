@@ -569,26 +569,33 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     tasks = []      # (unit, busy cycles, buf, obuf, is a load) in list order
     band = 0
     loads, computes, stores = [], [], []
+    # (the ops as plain ints: an IntEnum hashes slowly, and the DMA's caches hash them)
+    op_w, op_i, op_s, op_c = int(Op.LOAD_W), int(Op.LOAD_I), int(Op.STORE), int(Op.COMPUTE)
+    dims_w, dims_i, dims_o = (og, cg, part.r, part.s), (1, ci, hi, wi), (1, og, P, Q)
+    dma, stretch = tm.dma, tm.stretch
+    engine: dict = {}       # tile_cycles by (cb, kh, oh)
     for i, t in enumerate(tiles(n, part)):
         buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
         nh = (t.oh - 1) * st + t.kh
-        cw, ww, rw, ew = tm.dma(Op.LOAD_W, w_layout, (og, cg, part.r, part.s), t.co,
-                                t.b0 * R, t.u0, 0, t.cb, t.kh, part.s)
-        ck, wk, rk, ek = tm.dma(Op.LOAD_I, x_layout, (1, ci, hi, wi), 0, t.g * cg + t.b0 * R,
-                                t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
-        loads.append([("d", cw * tm.stretch, buf, obuf, True, Op.LOAD_W),
-                      ("d", ck * tm.stretch, buf, obuf, True, Op.LOAD_I)])
+        cw, ww, rw, ew = dma(op_w, w_layout, dims_w, t.co, t.b0 * R, t.u0, 0, t.cb, t.kh,
+                             part.s)
+        ck, wk, rk, ek = dma(op_i, x_layout, dims_i, 0, t.g * cg + t.b0 * R,
+                             t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
+        loads.append([("d", cw * stretch, buf, obuf, True, op_w),
+                      ("d", ck * stretch, buf, obuf, True, op_i)])
         wrd += ww + wk
         rows += rw + rk
         el += ew + ek
-        computes.append(("e", tile_cycles(pe_rows=R, pe_cols=C, cb=t.cb, kh=t.kh, kw=part.s,
-                                          oh=t.oh, ow=Q), buf, obuf, False, Op.COMPUTE))
+        ekey = (t.cb, t.kh, t.oh)
+        cyc = engine.get(ekey)
+        if cyc is None:
+            cyc = engine[ekey] = tile_cycles(pe_rows=R, pe_cols=C, cb=t.cb, kh=t.kh,
+                                             kw=part.s, oh=t.oh, ow=Q)
+        computes.append(("e", cyc, buf, obuf, False, op_c))
         if t.store:
-            dims_o = (1, og, P, Q)
-            cs, ws_, rs, es = tm.dma(Op.STORE, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1,
-                                     t.oh, Q)
+            cs, ws_, rs, es = dma(op_s, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1, t.oh, Q)
             rmw = tm.store_rmw(o_layout, dims_o, 0, t.co, t.o0 - lo, 0, t.oh, Q)
-            stores.append([("d", cs * tm.stretch, buf, obuf, False, Op.STORE)])
+            stores.append([("d", cs * stretch, buf, obuf, False, op_s)])
             wrd += rmw
             wwr += ws_
             rows += rs
@@ -609,7 +616,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         prev = None
         for k, x in enumerate(piece):      # a load after a store waits for its writes
             if x[0] == "d":
-                if x[4] and prev == Op.STORE:
+                if x[4] and prev == op_s:
                     piece[k] = (x[0], x[1] + tm.after_store * tm.stretch, *x[2:])
                 prev = x[5]
         c_, e_, d_, o_ = schedule(piece)
@@ -796,6 +803,7 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         # EXACT_RUNS runs)
         exact = max(cb for _, cb in chunks) * R * b.kr * s <= EXACT_RUNS
         vrs = [min(R, cg - i * R) for i in range(b.blocks)]
+        dense: dict = {}
         for co in cos:
             vn = min(C, og - co)
             lv = ((s, og), (2, s * og), (2, part.r * s * og))
@@ -805,9 +813,11 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                 elif exact and og * (s * (part.r - 1) + 1) - vn + 1 <= U:
                     # no step skips a unit: a walk touches every unit from its first
                     # element to its last
-                    units = len(bands) * sum(
-                        -(-((s - 1) * og + (kh - 1) * s * og + (vr - 1) * part.r * s * og
-                            + vn) // U) for _, kh in kbands for vr in vrs)
+                    units = dense.get((vn, U))
+                    if units is None:
+                        units = dense[vn, U] = len(bands) * sum(
+                            -(-((s - 1) * og + (kh - 1) * s * og + (vr - 1) * part.r * s * og
+                                + vn) // U) for _, kh in kbands for vr in vrs)
                 else:
                     continue
                 if is_row:
@@ -904,8 +914,8 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
            - n_stores * max(0, trp - 2))
     # -- the engine between the first loads and the last store
     eng = part.groups * len(cos) * sum(
-        tile_cycles(pe_rows=R, pe_cols=C, cb=cb, kh=kh, kw=s, oh=oh, ow=q) + 1
-        for _, oh in bands for _, cb in chunks for _, kh in kbands)
+        times * sum(tile_cycles(pe_rows=R, pe_cols=C, cb=cb, kh=kh, kw=s, oh=oh, ow=q) + 1
+                    for _, cb in chunks for _, kh in kbands) for oh, times in ohs)
     if not b.double:            # every task waits for both units: one chain of all
         return eng + dma
     cb0, kh0, oh0 = chunks[0][1], kbands[0][1], bands[0][1]
