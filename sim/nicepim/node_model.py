@@ -712,18 +712,17 @@ def schedule(tasks) -> tuple[float, float, float, float]:
     return end + 1, sum(b_ - a for a, b_ in spans["e"]), sum(b_ - a for a, b_ in dspans), both
 
 
-
 @functools.lru_cache(maxsize=65536)
 def _apart(L: int, levels: tuple, U: int, off: int | None = None) -> bool:
-    """Whether no two consecutive runs of a walk (runs of at most *L* elements repeated
-    by *levels* ``((count, stride), ...)``, inner first) can end and start in one unit of
-    ``U`` elements: every step from one run's start to the next's is at least
-    ``U + L - 1`` forward or ``U - L + 1`` back (the next run starts a unit before the
-    last one ends), wherever the walk starts; or, with the walk's
-    first element *off*, every stride is a multiple of ``U``, no step is 0 and the run
-    at *off* lies in one unit (then so does every run, in a unit of its own). Then
-    the walk touches at least one unit a run, consecutively distinct, and (``L < U``)
-    covers each unit it visits only in part."""
+    """Whether no two consecutive runs of a walk (runs of *L* elements repeated by
+    *levels* ``((count, stride), ...)``, inner first) can end and start in one unit of
+    ``U`` elements, wherever the walk starts: every step from one run's start to the
+    next's is at least ``U + L - 1`` forward, or back to at least ``U`` before the
+    last run's end. Or else, with the walk's first element *off*: every stride is a
+    multiple of ``U``, no step is 0 and the run at *off* lies in one unit (then every
+    run lies in a unit of its own). Then the walk touches at least one unit a run,
+    consecutively distinct, and (``L < U``) covers each unit it visits only in part.
+    Forward steps hold as well for runs of at most *L*; back steps need *L* exact."""
     steps, back = [], 0
     for cnt, stride in levels:
         if cnt > 1:
@@ -749,10 +748,13 @@ def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
       and, when it reads, its ``col_gap`` a word and ``tRP + tRCD`` for every row
       after the first, plus :data:`LOAD_START` and the precharge; a store at least
       its groups, :data:`STORE_START` and :data:`STORE_RMW` for each word it covers
-      only in part. Words, rows and partly covered words are counted only where the
-      walk's runs are far enough apart that no two consecutive ones share a unit
-      (:func:`_apart`: one unit a run at least); a task's walks, counted together,
-      share at most one unit where one walk ends and the next begins. All is
+      only in part. Words, rows and partly covered words are counted only where they
+      are certain: where no two consecutive runs of a walk can share a unit
+      (:func:`_apart`: one unit a run at least), and where no step of a walk skips a
+      unit (it touches every unit from its first element's to its last one's: an
+      NCHW[C8] pixel's channel blocks, counted exactly or on whole pixels, and the
+      weights' walks counted exactly); a task's walks, counted together, share at
+      most one unit where one walk ends and the next begins. All is
       stretched by refresh; each run of the task memory (:func:`cut_pieces`, at
       most one per band) gives back a precharge.
     * the engine's tiles, the first only once the first tile's loads are in and the
@@ -835,9 +837,11 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     vh_sum = n_read = 0
     for o0, oh in bands:
         for u0, kh in kbands:
-            vh = _clip(o0 * st - pad + u0 - xr, (oh - 1) * st + kh, hi)[1]
-            vh_sum += vh
-            n_read += bool(vh and vw)
+            h0 = o0 * st - pad + u0 - xr            # (:func:`_clip`, inline)
+            vh = min(h0 + (oh - 1) * st + kh, hi) - max(h0, 0)
+            if vh > 0:
+                vh_sum += vh
+                n_read += vw > 0
     i_lanes = R if x_layout == Layout.NCHW else 1
     i_groups = len(cos) * nw * i_lanes * b.blocks * sum(
         len(kbands) * (oh - 1) * st + part.r for _, oh in bands)
@@ -901,12 +905,17 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
             elif o_layout == Layout.NHWC:
                 L, lv, runs, off = vc, ((q, og), (oh, q * og)), q * oh, co
             else:
+                # a pixel's lanes, block by block (8 a run at most: the first and last
+                # block may hold fewer, the first starting inside its block), then the
+                # next pixel's: apart when the blocks are a unit apart and the step
+                # back, from a block's start to 15 elements past the first block's
+                # start, a unit
                 first, last_ = co // C_BLOCK, (co + vc - 1) // C_BLOCK
-                k = last_ - first + 1
-                L = vc if k == 1 else C_BLOCK
-                lv = (((q, C_BLOCK), (oh, q * C_BLOCK)) if k == 1 else
-                      ((k, part.p * q * C_BLOCK), (q, C_BLOCK), (oh, q * C_BLOCK)))
-                runs = k * q * oh
+                plane = part.p * q * C_BLOCK
+                if (last_ > first and C_BLOCK < per_o and plane >= per_o + C_BLOCK - 1
+                        and (last_ - first) * plane >= per_o + 2 * C_BLOCK - 1):
+                    rmw += times * (last_ - first + 1) * q * oh
+                continue
             if L < per_o and _apart(L, lv, per_o, off):
                 rmw += times * runs
     s_dur = o_groups + n_stores * STORE_START + part.groups * rmw * STORE_RMW
