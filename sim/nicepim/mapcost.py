@@ -86,8 +86,8 @@ class NodeModel:
         self._layer: dict = {}              # layer_cost by the layer's shape and its LM
         self._node: dict = {}               # its node terms by the shape and the LM's sizes
         self._share: dict = {}              # share_cycles by its arguments
-        self._bound: dict = {}              # cycles_bound's node term, keyed as _node
-        self._bound_share: dict = {}        # its sharing, keyed as _layer
+        self._bound: dict = {}              # cycles_bound's node terms by shape, layouts
+        self._bound_share: dict = {}        # its sharing by shape
         self.memo: dict = {}                # the mapper's other results on this model
 
     # ---- the engine ---------------------------------------------------------------------
@@ -284,24 +284,33 @@ class NodeModel:
         if lay.kind not in ("conv", "fc", "matmul"):
             return 0.0
         shape = layer_shape(lay)
-        key = (shape, part.sizes, layout_in, layout_out)
-        got = self._bound.get(key)
+        return self._bounded(lay, part, wr, layout_in, layout_out,
+                             self._bound.setdefault((shape, layout_in, layout_out), {}),
+                             self._bound_share.setdefault(shape, {}) if share else None)
+
+    def _bounded(self, lay: Layer, part: Partition, wr: int, layout_in: int | None,
+                 layout_out: int | None, nodes: dict, shares: dict | None) -> float:
+        """:meth:`cycles_bound` of a layer with MACs, its memo's entries for the layer's
+        shape and layouts (*nodes*, by the LM's sizes) and for its shape (*shares*, by
+        the LM and its weights' sharing set; ``None``: without the sharing)."""
+        sizes = part.sizes
+        got = nodes.get(sizes)
         if got is None:
             try:
-                got = self._node_bound(lay, part.sizes, layout_in, layout_out)
+                got = self._node_bound(lay, sizes, layout_in, layout_out)
             except CapacityError as e:
                 got = e
-            self._bound[key] = got
+            nodes[sizes] = got
         if isinstance(got, CapacityError):
             raise type(got)(*got.args)
-        node, nb, sizes = got
-        if not share:
+        node, nb, node_bytes = got
+        if shares is None:
             return node
-        pb, _, pp, pq, _ = part.sizes
-        key = (shape, part, math.ceil(pb * pp * pq / max(1, wr)))
-        cyc = self._bound_share.get(key)
+        pb, _, pp, pq, _ = sizes
+        key = (part, math.ceil(pb * pp * pq / max(1, wr)))
+        cyc = shares.get(key)
         if cyc is None:
-            cyc = self._bound_share[key] = self._sharing(lay, part, wr, nb, *sizes)[0]
+            cyc = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)[0]
         return float(node + cyc)
 
     def _node_bound(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
@@ -329,9 +338,15 @@ class NodeModel:
             return c.cycles if share else c.compute + c.dram
 
         order = []
+        macs = lay.kind in ("conv", "fc", "matmul")
+        if macs:                # (cycles_bound, its memo's entries looked up once)
+            shape = layer_shape(lay)
+            nodes = self._bound.setdefault((shape, layout_in, layout_out), {})
+            shares = self._bound_share.setdefault(shape, {}) if share else None
         for i, part in enumerate(parts):
             try:
-                b = self.cycles_bound(lay, part, wr, layout_in, layout_out, share=share)
+                b = (self._bounded(lay, part, wr, layout_in, layout_out, nodes, shares)
+                     if macs else 0.0)
             except CapacityError:
                 b = -math.inf           # the task list decides (it may still fit)
             order.append((b, i, part))
