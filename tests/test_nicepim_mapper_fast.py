@@ -6,7 +6,9 @@ The mapper memoizes its costs by layer shape, LM sizes and the weights' sharing 
 (:mod:`pimforge.sim.nicepim.selection`). Here each shortcut is checked against the
 plain computation: the DP against the loop over grid cells it replaced (ties
 included), every memoized layer cost against a fresh model's, and whole mappings
-against a run in which no two layers share a memo entry.
+against a run in which no two layers share a memo entry. The lower bound that lets the
+LM search skip LMs (:func:`~pimforge.sim.nicepim.node_model.cycles_lower_bound`) is
+checked never to exceed a random node part's cycles.
 
 Random cases draw from ``random.Random(seed)`` with ``seed`` from ``PIMFORGE_SEED``
 (default 1), logged.
@@ -28,6 +30,7 @@ from pimforge.rtl.nicepim.params import Layout, Op
 from pimforge.sim.nicepim import mapcost, mapper, mapspace, movement, node_model, selection
 from pimforge.sim.nicepim import networks as nets
 from pimforge.sim.nicepim.dnn_run import scale_network
+from pimforge.sim.nicepim.tiling import ConvPart, blocking
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
@@ -227,7 +230,7 @@ def test_bounded_search_equals_costing_every_lm(preset):
         for part in parts:
             try:
                 c = model.layer_cost(lay, part, wr, li, lo)
-                b = model.cycles_bound(lay, part, wr, share=share)
+                b = model.cycles_bound(lay, part, wr, li, lo, share=share)
             except CapacityError:
                 continue
             assert b <= (c.cycles if share else c.compute + c.dram) + 1e-6, (lay.name, part)
@@ -275,3 +278,56 @@ def test_short_walks_counted_in_python_equal_numpys_count(monkeypatch, preset):
     fast = run()
     monkeypatch.setattr(node_model, "PYTHON_RUNS", -1)
     assert fast == run()
+
+
+def _random_part(rng, widest: int = 60) -> ConvPart:
+    """A random node part of a random convolution: channel counts around the PE
+    array's and the DMA's word (powers of two among them), kernels up to 7, strides up
+    to 2, grouped ones, rows and columns anywhere in the layer, maps up to *widest*
+    wide."""
+    groups = rng.choice((1, 1, 1, 2, 4))
+    c, k = (groups * rng.choice((rng.randint(1, 80), 8, 16, 32, 64, 128, 256))
+            for _ in range(2))
+    r = rng.choice((1, 3, 3, 5, 7))
+    s = rng.choice((r, 1)) if r > 1 else 1
+    stride = rng.choice((1, 1, 2))
+    pad = rng.randint(0, r // 2)
+    h, w = rng.randint(r, 60), rng.randint(s, widest)
+    p, q = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
+    r0 = rng.randint(0, p - 1)
+    c0 = rng.randint(0, q - 1)
+    return ConvPart(c=c, k=k, h=h, w=w, r=r, s=s, stride=stride, pad=pad, groups=groups,
+                    rows=(r0, rng.randint(r0 + 1, p)), cols=(c0, rng.randint(c0 + 1, q)))
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
+def test_node_bound_never_exceeds_the_task_lists_cycles(preset):
+    """:func:`~node_model.cycles_lower_bound` of random node parts, each in a random
+    pair of layouts, is at most the cycles of their task lists
+    (:func:`~node_model.part_cost`), single buffering among them, and exceeds the
+    engine's cycles (the bound it replaced) for a quarter of them at least."""
+    n = load_config(preset).nicepim
+    tm = node_model.NodeTiming(n)
+    rng = random.Random(SEED)
+    log.info("seed %d", SEED)
+    checked = above = single = 0
+    while checked < 400 or single < 20:
+        # (wide maps: tiles that fill whole buffers, without double buffering)
+        part = _random_part(rng, 60 if checked < 400 else 16 * n.obuf_lines)
+        li, lo = rng.choice(mapspace.LAYOUTS), rng.choice(mapspace.LAYOUTS)
+        try:
+            b_ = blocking(n, part)
+        except CapacityError:
+            continue
+        if (part.k * math.ceil(part.p / b_.per_rows) * math.ceil(b_.blocks / b_.cbs)
+                * math.ceil(part.r / b_.kr)) > 300 * n.pe_cols:
+            continue            # over 300 tiles: slow to cost, and no other kind of case
+        if checked >= 400 and b_.double:
+            continue
+        c = node_model.part_cost(n, part, li, lo, tm)
+        b = node_model.cycles_lower_bound(n, part, li, lo, tm)
+        assert b <= c.cycles + 1e-6, (part, li, lo, b, c.cycles)
+        checked += 1
+        single += not b_.double
+        above += b > c.engine + 1
+    assert above > checked // 4

@@ -35,7 +35,7 @@ from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 
 from .mapspace import Partition, layer_shape, spacing
 from .networks import Layer
-from .node_model import NodeTiming, part_cost
+from .node_model import NodeTiming, cycles_lower_bound, part_cost
 from .tiling import ConvPart, blocking
 
 __all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "LayerCost", "NodeModel",
@@ -66,6 +66,11 @@ class LayerCost:
 class NodeModel:
     """The per-node cost model of a config's ``nicepim`` section (see the module docstring)."""
 
+    #: Whether :meth:`cycles_bound` may use the node's DMA and controller
+    #: (:func:`~.node_model.cycles_lower_bound`, which holds for this model's timing and
+    #: engine only).
+    dma_bound = True
+
     def __init__(self, cfg):
         n = cfg.nicepim
         self.n = n
@@ -81,6 +86,8 @@ class NodeModel:
         self._layer: dict = {}              # layer_cost by the layer's shape and its LM
         self._node: dict = {}               # its node terms by the shape and the LM's sizes
         self._share: dict = {}              # share_cycles by its arguments
+        self._bound: dict = {}              # cycles_bound's node terms by shape, layouts
+        self._bound_share: dict = {}        # its sharing by shape
         self.memo: dict = {}                # the mapper's other results on this model
 
     # ---- the engine ---------------------------------------------------------------------
@@ -260,12 +267,15 @@ class NodeModel:
         return (nb * c * rows_in * cols_in * DATA_BITS // 8, w_elems * DATA_BITS // 8,
                 nb * k * p * q * PSUM_BITS // 8)
 
-    def cycles_bound(self, lay: Layer, part: Partition, wr: int, *,
-                     share: bool = True) -> float:
+    def cycles_bound(self, lay: Layer, part: Partition, wr: int, layout_in: int | None = None,
+                     layout_out: int | None = None, *, share: bool = True) -> float:
         """A lower bound of :meth:`layer_cost`'s ``compute + dram`` (plus its ``share``
         with *share*) that costs no task list: the engine's busy cycles (the node's
-        controller and DMA only add to them) and the exact data sharing. Layers without
-        MACs are cheap to cost, and bound at 0.
+        controller and DMA only add to them) and the exact data sharing; with the
+        layouts, the larger of that and the node's
+        :func:`~.node_model.cycles_lower_bound` (the DMA's tasks in a chain, and the
+        engine's between the first loads and the last store). Layers without MACs are
+        cheap to cost, and bound at 0.
 
         Raises
         ------
@@ -273,12 +283,48 @@ class NodeModel:
             The buffers cannot hold the LM's tiles (:meth:`compute_cycles`)."""
         if lay.kind not in ("conv", "fc", "matmul"):
             return 0.0
-        nb, c, k, p, q, groups = self._node_dims(lay, part.sizes)
-        eng = nb * self.compute_cycles(c, k, p, q, lay.r, lay.s, lay.stride, groups)[0]
-        if not share:
-            return float(eng)
-        return float(eng + self._sharing(lay, part, wr, nb,
-                                         *self._node_bytes(lay, nb, c, k, p, q, groups))[0])
+        shape = layer_shape(lay)
+        return self._bounded(lay, part, wr, layout_in, layout_out,
+                             self._bound.setdefault((shape, layout_in, layout_out), {}),
+                             self._bound_share.setdefault(shape, {}) if share else None)
+
+    def _bounded(self, lay: Layer, part: Partition, wr: int, layout_in: int | None,
+                 layout_out: int | None, nodes: dict, shares: dict | None) -> float:
+        """:meth:`cycles_bound` of a layer with MACs, its memo's entries for the layer's
+        shape and layouts (*nodes*, by the LM's sizes) and for its shape (*shares*, by
+        the LM and its weights' sharing set; ``None``: without the sharing)."""
+        sizes = part.sizes
+        got = nodes.get(sizes)
+        if got is None:
+            try:
+                got = self._node_bound(lay, sizes, layout_in, layout_out)
+            except CapacityError as e:
+                got = e
+            nodes[sizes] = got
+        if isinstance(got, CapacityError):
+            raise type(got)(*got.args)
+        node, nb, node_bytes = got
+        if shares is None:
+            return node
+        pb, _, pp, pq, _ = sizes
+        key = (part, math.ceil(pb * pp * pq / max(1, wr)))
+        cyc = shares.get(key)
+        if cyc is None:
+            cyc = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)[0]
+        return float(node + cyc)
+
+    def _node_bound(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
+                    layout_out: int | None) -> tuple[float, int, tuple[int, int, int]]:
+        """(:meth:`cycles_bound` without the sharing, samples, the node's input, weight
+        and output bytes) of a node's part, which depend on the LM only through its
+        parts' sizes."""
+        nb, c, k, p, q, groups = self._node_dims(lay, sizes)
+        eng = self.compute_cycles(c, k, p, q, lay.r, lay.s, lay.stride, groups)[0]
+        if self.dma_bound and layout_in is not None and layout_out is not None:
+            eng = max(eng, cycles_lower_bound(
+                self.n, self._conv_part(lay, c, k, p, q, groups), layout_in, layout_out,
+                self.timing))
+        return float(nb * eng), nb, self._node_bytes(lay, nb, c, k, p, q, groups)
 
     def cheapest(self, lay: Layer, parts, wr: int, layout_in: int, layout_out: int, *,
                  share: bool = True, keep: int = 1) -> list[tuple[LayerCost, Partition]]:
@@ -292,9 +338,15 @@ class NodeModel:
             return c.cycles if share else c.compute + c.dram
 
         order = []
+        macs = lay.kind in ("conv", "fc", "matmul")
+        if macs:                # (cycles_bound, its memo's entries looked up once)
+            shape = layer_shape(lay)
+            nodes = self._bound.setdefault((shape, layout_in, layout_out), {})
+            shares = self._bound_share.setdefault(shape, {}) if share else None
         for i, part in enumerate(parts):
             try:
-                b = self.cycles_bound(lay, part, wr, share=share)
+                b = (self._bounded(lay, part, wr, layout_in, layout_out, nodes, shares)
+                     if macs else 0.0)
             except CapacityError:
                 b = -math.inf           # the task list decides (it may still fit)
             order.append((b, i, part))
@@ -317,6 +369,14 @@ class NodeModel:
             del found[keep:]
         return [(c, part) for _, _, c, part in found]
 
+    def _conv_part(self, lay: Layer, c: int, k: int, p: int, q: int,
+                   groups: int) -> ConvPart:
+        """The node part :meth:`_node_terms` costs: the largest of each split (the
+        last)."""
+        return ConvPart(c=c, k=k, h=lay.h, w=lay.w, r=lay.r, s=lay.s, stride=lay.stride,
+                        pad=lay.pad, groups=groups, rows=(lay.p - p, lay.p),
+                        cols=(lay.q - q, lay.q))
+
     def _node_terms(self, lay: Layer, sizes: tuple[int, ...], layout_in: int,
                     layout_out: int) -> LayerCost | tuple:
         """What a node's part of *lay* costs that depends on the LM only through its
@@ -336,10 +396,8 @@ class NodeModel:
         r, s, st = lay.r, lay.s, lay.stride
         # the node's task list (:mod:`.node_model`), for the largest part (the last of
         # each split), its engine tiles from compute_cycles
-        node = part_cost(self.n, ConvPart(c=c, k=k, h=lay.h, w=lay.w, r=r, s=s, stride=st,
-                                          pad=lay.pad, groups=groups,
-                                          rows=(lay.p - p, lay.p), cols=(lay.q - q, lay.q)),
-                         layout_in, layout_out, self.timing)
+        node = part_cost(self.n, self._conv_part(lay, c, k, p, q, groups), layout_in,
+                         layout_out, self.timing)
         eng, _, _ = self.compute_cycles(c, k, p, q, r, s, st, groups)
         cyc = nb * (eng + node.overhead)
         dram = nb * (node.dma + node.refresh)
@@ -384,6 +442,8 @@ class WhatIfNodeModel(NodeModel):
       a read latency per word.
 
     The tiling, buffers, controller and NoC are :class:`NodeModel`'s."""
+
+    dma_bound = False
 
     def __init__(self, cfg, *, engine: bool = True, dma: bool = True):
         super().__init__(cfg)

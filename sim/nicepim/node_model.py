@@ -54,7 +54,8 @@ from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .tiling import ConvPart, blocking, tiles
 
 __all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "STORE_RMW", "STORE_START",
-           "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces", "part_cost", "schedule"]
+           "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces", "cycles_lower_bound",
+           "part_cost", "schedule"]
 
 #: Cycles of a SEND or WAIT task of its own (fetch, dispatch, the end seen) and of the
 #: final END.
@@ -568,26 +569,33 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     tasks = []      # (unit, busy cycles, buf, obuf, is a load) in list order
     band = 0
     loads, computes, stores = [], [], []
+    # (the ops as plain ints: an IntEnum hashes slowly, and the DMA's caches hash them)
+    op_w, op_i, op_s, op_c = int(Op.LOAD_W), int(Op.LOAD_I), int(Op.STORE), int(Op.COMPUTE)
+    dims_w, dims_i, dims_o = (og, cg, part.r, part.s), (1, ci, hi, wi), (1, og, P, Q)
+    dma, stretch = tm.dma, tm.stretch
+    engine: dict = {}       # tile_cycles by (cb, kh, oh)
     for i, t in enumerate(tiles(n, part)):
         buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
         nh = (t.oh - 1) * st + t.kh
-        cw, ww, rw, ew = tm.dma(Op.LOAD_W, w_layout, (og, cg, part.r, part.s), t.co,
-                                t.b0 * R, t.u0, 0, t.cb, t.kh, part.s)
-        ck, wk, rk, ek = tm.dma(Op.LOAD_I, x_layout, (1, ci, hi, wi), 0, t.g * cg + t.b0 * R,
-                                t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
-        loads.append([("d", cw * tm.stretch, buf, obuf, True, Op.LOAD_W),
-                      ("d", ck * tm.stretch, buf, obuf, True, Op.LOAD_I)])
+        cw, ww, rw, ew = dma(op_w, w_layout, dims_w, t.co, t.b0 * R, t.u0, 0, t.cb, t.kh,
+                             part.s)
+        ck, wk, rk, ek = dma(op_i, x_layout, dims_i, 0, t.g * cg + t.b0 * R,
+                             t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
+        loads.append([("d", cw * stretch, buf, obuf, True, op_w),
+                      ("d", ck * stretch, buf, obuf, True, op_i)])
         wrd += ww + wk
         rows += rw + rk
         el += ew + ek
-        computes.append(("e", tile_cycles(pe_rows=R, pe_cols=C, cb=t.cb, kh=t.kh, kw=part.s,
-                                          oh=t.oh, ow=Q), buf, obuf, False, Op.COMPUTE))
+        ekey = (t.cb, t.kh, t.oh)
+        cyc = engine.get(ekey)
+        if cyc is None:
+            cyc = engine[ekey] = tile_cycles(pe_rows=R, pe_cols=C, cb=t.cb, kh=t.kh,
+                                             kw=part.s, oh=t.oh, ow=Q)
+        computes.append(("e", cyc, buf, obuf, False, op_c))
         if t.store:
-            dims_o = (1, og, P, Q)
-            cs, ws_, rs, es = tm.dma(Op.STORE, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1,
-                                     t.oh, Q)
+            cs, ws_, rs, es = dma(op_s, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1, t.oh, Q)
             rmw = tm.store_rmw(o_layout, dims_o, 0, t.co, t.o0 - lo, 0, t.oh, Q)
-            stores.append([("d", cs * tm.stretch, buf, obuf, False, Op.STORE)])
+            stores.append([("d", cs * stretch, buf, obuf, False, op_s)])
             wrd += rmw
             wwr += ws_
             rows += rs
@@ -608,7 +616,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         prev = None
         for k, x in enumerate(piece):      # a load after a store waits for its writes
             if x[0] == "d":
-                if x[4] and prev == Op.STORE:
+                if x[4] and prev == op_s:
                     piece[k] = (x[0], x[1] + tm.after_store * tm.stretch, *x[2:])
                 prev = x[5]
         c_, e_, d_, o_ = schedule(piece)
@@ -702,3 +710,236 @@ def schedule(tasks) -> tuple[float, float, float, float]:
             both += min(b_, dspans[j][1]) - max(a, dspans[j][0])
             j += 1
     return end + 1, sum(b_ - a for a, b_ in spans["e"]), sum(b_ - a for a, b_ in dspans), both
+
+
+@functools.lru_cache(maxsize=65536)
+def _apart(L: int, levels: tuple, U: int, off: int | None = None) -> bool:
+    """Whether no two consecutive runs of a walk (runs of *L* elements repeated by
+    *levels* ``((count, stride), ...)``, inner first) can end and start in one unit of
+    ``U`` elements, wherever the walk starts: every step from one run's start to the
+    next's is at least ``U + L - 1`` forward, or back to at least ``U`` before the
+    last run's end. Or else, with the walk's first element *off*: every stride is a
+    multiple of ``U``, no step is 0 and the run at *off* lies in one unit (then every
+    run lies in a unit of its own). Then the walk touches at least one unit a run,
+    consecutively distinct, and (``L < U``) covers each unit it visits only in part.
+    Forward steps hold as well for runs of at most *L*; back steps need *L* exact."""
+    steps, back = [], 0
+    for cnt, stride in levels:
+        if cnt > 1:
+            steps.append((stride - back, stride))
+            back += (cnt - 1) * stride
+    if all(d <= L - 1 - U or d >= U + L - 1 for d, _ in steps):
+        return True
+    return (off is not None and off % U + L <= U
+            and all(d != 0 and stride % U == 0 for d, stride in steps))
+
+
+def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
+                       o_layout: int = Layout.NCHW, timing: NodeTiming | None = None,
+                       w_layout: int = Layout.CHWN) -> float:
+    """A lower bound of :func:`part_cost`'s ``cycles`` that builds no task list and
+    counts no DRAM word one by one: from the tiles' sizes (:func:`~.tiling.blocking`)
+    and their windows' rows and lanes, a loop over bands and chunks, not tiles.
+
+    Two chains of tasks that each run one after the other bound the node's cycles:
+
+    * the DMA's tasks. A load is at least its groups (:meth:`NodeTiming.groups`: an
+      element in NCHW, at least a line otherwise; weights in CHWN at least a line)
+      and, when it reads, its ``col_gap`` a word and ``tRP + tRCD`` for every row
+      after the first, plus :data:`LOAD_START` and the precharge; a store at least
+      its groups, :data:`STORE_START` and :data:`STORE_RMW` for each word it covers
+      only in part. Words, rows and partly covered words are counted only where they
+      are certain: where no two consecutive runs of a walk can share a unit
+      (:func:`_apart`: one unit a run at least), and where no step of a walk skips a
+      unit (it touches every unit from its first element's to its last one's: an
+      NCHW[C8] pixel's channel blocks, counted exactly or on whole pixels, and the
+      weights' walks counted exactly); a task's walks, counted together, share at
+      most one unit where one walk ends and the next begins. All is
+      stretched by refresh; each run of the task memory (:func:`cut_pieces`, at
+      most one per band) gives back a precharge.
+    * the engine's tiles, the first only once the first tile's loads are in and the
+      last band's store only once the last tile is done; and so in every run of the
+      task memory, of which there are at least as many as its size goes into the
+      tasks when no band fills it.
+
+    Without double buffering every task waits for both units, and the two chains are
+    one.
+    """
+    return _bound(timing or NodeTiming(n), part, int(x_layout), int(o_layout), int(w_layout))
+
+
+@functools.lru_cache(maxsize=65536)
+def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
+           w_layout: int) -> float:
+    n = tm.n
+    R, C = n.pe_rows, n.pe_cols
+    b = blocking(n, part)
+    st, s, q, pad = part.stride, part.s, part.q, part.pad
+    cg, og = part.c // part.groups, part.k // part.groups
+    ci, hi, wi = part.x_dims
+    xr, xc = part.x_rows[0], part.x_cols[0]
+    lo = part.rows[0]
+    full, last = divmod(part.p, b.per_rows)
+    bands = [(lo + i * b.per_rows, b.per_rows) for i in range(full)]
+    if last:
+        bands.append((lo + full * b.per_rows, last))
+    chunks = [(b0, min(b.cbs, b.blocks - b0)) for b0 in range(0, b.blocks, b.cbs)]
+    kbands = [(u0, min(b.kr, part.r - u0)) for u0 in range(0, part.r, b.kr)]
+    cos = range(0, og, C)
+    per_band = len(chunks) * len(kbands)
+    n_tiles = part.groups * len(cos) * len(bands) * per_band
+    n_stores = part.groups * len(cos) * len(bands)
+    trp = tm.t.tRP
+    per_i = tm.word_bits // DATA_BITS
+    per_o = tm.word_bits // PSUM_BITS
+    row_i = tm.row_words * per_i
+    # -- the weights (the same for every band and group): groups, words, rows
+    w_lanes = R if w_layout == Layout.CHWN else R * C
+    w_groups = b.blocks * part.r * s * w_lanes * len(bands) * len(cos)
+    w_words = w_rows = 0
+    if w_layout == Layout.CHWN:
+        # a run a kept input channel and kernel position; every step at least ``og``
+        runs = cg * part.r * s * len(bands)
+        joins = len(bands) * len(kbands) * sum(cb - 1 for _, cb in chunks)
+        # (a task's count is exact, which the aligned case needs, when it has at most
+        # EXACT_RUNS runs)
+        exact = max(cb for _, cb in chunks) * R * b.kr * s <= EXACT_RUNS
+        vrs = [min(R, cg - i * R) for i in range(b.blocks)]
+        dense: dict = {}
+        for co in cos:
+            vn = min(C, og - co)
+            lv = ((s, og), (2, s * og), (2, part.r * s * og))
+            for U, is_row in ((per_i, False), (row_i, True)):
+                if _apart(vn, lv, U, co if exact else None):
+                    units = runs * -(-vn // U)
+                elif exact and og * (s * (part.r - 1) + 1) - vn + 1 <= U:
+                    # no step skips a unit: a walk touches every unit from its first
+                    # element to its last
+                    units = dense.get((vn, U))
+                    if units is None:
+                        units = dense[vn, U] = len(bands) * sum(
+                            -(-((s - 1) * og + (kh - 1) * s * og + (vr - 1) * part.r * s * og
+                                + vn) // U) for _, kh in kbands for vr in vrs)
+                else:
+                    continue
+                if is_row:
+                    w_rows += units - joins
+                else:
+                    w_words += units - joins
+    n_w = n_tiles
+    w_dur = (max(w_groups * part.groups,
+                 (tm.col_gap * w_words + tm.row * w_rows) * part.groups - tm.row * n_w)
+             + n_w * (LOAD_START + trp))
+    # -- the input: the rows of each (band, kernel band) inside the sub-tensor
+    nw = b.nw
+    w0 = part.cols[0] * st - pad - xc
+    vw = _clip(w0, nw, wi)[1]
+    vh_sum = n_read = 0
+    for o0, oh in bands:
+        for u0, kh in kbands:
+            h0 = o0 * st - pad + u0 - xr            # (:func:`_clip`, inline)
+            vh = min(h0 + (oh - 1) * st + kh, hi) - max(h0, 0)
+            if vh > 0:
+                vh_sum += vh
+                n_read += vw > 0
+    i_lanes = R if x_layout == Layout.NCHW else 1
+    i_groups = len(cos) * nw * i_lanes * b.blocks * sum(
+        len(kbands) * (oh - 1) * st + part.r for _, oh in bands)
+    i_words = i_rows = 0
+    if vw and x_layout != Layout.NCHW:
+        plane = hi * wi * C_BLOCK
+        i_exact = b.cbs * vw * ((b.per_rows - 1) * st + b.kr) <= EXACT_RUNS
+        for g in range(part.groups):
+            for b0, cb in chunks:
+                seqs = 0
+                rw = [0, 0]
+                for k in range(cb):
+                    cs, v = _clip(g * cg + (b0 + k) * R, R, ci)
+                    if not v:
+                        continue
+                    seqs += 1
+                    if x_layout == Layout.NHWC:
+                        L, lv, per_pix, off = v, ((vw, ci), (2, wi * ci)), 1, cs
+                    else:
+                        first, last_ = cs // C_BLOCK, (cs + v - 1) // C_BLOCK
+                        off = None
+                        if first == last_:
+                            L, lv = v, ((vw, C_BLOCK), (2, wi * C_BLOCK))
+                        else:
+                            L, lv = C_BLOCK, ((last_ - first + 1, plane), (vw, C_BLOCK),
+                                              (2, wi * C_BLOCK))
+                        per_pix = 1 if first == last_ else last_ - first + 1
+                    for j, U in enumerate((per_i, row_i)):
+                        if _apart(L, lv, U, off if i_exact else None):
+                            rw[j] += per_pix * vw * -(-L // U)
+                        elif per_pix > 1 and plane < U + L - 1:
+                            # a pixel's blocks skip no unit: they touch every unit from
+                            # the first block's to the last one's (counted exactly or
+                            # on whole pixels, :func:`_prefix`)
+                            span = (per_pix - 1) * plane + L
+                            if _apart(span, lv[1:], U):
+                                rw[j] += vw * -(-span // U)
+                # every tile of this chunk: its rows inside, less the joins of its walks
+                for j in range(2):
+                    if rw[j]:
+                        add = len(cos) * (rw[j] * vh_sum - max(0, seqs - 1) * n_read)
+                        if j == 0:
+                            i_words += add
+                        else:
+                            i_rows += add
+    n_i = n_tiles
+    i_dur = (max(i_groups * part.groups,
+                 tm.col_gap * i_words + tm.row * i_rows - tm.row * n_i)
+             + part.groups * len(cos) * len(chunks) * n_read * (LOAD_START + trp))
+    # -- the stores: one a band and output-channel block
+    o_lanes = C if o_layout == Layout.NCHW else 1
+    o_groups = part.groups * len(cos) * part.p * q * o_lanes
+    rmw = 0
+    ohs = [(b.per_rows, full)] + ([(last, 1)] if last else [])
+    for co in cos:
+        vc = min(C, og - co)
+        for oh, times in ohs:
+            off = None           # (a store's partly written words are counted exactly)
+            if o_layout == Layout.NCHW:
+                L, lv, runs = q * oh, ((vc, part.p * q),), vc
+            elif o_layout == Layout.NHWC:
+                L, lv, runs, off = vc, ((q, og), (oh, q * og)), q * oh, co
+            else:
+                # a pixel's lanes, block by block (8 a run at most: the first and last
+                # block may hold fewer, the first starting inside its block), then the
+                # next pixel's: apart when the blocks are a unit apart and the step
+                # back, from a block's start to 15 elements past the first block's
+                # start, a unit
+                first, last_ = co // C_BLOCK, (co + vc - 1) // C_BLOCK
+                plane = part.p * q * C_BLOCK
+                if (last_ > first and C_BLOCK < per_o and plane >= per_o + C_BLOCK - 1
+                        and (last_ - first) * plane >= per_o + 2 * C_BLOCK - 1):
+                    rmw += times * (last_ - first + 1) * q * oh
+                continue
+            if L < per_o and _apart(L, lv, per_o, off):
+                rmw += times * runs
+    s_dur = o_groups + n_stores * STORE_START + part.groups * rmw * STORE_RMW
+    dma = (tm.stretch * (w_dur + i_dur + s_dur) + 2 * n_tiles + n_stores
+           - n_stores * max(0, trp - 2))
+    # -- the engine between the first loads and the last store
+    eng = part.groups * len(cos) * sum(
+        times * sum(tile_cycles(pe_rows=R, pe_cols=C, cb=cb, kh=kh, kw=s, oh=oh, ow=q) + 1
+                    for _, cb in chunks for _, kh in kbands) for oh, times in ohs)
+    if not b.double:            # every task waits for both units: one chain of all
+        return eng + dma
+    cb0, kh0, oh0 = chunks[0][1], kbands[0][1], bands[0][1]
+    first = tm.stretch * (cb0 * kh0 * s * w_lanes + LOAD_START + trp
+                          + cb0 * ((oh0 - 1) * st + kh0) * nw * i_lanes)
+    store = tm.stretch * (bands[-1][1] * q * o_lanes + STORE_START)
+    chain = eng + first - trp + store - (n_stores - 1) * max(0, trp - 3)
+    most = n.task_entries - 1
+    if 3 * per_band + 5 <= most:
+        # no band fills the task memory: at least ceil(tasks / most) runs, each with
+        # a tile's loads before its first tile and a band's store after its last
+        cb1, kh1 = min(cb for _, cb in chunks), min(kh for _, kh in kbands)
+        oh1 = min(oh for _, oh in bands)
+        ends = tm.stretch * (cb1 * kh1 * s * w_lanes + LOAD_START + trp
+                             + cb1 * ((oh1 - 1) * st + kh1) * nw * i_lanes
+                             + oh1 * q * o_lanes + STORE_START) - trp
+        chain = max(chain, eng + -(-(3 * n_tiles + n_stores) // most) * ends)
+    return max(dma, chain)

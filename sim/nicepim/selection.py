@@ -232,6 +232,8 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
                 rest.append((c.cycles, i, c, part))
         tries += [(c, part) for _, _, c, part in sorted(rest, key=lambda t: t[:2])]
         for c, part in tries:
+            if best is not None and c.cycles >= best[0]:
+                continue        # a movement (never negative) cannot make it faster
             move = 0
             if preds:           # memoized by the model (:func:`.movement.redistribution`)
                 move = redistribution(model, array, preds, Placement(lay, part, tuple(region)))[0]

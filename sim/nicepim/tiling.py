@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pimforge.gen.errors import CapacityError
 
@@ -160,11 +161,11 @@ def _blocking(n, part: ConvPart, split: int) -> Blocking:
     return Blocking(per_rows, cbs, kr, blocks, nw, split > 1)
 
 
-@dataclass(frozen=True)
-class Tile:
+class Tile(NamedTuple):
     """One tile of the loop: group ``g``, output channels from ``co``, output rows
     ``[o0, o0 + oh)`` (layer coordinates), channel blocks ``[b0, b0 + cb)``, kernel rows
-    ``[u0, u0 + kh)``; ``store``: the band's last tile (a ``STORE`` follows)."""
+    ``[u0, u0 + kh)``; ``store``: the band's last tile (a ``STORE`` follows). A named
+    tuple: the cost model makes one per tile of every part it costs."""
 
     g: int
     co: int
