@@ -30,14 +30,17 @@ simulators the paper's design was chosen with).
 Scaling ("with the area, frequency and technology node", Sec. VIII-C): the GPU's
 latency is multiplied by ``(A_gpu (28/12)^2 / A_pim) (f_gpu / f_pim)``: the V100's die
 (815 mm^2, TSMC 12 nm; NVIDIA's Volta whitepaper) grown to 28 nm by the ideal area
-rule (:func:`pimforge.gen.area.node_scale`) over the 48 mm^2 NicePIM's NN engines may
-take (Table II), times 1530 MHz over 400 MHz. The paper does not give its formula;
-this is one reading of it, and the raw ratio is printed beside the scaled one.
+rule (:func:`pimforge.gen.area.node_scale`) over the NN engines' area, times 1530 MHz
+over 400 MHz. ``A_pim`` is by default our area model's area of the config's engines
+(``--area model``: :func:`pimforge.sim.nicepim.area.total_area_mm2`, 69.6 mm^2 for
+``nicepim_gpu``), or the 48 mm^2 the engines may take by Table II (``--area paper``).
+The paper does not give its formula; this is one reading of it, and the raw ratio is
+printed beside the scaled one.
 
     python scripts/nicepim/nicepim_v100.py [--nets vgg16,...] [--launch-us 5]
                                    [--pim-batches 1,2,4,8,16]
                                    [--node rtl|ideal|ideal-engine|ideal-dma]
-                                   [--json build/nicepim_v100.json]
+                                   [--area model|paper] [--json build/nicepim_v100.json]
 """
 
 from __future__ import annotations
@@ -53,10 +56,11 @@ from pimforge.gen.output import write_json
 from pimforge.sim.capsnet.gpu_roofline import V100
 from pimforge.sim.nicepim import mapper
 from pimforge.sim.nicepim import networks as nets
+from pimforge.sim.nicepim.area import AREA_CONSTRAINT_MM2, total_area_mm2
 from pimforge.sim.nicepim.gpu_roofline import V100_TENSOR, best_per_sample
 
 V100_AREA_MM2, V100_NM, V100_MHZ = 815.0, 12.0, 1530.0
-PIM_AREA_MM2, PIM_NM = 48.0, 28.0
+PIM_NM = 28.0
 
 
 def main() -> None:
@@ -67,6 +71,9 @@ def main() -> None:
     p.add_argument("--node", choices=tuple(mapper.WHAT_IF), default="rtl")
     p.add_argument("--pim-batches", default="1,2,4,8,16",
                    help="NicePIM's batch sizes to try (default 1,2,4,8,16)")
+    p.add_argument("--area", choices=("model", "paper"), default="model",
+                   help="the PIM side's area: our area model's for --config (default) or "
+                        "Table II's 48 mm^2 budget")
     p.add_argument("--json", default="build/nicepim_v100.json")
     args = p.parse_args()
     try:
@@ -77,9 +84,11 @@ def main() -> None:
         p.error(f"--pim-batches must be batch sizes like 1,4,16, not {args.pim_batches!r}")
     cfg = load_config(args.config)
     f_pim = cfg.freq_mhz
-    scale = (V100_AREA_MM2 * node_scale(PIM_NM, V100_NM) / PIM_AREA_MM2) * (V100_MHZ / f_pim)
+    pim_area = (float(total_area_mm2(cfg.nicepim)) if args.area == "model"
+                else AREA_CONSTRAINT_MM2)
+    scale = (V100_AREA_MM2 * node_scale(PIM_NM, V100_NM) / pim_area) * (V100_MHZ / f_pim)
     print(f"scale on the GPU's latency: ({V100_AREA_MM2:.0f} mm^2 x "
-          f"{node_scale(PIM_NM, V100_NM):.2f} / {PIM_AREA_MM2:.0f} mm^2) x "
+          f"{node_scale(PIM_NM, V100_NM):.2f} / {pim_area:.1f} mm^2, {args.area}) x "
           f"({V100_MHZ:.0f} / {f_pim:.0f} MHz) = {scale:.1f}")
     print(f"{'network':10s} {'NicePIM ms':>10s} {'b':>3s} {'FP16 ms':>8s} {'b':>5s} "
           f"{'FP32 ms':>8s} {'b':>5s} {'raw FP16':>8s} {'scaled FP16':>11s} "
@@ -113,7 +122,8 @@ def main() -> None:
               f"{row['fp32']['batch']:5d} {row['fp16']['raw_ratio']:8.3f} "
               f"{row['fp16']['scaled_ratio']:11.1f} {row['fp32']['scaled_ratio']:11.1f} "
               f"{row['seconds']:5.1f}", flush=True)
-        write_json(args.json, {"scale": scale, "launch_us": args.launch_us,
+        write_json(args.json, {"scale": scale, "pim_area_mm2": pim_area, "area": args.area,
+                               "launch_us": args.launch_us,
                                "node": args.node, "rows": rows})
     ok = [r for r in rows if "error" not in r]
     for label in ("fp16", "fp32") if ok else ():
