@@ -21,7 +21,7 @@ from pimforge.gen.cli import main as pimforge
 from pimforge.gen.config import load_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from report import md_table, write_json  # noqa: E402
+from report import check_outputs, md_table, write_json  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -31,6 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mapper", choices=["nicepim", "baseline"], default="nicepim")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    check_outputs(ap, json=args.json)
     n = load_config(args.config).nicepim
     pes = n.nodes * n.pe_rows * n.pe_cols
     with tempfile.TemporaryDirectory() as td:
