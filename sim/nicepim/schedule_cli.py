@@ -11,9 +11,7 @@ cycles and busiest link are reported beside the model's.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-import warnings
 from dataclasses import replace
 
 from pimforge.gen.args import (
@@ -81,7 +79,6 @@ def run(args) -> int:
         if flit_bits & (flit_bits - 1):
             raise PimforgeError(f"--rtl needs --flit-bits a power of two, not {flit_bits}")
         cfg = rtl_config(cfg, rows, cols, flit_bits)
-        _check_probes(cfg)
         from .. import verilator as vl
 
         vl.preflight()
@@ -119,28 +116,6 @@ def run(args) -> int:
     if args.json:
         write_json(args.json, stamp(out, "pimforge.schedule.sharing", 1, cfg))
     return 0
-
-
-#: Widest value Amaranth builds: the driver wrapper carries all link probes in one.
-_MAX_PROBE_BITS = (1 << 16) - 1
-
-
-def _check_probes(cfg) -> None:
-    from amaranth.hdl import UnusedElaboratable
-
-    from pimforge.rtl.noc.mesh import from_config
-
-    with warnings.catch_warnings():
-        # built only to be measured: freed (and so warned about) inside this block
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        mesh = from_config(cfg, probes=True)
-        bits = len(mesh.probe_links) * mesh.probe_layout.size
-        del mesh
-        gc.collect()
-    if bits > _MAX_PROBE_BITS:
-        raise PimforgeError(f"--rtl: the {cfg.noc.rows}x{cfg.noc.cols} mesh's link probes "
-                            f"are {bits} bits, more than the {_MAX_PROBE_BITS} the NoC "
-                            "driver's wrapper carries; run --rtl on a smaller mesh")
 
 
 def router_vcs(cfg) -> int:
