@@ -221,11 +221,41 @@ def test_c_split_partial_sums_gathered_over_the_noc(cfg, exe):
     assert [res[k].gather_perf["sent"] for k in (2, 3)] == [words, words]
     assert res[1].gather_perf["received"] == 2 * words
     assert res[1].gather_perf["waiting"] > 0
-    # the senders read only, the receiver writes only: no row switches; nodes 2 and 3
-    # send at once, so the gather takes one sharing step of the model (the longer path)
+    # the senders read only; the receiver writes each sender's words from the row after
+    # its own output on, the two regions row-aligned one after the other
     from pimforge.sim.nicepim.node_model import NodeTiming
-    step = NodeTiming(cfg.nicepim).share_step(words, 0, 2)
+    row = cfg.nicepim.row_words
+    first = -(-words // row) * row
+    step = NodeTiming(cfg.nicepim).gather_step(words, 2, (first, first + first))
     assert abs(step / res[1].gather_perf["cycles"] - 1) <= 0.05
+
+
+def test_share_unit_sends_a_message_per_link_slot(cfg, exe):
+    """One node sends 200 words to its neighbour, which only receives: the data-sharing
+    unit keeps reads in flight, so after the first read's latency a message leaves
+    every MESSAGE_FLITS + HEAD_CYCLES_PER_HOP - 1 cycles (the next router's pace per
+    packet), not a read latency per word; every word lands where it was sent, and
+    NodeTiming.share_step is within 5% of the sender's cycles."""
+    from pimforge.rtl.nicepim.params import Op
+    from pimforge.sim.nicepim.node_model import NodeTiming
+    from pimforge.sim.nicepim.rtl_run import run_array, task
+
+    n = cfg.nicepim
+    rng = random.Random(SEED)
+    words = 200
+    src = {a: rng.getrandbits(n.node_bank_bits) | 1 for a in range(words)}
+    dest = 3 * n.row_words
+    tasks = {2: [task(Op.SEND, base=0, dest=dest, count=words, node=1 | 1 << 4),
+                 task(Op.END)],
+             3: [task(Op.WAIT, dest=words), task(Op.END)]}
+    run = run_array(cfg, tasks, {2: src}, exe=exe)
+    assert all(run.dram[3].get(dest + a) == v for a, v in src.items()), SEED
+    tm = NodeTiming(n)
+    busy = run.perf["share_busy"][2]
+    first = tm.word + tm.first_row                   # the first read, its row opened
+    assert words * tm.share_period <= busy <= words * tm.share_period + first + 8, busy
+    model = tm.share_step(words, 1)
+    assert abs(model / max(run.perf["cycles"][k] for k in (2, 3)) - 1) <= 0.05
 
 
 @pytest.mark.parametrize("ring, words, spacing", costmodel_check.RINGS)

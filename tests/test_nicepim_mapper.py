@@ -253,7 +253,8 @@ def test_redistribution_hand_count():
     """A 4-channel 2x2 map made split by channels over two nodes side by side, read
     split by rows: each node sends the other half of its channels of the other row,
     4 elements (8 bytes), one hop, one DRAM word each way: one message of 3 flits
-    (address, two halves), sent by the data-sharing unit in one word time."""
+    (address, two halves), sent by the data-sharing unit in one word time (the read,
+    the message and the write at the other end, :meth:`NodeTiming.share_busy`)."""
     cfg = load_config("nicepim_16x16")                   # 16-byte words, 8-byte flits
     model = mapper.NodeModel(cfg)
     tm = model.timing
@@ -262,16 +263,20 @@ def test_redistribution_hand_count():
     src = mapper.Placement(prod, _part(k=(1, 2)), (3, 5, 1, 2))
     dst = mapper.Placement(cons, _part(p=(1, 2)), (3, 5, 1, 2))
     cyc, bit_hops = mapper.redistribution(model, (16, 16), [src], dst)
-    word = (tm.word + MESSAGE_FLITS) * (1 + tm.refresh_cycles / tm.tREFI)
-    assert cyc == math.ceil(word) + HEAD_CYCLES_PER_HOP * 2 - 1
+    word = tm.share_busy(1, 1, 1)        # a read, a message, the received word's write
+    assert cyc == math.ceil(max(MESSAGE_FLITS + HEAD_CYCLES_PER_HOP * 2 - 1, word))
     assert bit_hops == 2 * MESSAGE_FLITS * 8 * 8
     # the same split on both sides moves nothing
     same = mapper.Placement(cons, _part(k=(1, 2)), (3, 5, 1, 2))
     assert mapper.redistribution(model, (16, 16), [src], same) == (0, 0.0)
-    # two hops away (one node between): twice the bit-hops, one more hop of pipeline
+    # two columns on (no node of both): each source sends a word to each destination,
+    # up to 3 hops; the link between the two pairs carries all four messages; a node
+    # only sends or only receives, so no unit switches rows between its reads and writes
     far = mapper.Placement(cons, _part(p=(1, 2)), (3, 7, 1, 2))
     cyc2, bh2 = mapper.redistribution(model, (16, 16), [src], far)
-    assert bh2 > bit_hops and cyc2 > cyc
+    assert bh2 > bit_hops
+    assert cyc2 == math.ceil(max(4 * MESSAGE_FLITS + HEAD_CYCLES_PER_HOP * 4 - 1,
+                                 tm.share_busy(2, 0, 3), tm.share_busy(0, 2, 3)))
 
 
 @pytest.mark.parametrize("case", range(8))
@@ -347,11 +352,10 @@ def test_noc_transfer_loads_equal_a_walk_of_the_xy_routes(case, preset):
             y = ny
         hops = max(hops, abs(ys - yd) + abs(xs - xd))
     tm = model.timing                        # the busiest sender's data-sharing unit
-    unit = max((w * (tm.word + MESSAGE_FLITS) + max(0, min(w, got.get(nd, 0)) - 2)
-                * (tm.row + MESSAGE_FLITS)) * (1 + tm.refresh_cycles / tm.tREFI)
-               for nd, w in sent.items())
-    want = (math.ceil(max(max(links.values()), max(ports.values()), unit))
-            + HEAD_CYCLES_PER_HOP * (hops + 1) - 1)
+    unit = max(tm.share_busy(sent.get(nd, 0), got.get(nd, 0), hops)
+               for nd in set(sent) | set(got))
+    want = math.ceil(max(max(max(links.values()), max(ports.values()))
+                         + HEAD_CYCLES_PER_HOP * (hops + 1) - 1, unit))
     cyc, _ = mapper.noc_transfer(model, (H, W), np.array(rows, dtype=float))
     assert cyc == pytest.approx(want)
 

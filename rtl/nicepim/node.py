@@ -44,6 +44,8 @@ COUNTERS = (
 #: DRAM reads the tensor DMA keeps in flight: the bank controller's read latency over its
 #: column gap (8 / 2 cycles) plus its request queue, rounded up to a power of two.
 DMA_INFLIGHT = 8
+#: Requests the node's bank controller queues.
+QUEUE_DEPTH = 4
 
 
 class PIMNode(wiring.Component):
@@ -122,7 +124,7 @@ class PIMNode(wiring.Component):
 
     def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
                  obuf_lines: int, task_entries: int, timing: Timing, rows: int, columns: int,
-                 word_bytes: int, queue_depth: int = 4, scheduler: str = "frfcfs",
+                 word_bytes: int, queue_depth: int = QUEUE_DEPTH, scheduler: str = "frfcfs",
                  page_policy: str = "open", link: NoCLink.Signature, depth: int,
                  packet_flits: int):
         check_int("word_bytes", word_bytes, 8, 256)
@@ -141,7 +143,8 @@ class PIMNode(wiring.Component):
         self._dma = TensorDMA(pe_rows=pe_rows, pe_cols=pe_cols, ibuf_lines=ibuf_lines,
                               wbuf_lines=wbuf_lines, obuf_lines=obuf_lines, port=port,
                               inflight=DMA_INFLIGHT)
-        self._share = DataShare(link=link, packet_flits=packet_flits, port=port)
+        self._share = DataShare(link=link, packet_flits=packet_flits, port=port,
+                                inflight=DMA_INFLIGHT)
         self._ni = NetworkInterface(link=link, depth=depth, packet_flits=packet_flits)
         self._ctrl = NodeController(task_entries=task_entries)
         self._dram = probe

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
 
 from ..mem.port import VaultPortSignature
 from ..noc.flit import NoCLink
 from ..noc.ni import recv_layout, send_layout
-from ..params import check
+from ..params import check, check_pow2
 from .params import TASK_LAYOUT
 
 __all__ = ["DataShare", "MESSAGE_FLITS"]
@@ -25,8 +27,11 @@ class DataShare(wiring.Component):
     ``SEND``: for ``k < count``, read word ``base + k`` of this node's DRAM and send
     it to node ``node`` (``x | y << 4``) as one message of :data:`MESSAGE_FLITS`
     flits (the flit is half a DRAM word): the destination word ``dest + k``, then the
-    word, low half first. One word is in flight at a time: a word takes the DRAM
-    read latency plus the three flits' injection.
+    word, low half first. Up to *inflight* reads are in flight, each tagged with its
+    slot of a reorder buffer (the bank controller may answer out of order); the
+    messages leave in order, one as soon as the network interface takes the one
+    before (a message a :data:`MESSAGE_FLITS` cycles at the link's flit rate), so the
+    DRAM's read latency is paid once per ``SEND``, not once per word.
 
     Receiving runs whatever the task list does (so that two nodes sending to each
     other never wait on each other): every message that arrives is written to the
@@ -40,14 +45,16 @@ class DataShare(wiring.Component):
     packet_flits : int
         The network interface's longest message (at least :data:`MESSAGE_FLITS`).
     port : VaultPortSignature
-        The node's DRAM port.
+        The node's DRAM port; its tag must hold a reorder-buffer slot.
+    inflight : int
+        Reads in flight (a power of two).
 
     Attributes
     ----------
     task : In(TASK_LAYOUT)
     start : In(1)
     busy, stall : Out(1)
-        A ``SEND`` is running; it waits for the DRAM or the network.
+        A ``SEND`` is running; it has no word read to send (waits for the DRAM).
     rd_dram, wr_dram : Out(port)
         Reads of the words sent; writes of the words received.
     send : Out(stream.Signature(send_layout))
@@ -59,7 +66,10 @@ class DataShare(wiring.Component):
     """
 
     def __init__(self, *, link: NoCLink.Signature, packet_flits: int,
-                 port: VaultPortSignature):
+                 port: VaultPortSignature, inflight: int = 8):
+        check_pow2("inflight", inflight, 1, 256)
+        check(port.tag_bits >= exact_log2(inflight), "port.tag_bits", port.tag_bits,
+              f"at least {exact_log2(inflight)} (a reorder-buffer slot of {inflight})")
         check(packet_flits >= MESSAGE_FLITS, "packet_flits", packet_flits,
               f"at least {MESSAGE_FLITS} (an address flit and a DRAM word in two flits)")
         check(port.data_bits == 2 * link.flit_bits, "link.flit_bits", link.flit_bits,
@@ -67,6 +77,7 @@ class DataShare(wiring.Component):
         check(link.flit_bits >= port.row_bits + port.col_bits, "link.flit_bits",
               link.flit_bits, "wide enough for a DRAM word address")
         self.link, self.packet_flits, self.port = link, packet_flits, port
+        self.inflight = inflight
         super().__init__({
             "task": In(TASK_LAYOUT), "start": In(1), "busy": Out(1), "stall": Out(1),
             "rd_dram": Out(port), "wr_dram": Out(port),
@@ -93,40 +104,45 @@ class DataShare(wiring.Component):
         with m.If(wr.valid & wr.ready):
             m.d.sync += self.received.eq(self.received + 1)
 
-        # ---- send ---------------------------------------------------------------------
+        # ---- send: reads issued ahead, messages popped in order ---------------------
+        Q = self.inflight
+        qb = exact_log2(Q)
         rd, resp = self.rd_dram.req, self.rd_dram.resp
-        k = Signal(16)
-        word = Signal(2 * B)
-        m.d.comb += [resp.ready.eq(1), *addr(rd, t.base + k)]
+        iss = Signal(16)        # words whose read was issued
+        pop = Signal(16)        # words sent
+        rob = m.submodules.rob = Memory(shape=2 * B, depth=Q, init=[])
+        rob_w = rob.write_port()
+        rob_r = rob.read_port(domain="comb")
+        rob_v = Signal(Q)
+        running = Signal()
+        got = resp.valid & ~resp.payload.we
+        slot = pop[:qb] if qb else 0
+        head_ok = rob_v.bit_select(slot, 1)
+        m.d.comb += [resp.ready.eq(1), *addr(rd, t.base + iss),
+                     rd.payload.tag.eq(iss[:qb] if qb else 0),
+                     rob_w.addr.eq(resp.payload.tag[:qb] if qb else 0),
+                     rob_w.data.eq(resp.payload.data), rob_w.en.eq(running & got),
+                     rob_r.addr.eq(slot)]
         out = self.send.payload
         head = Signal(B)        # the address flit, exactly one flit wide
-        m.d.comb += [head.eq(t.dest + k), out.dest_x.eq(t.node[:4]), out.dest_y.eq(t.node[4:8]),
-                     out.flits.eq(MESSAGE_FLITS), out.data.eq(Cat(head, word))]
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += k.eq(0)
-                    m.next = "NEXT"
-            with m.State("NEXT"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(k == t.count):
-                    m.next = "IDLE"
-                with m.Else():
-                    m.next = "RD"
-            with m.State("RD"):
-                m.d.comb += [self.busy.eq(1), self.stall.eq(1), rd.valid.eq(1)]
-                with m.If(rd.ready):
-                    m.next = "WAIT"
-            with m.State("WAIT"):
-                m.d.comb += [self.busy.eq(1), self.stall.eq(1)]
-                with m.If(resp.valid & ~resp.payload.we):
-                    m.d.sync += word.eq(resp.payload.data)
-                    m.next = "SEND"
-            with m.State("SEND"):
-                m.d.comb += [self.busy.eq(1), self.send.valid.eq(1)]
-                with m.If(self.send.ready):
-                    m.d.sync += [k.eq(k + 1), self.sent.eq(self.sent + 1)]
-                    m.next = "NEXT"
-                with m.Else():
-                    m.d.comb += self.stall.eq(1)
+        m.d.comb += [head.eq(t.dest + pop), out.dest_x.eq(t.node[:4]),
+                     out.dest_y.eq(t.node[4:8]), out.flits.eq(MESSAGE_FLITS),
+                     out.data.eq(Cat(head, rob_r.data))]
+        ahead = Signal(16)
+        m.d.comb += ahead.eq(iss - pop)
+        with m.If(self.start & ~running):
+            m.d.sync += [running.eq(1), iss.eq(0), pop.eq(0), rob_v.eq(0)]
+        with m.If(running):
+            m.d.comb += [self.busy.eq(1), self.stall.eq(~head_ok),
+                         rd.valid.eq((iss != t.count) & (ahead < Q)),
+                         self.send.valid.eq(head_ok)]
+            with m.If(pop == t.count):
+                m.d.sync += running.eq(0)
+            with m.If(rd.valid & rd.ready):
+                m.d.sync += iss.eq(iss + 1)
+            with m.If(got):
+                m.d.sync += rob_v.bit_select(resp.payload.tag[:qb] if qb else 0, 1).eq(1)
+            with m.If(self.send.valid & self.send.ready):
+                m.d.sync += [pop.eq(pop + 1), self.sent.eq(self.sent + 1),
+                             rob_v.bit_select(slot, 1).eq(0)]
         return m

@@ -146,10 +146,11 @@ class NodeModel:
         *hops* apart, each with *part_bytes*, one cycle edge per link (the Data-Scheduler's
         ILP reaches one on the interleaved sets; :mod:`.sharing`): ``set_size - 1`` steps
         in which every node sends the chunk it got last to the next one through its
-        data-sharing unit (:meth:`.node_model.NodeTiming.share_step`: one DRAM word in
-        flight, the received words written through the same DRAM port, the chunks side
-        by side in DRAM). The unit's word (a read and 3 flits) is slower than a link's
-        flits, so the links are not the bound. Bit-hops count every message's 3 flits."""
+        data-sharing unit (:meth:`.node_model.NodeTiming.share_step`: reads in flight,
+        the received words written through the same DRAM port, the chunks side by side
+        in DRAM from a row's start). Each node sends one message at a time to one
+        neighbour, so no link carries more than one unit's messages. Bit-hops count
+        every message's 3 flits."""
         if set_size <= 1 or part_bytes <= 0:
             return 0, 0
         key = (set_size, part_bytes, hops)
@@ -161,7 +162,7 @@ class NodeModel:
     def _share_cycles(self, set_size: int, part_bytes: int, hops: int) -> tuple[int, int]:
         tm = self.timing
         words = math.ceil(part_bytes / self.word_bytes)
-        step = tm.share_step(words, tm.share_switches(words, words), hops)
+        step = tm.share_step(words, hops, 0, words)
         bits = words * MESSAGE_FLITS * self.flit_bytes * 8
         return math.ceil((set_size - 1) * step), set_size * (set_size - 1) * bits * hops
 

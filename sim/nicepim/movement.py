@@ -190,11 +190,10 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
     """(cycles, bit-hops) of moving ``rows`` = ``(ys, xs, yd, xd, bytes)`` at once over
     the mesh with XY routing by the nodes' data-sharing units (``SEND`` tasks, one DRAM
     word a message of :data:`~pimforge.rtl.nicepim.share.MESSAGE_FLITS` flits): the slower
-    of the busiest sender's unit (its words one at a time,
-    :meth:`.node_model.NodeTiming.share_step`; the words it receives meanwhile are
-    written to other rows, so all but two of ``min(sent, received)`` reads switch rows)
-    and the busiest link, injection or ejection port in flits, plus the pipeline of the
-    longest path."""
+    of the busiest sender's unit (:meth:`.node_model.NodeTiming.share_busy`: reads in
+    flight, the words it receives meanwhile written to other rows, its last message's
+    path included) and the busiest link, injection or ejection port in flits plus the
+    pipeline of the longest path."""
     if len(rows) == 0:
         return 0, 0.0
     H, W = array
@@ -226,11 +225,11 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
     tm = model.timing
     # nodes that send and receive alike keep their units equally busy: each pair once
     pairs = dict.fromkeys(zip(sent, recv, strict=True))
-    unit = max(tm.share_busy(s, max(0.0, min(s, r) - 2)) for s, r in pairs)
     hops = np.abs(ys - yd) + np.abs(xs - xd)
+    unit = max(tm.share_busy(s, r, int(hops.max())) for s, r in pairs)
     pipe = HEAD_CYCLES_PER_HOP * (int(hops.max()) + 1) - 1
     bit_hops = float((flits * model.flit_bytes * 8 * hops).sum())
-    return math.ceil(max(load, port, unit)) + pipe, bit_hops
+    return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
 
 
 def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Placement],

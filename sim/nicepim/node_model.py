@@ -47,20 +47,26 @@ import numpy as np
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.nicepim.engine import tile_cycles
+from pimforge.rtl.nicepim.node import DMA_INFLIGHT, QUEUE_DEPTH
 from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout, Op
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
+from . import share_port
 from .tiling import ConvPart, blocking, tiles
 
-__all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "STORE_RMW", "STORE_START",
-           "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces", "cycles_lower_bound",
-           "part_cost", "schedule"]
+__all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "SHARE_FIXED", "STORE_RMW",
+           "STORE_START", "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces",
+           "cycles_lower_bound", "part_cost", "schedule"]
 
 #: Cycles of a SEND or WAIT task of its own (fetch, dispatch, the end seen) and of the
 #: final END.
 TASK_OVERHEAD = 3
 END_CYCLES = 2
+#: Cycles of a sharing step besides its unit's busy time: the ``SEND``'s dispatch before
+#: the unit starts (2) and the ``WAIT`` seeing the last word written (1), read off the
+#: RTL's waves.
+SHARE_FIXED = 3
 #: Cycles of a DMA or engine task of its own when it starts at once (fetch, dispatch).
 DISPATCH_CYCLES = 2
 #: A load's cycles besides its groups: the first word's request, the bank controller's
@@ -280,48 +286,69 @@ class NodeTiming:
         # (tCWL + tBL + tWR) before the load's row opens; 3 more measured on the RTL
         self.after_store = t.tCWL + t.tBL + t.tWR + 3
         self.stretch = 1 + self.refresh_cycles / self.tREFI
-        # the data-sharing unit (see :meth:`share_step`)
-        self.share_word = self.word + MESSAGE_FLITS
-        self.share_switch = self.row + MESSAGE_FLITS
+        # the data-sharing unit (see :meth:`share_step`): a message leaves every
+        # MESSAGE_FLITS cycles into the interface, and every HEAD_CYCLES_PER_HOP - 1 more
+        # at the next router, whose head flit takes that long per packet
+        self.share_period = MESSAGE_FLITS + HEAD_CYCLES_PER_HOP - 1
 
-    def share_step(self, words: int, switches: float, hops: int) -> float:
-        """Cycles of one sharing step on a node: a ``SEND`` of *words* DRAM words to a
-        node *hops* away and the ``WAIT`` for the *words* another node sends it, every
-        node of the set doing the same at once
-        (:class:`~pimforge.rtl.nicepim.share.DataShare`).
+    def share_step(self, words: int, hops: int, sent_at: int = 0,
+                   got_at: int | None = None) -> float:
+        """Cycles of one sharing step on a node: a ``SEND`` of *words* DRAM words from
+        word *sent_at* to a node *hops* away and the ``WAIT`` for the *words* another
+        node sends it into word *got_at* (None: it receives nothing), every node of the
+        set doing the same at once (:class:`~pimforge.rtl.nicepim.share.DataShare`).
 
-        The unit keeps one word in flight: a word read (``tCL + tBL + 4``, as the
-        DMA's) then its message's :data:`~pimforge.rtl.nicepim.share.MESSAGE_FLITS` flits
-        (address, two halves) into the network interface, one a cycle:
-        :attr:`share_word` a word. The words arriving meanwhile are written through the
-        same DRAM port; a write to the open row slips in between the reads for free,
-        but a read that follows a received write to another row finds its row closed
-        and waits ``tRP + tRCD`` and the 3 cycles the displaced write's own turn takes
-        (:attr:`share_switch`; the 3 are measured on the RTL,
-        :func:`~.costmodel_check.sharing_ring`, not derived). *switches* is how many of
-        the words do: with the sent and the received word in different rows, all but
-        the first (read before anything arrives) and the last (whose received word
-        lands after it) -- ``words - 2``. Besides: the two tasks' own cycles
-        (:data:`TASK_OVERHEAD` each), the unit's start and end states (2), the last
-        message's path (``HEAD_CYCLES_PER_HOP`` a hop and one more into the node)
-        and its write's request (2); refresh as for the DMA."""
+        The unit keeps reads in flight and sends a message as soon as the one before
+        has gone, so the step is bound by the node's DRAM port, which carries the reads
+        and the received words' writes: its queue, row switches and read/write
+        turnarounds are played cycle by cycle (:func:`.share_port.step_cycles`, with
+        the message's path of ``HEAD_CYCLES_PER_HOP`` a hop, one more into the node and
+        its flits after the head). Besides: the two tasks' own cycles and the
+        controller's start and end (:data:`SHARE_FIXED`); refresh as for the DMA."""
         if words <= 0:
             return 0.0
-        return (2 * TASK_OVERHEAD + 2 + HEAD_CYCLES_PER_HOP * (hops + 1) - 1 + 2
-                + self.share_busy(words, switches))
+        path = HEAD_CYCLES_PER_HOP * (hops + 1) + MESSAGE_FLITS
+        busy = share_port.step_cycles(self.t, int(words), self.row_words, int(sent_at),
+                                      None if got_at is None else int(got_at), path=path,
+                                      queue_depth=QUEUE_DEPTH, inflight=DMA_INFLIGHT,
+                                      period=self.share_period)
+        return SHARE_FIXED + busy * self.stretch
 
-    def share_busy(self, words: float, switches: float) -> float:
-        """The unit's cycles for *words* words, *switches* of them after a received
-        write to another row (:meth:`share_step`), refresh included."""
-        return ((words * self.share_word + switches * self.share_switch)
-                * (1 + self.refresh_cycles / self.tREFI))
+    def gather_step(self, words: int, hops: int, got_at: tuple[int, ...]) -> float:
+        """Cycles of a gather on its receiver: ``len(got_at)`` nodes, the farthest *hops*
+        away, each send it *words* words, sender ``s``'s written from DRAM word
+        ``got_at[s]`` on (:func:`.share_port.gather_cycles`), plus the ``WAIT``'s own
+        cycles (:data:`SHARE_FIXED`); refresh as for the DMA."""
+        if words <= 0 or not got_at:
+            return 0.0
+        path = HEAD_CYCLES_PER_HOP * (hops + 1) + MESSAGE_FLITS
+        busy = share_port.gather_cycles(self.t, int(words), self.row_words,
+                                        tuple(int(a) for a in got_at), path=path,
+                                        queue_depth=QUEUE_DEPTH, inflight=DMA_INFLIGHT,
+                                        period=self.share_period)
+        return SHARE_FIXED + busy * self.stretch
 
-    def share_switches(self, words: int, apart: int) -> float:
-        """Expected :meth:`share_step` switches of a step whose sent and received
-        chunks are *apart* words apart in DRAM (side by side: the chunk size), over
-        where the chunks start in a row: word ``k`` of the two shares a row with
-        probability ``1 - apart / row_words``."""
-        return max(0, words - 2) * min(1.0, abs(apart) / self.row_words)
+    def share_busy(self, sent: float, received: float, hops: int = 1) -> float:
+        """The unit's cycles for a node that sends *sent* words (to nodes up to *hops*
+        away) and receives *received* words meanwhile, until its last word is written
+        at either end, refresh included: the words it both sends and receives played as
+        a step with the two chunks in different rows (the usual case: the sharing sets'
+        chunks lie side by side, a chunk or more apart) and the rest at a message a
+        :attr:`share_period`; a node that only sends plays its reads alone, one that
+        only receives writes a word as each message arrives."""
+        s, r = math.ceil(sent), math.ceil(received)
+        both = min(s, r)
+        kw = dict(path=HEAD_CYCLES_PER_HOP * (hops + 1) + MESSAGE_FLITS,
+                  queue_depth=QUEUE_DEPTH, inflight=DMA_INFLIGHT, period=self.share_period)
+        if both:
+            apart = self.row_words * -(-both // self.row_words)
+            busy = (share_port.step_cycles(self.t, both, self.row_words, 0, apart, **kw)
+                    + (max(s, r) - both) * self.share_period)
+        elif s:
+            busy = share_port.step_cycles(self.t, s, self.row_words, 0, None, **kw)
+        else:
+            busy = r * self.share_period
+        return busy * self.stretch
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019 (one per config, a handful alive)
     def dma(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int, c0: int,

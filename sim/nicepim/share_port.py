@@ -1,0 +1,181 @@
+"""The DRAM port of a node during a data-sharing step: a small cycle model of the
+data-sharing unit's reads and the received words' writes through the node's one-bank
+FR-FCFS controller.
+
+In a sharing step every node of a set sends a chunk (``SEND``: reads issued ahead, up
+to the reorder buffer's slots, one message of :data:`~.share.MESSAGE_FLITS` flits a
+:data:`~.share.MESSAGE_FLITS` cycles) and receives one (each message a DRAM write),
+all nodes at once. The two streams share the node's DRAM port, and where the sent
+and the received words lie in different rows the controller switches rows as often as
+its queue runs out of hits to the open one -- a rate that comes out of the queue's
+depth, the arrivals and the bank's timing together, with no closed form. So this
+module plays the step cycle by cycle, as the RTL does it
+(:class:`~pimforge.rtl.nicepim.share.DataShare`,
+:class:`~pimforge.rtl.mem.scheduler.Scheduler` with ``frfcfs`` and an open page,
+:class:`~pimforge.rtl.mem.bank.BankMachine`), with the step's symmetry standing in for
+the other nodes: the word another node sends to this one arrives as this node's own
+word of the same index reaches its neighbour (every node runs the same chunk sizes at
+once). Refresh is left to the caller (:class:`~.node_model.NodeTiming` stretches by
+it), as is the network beyond the path latency (a link carries a flit a cycle, which
+the unit's one message per :data:`~.share.MESSAGE_FLITS` cycles never exceeds).
+
+Long steps repeat with the DRAM rows: :func:`step_cycles` plays at most
+:data:`PLAYED_ROWS` rows' worth of words and extends the last row's rate to the rest.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pimforge.rtl.mem.timing import Timing
+from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+
+__all__ = ["PLAYED_ROWS", "REQ_LATENCY", "RESP_LATENCY", "gather_cycles", "port_cycles",
+           "step_cycles"]
+
+#: Rows' worth of words a step is played for before its rate is extended.
+PLAYED_ROWS = 3
+#: Cycles from a request's acceptance to the scheduler seeing it in the queue (the
+#: queue's register), and from a RD's data leaving the bank to the unit's reorder
+#: buffer (the controller's response FIFO and the buffer's write), read off the RTL's
+#: waves of a sharing step.
+REQ_LATENCY, RESP_LATENCY = 1, 2
+
+
+def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
+                path: int, queue_depth: int, inflight: int, period: int,
+                req_lat: int = REQ_LATENCY, resp_lat: int = RESP_LATENCY,
+                arrivals: list[int] | None = None, pops: list[int] | None = None) -> int:
+    """Play one node's step: it sends words from DRAM rows *sent_rows* (in order), a
+    message every *period* cycles at most, and, unless *got_rows* is None, receives as
+    many words into rows *got_rows*, each as a write requested *path* cycles after its
+    own word of the same index left. Returns the cycle, from the unit's start, by which
+    the last message has left and the last word has been written (here, and -- the
+    step being symmetric -- at the destination: its arrival plus a write).
+
+    *arrivals*: the cycles the words of *got_rows* arrive instead (a node that gathers
+    from others: nothing of the symmetry). *pops*: a list to which the cycle each
+    message leaves is appended."""
+    n = len(sent_rows)
+    got = got_rows is not None
+    n_got = len(got_rows) if got else 0
+    rd_lat = t.rd_latency
+    col_gap, wtr, rtw = t.col_gap, t.wr_to_rd, t.rd_to_wr
+    wr_rec = t.tCWL + t.tBL + t.tWR
+    queue: list[tuple[int, int, int]] = []  # (we, row, visible from), oldest first
+    open_row = -1
+    ok = {"act": 0, "pre": 0, "col": 0, "ccd": 0, "rd": 0, "wr": 0}
+    iss = pop = 0               # reads issued, messages sent
+    ready_at: list[int] = []    # when each word read can be sent
+    arrive: list[int] = list(arrivals or [])    # when each received word's write is requested
+    wr_next = 0                 # next received word to request
+    wr_done = 0
+    send_free = 0               # the cycle the interface takes the next message
+    last_tail = last_wr = arrive_last = 0
+    rr = 0
+    took = -period              # when the last received word's write was requested
+    c = 0
+    while pop < n or wr_done < n_got:
+        # ---- the scheduler: the oldest legal hit, else the oldest request's ACT/PRE
+        hits = [i for i, (_, row, v) in enumerate(queue) if row == open_row and v <= c]
+        col = None
+        if open_row >= 0 and c >= ok["col"] and c >= ok["ccd"]:
+            for i in hits:
+                if c >= (ok["wr"] if queue[i][0] else ok["rd"]):
+                    col = i
+                    break
+        if col is not None:
+            we, _, _ = queue.pop(col)
+            ok["ccd"] = c + col_gap
+            if we:
+                ok["rd"] = c + wtr
+                ok["pre"] = max(ok["pre"], c + wr_rec)
+                wr_done += 1
+                last_wr = c
+            else:
+                ok["wr"] = c + rtw
+                ok["pre"] = max(ok["pre"], c + t.tRTP)
+                ready_at.append(c + rd_lat + resp_lat)
+        elif queue and queue[0][2] <= c:
+            row = queue[0][1]
+            if open_row < 0 and c >= ok["act"]:
+                open_row = row
+                ok["col"] = c + t.tRCD
+                ok["pre"] = max(ok["pre"], c + t.tRAS)
+                ok["act"] = c + t.tRC
+            elif open_row >= 0 and row != open_row and not hits and c >= ok["pre"]:
+                open_row = -1
+                ok["act"] = max(ok["act"], c + t.tRP)
+        # ---- requests into the queue: reads and received writes, round robin
+        want_rd = iss < n and iss - pop < inflight
+        want_wr = (got and wr_next < len(arrive) and arrive[wr_next] <= c
+                   and c >= took + period)
+        if len(queue) < queue_depth and (want_rd or want_wr):
+            if want_rd and (not want_wr or rr == 0):
+                queue.append((0, sent_rows[iss], c + req_lat))
+                iss += 1
+                rr = 1
+            else:
+                queue.append((1, got_rows[wr_next], c + req_lat))
+                wr_next += 1
+                took = c
+                rr = 0
+        # ---- the network interface: one message at a time, in order
+        if pop < len(ready_at) and ready_at[pop] <= c and send_free <= c:
+            send_free = c + period
+            last_tail = c + MESSAGE_FLITS - 1
+            if arrivals is None:
+                arrive.append(c + path)
+                arrive_last = c + path
+            if pops is not None:
+                pops.append(c)
+            pop += 1
+        c += 1
+    return max(last_tail, last_wr, arrive_last + req_lat + 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def gather_cycles(t: Timing, words: int, row_words: int, got_at: tuple[int, ...], *,
+                  path: int, queue_depth: int, inflight: int, period: int) -> float:
+    """Cycles until a node that receives *words* words from each of ``len(got_at)``
+    senders (sending nothing itself) has written them all, sender ``s``'s into DRAM
+    from word ``got_at[s]`` on: the senders read and send as a node that receives
+    nothing does (:func:`port_cycles`), their messages meet at the receiver's port, one
+    a *period* (the last router takes a packet at a time), and the receiver's writes
+    are played through its DRAM port."""
+    if words <= 0 or not got_at:
+        return 0.0
+    pops: list[int] = []
+    port_cycles(t, [0] * words, None, path=path, queue_depth=queue_depth,
+                inflight=inflight, period=period, pops=pops)
+    msgs = sorted((p + path, s, k) for s in range(len(got_at)) for k, p in enumerate(pops))
+    times, rows = [], []
+    for at, s, k in msgs:
+        times.append(max(at, times[-1] + period) if times else at)
+        rows.append((got_at[s] + k) // row_words)
+    return float(port_cycles(t, [], rows, path=path, queue_depth=queue_depth,
+                             inflight=inflight, period=period, arrivals=times))
+
+
+@functools.lru_cache(maxsize=8192)
+def step_cycles(t: Timing, words: int, row_words: int, sent_at: int, got_at: int | None, *,
+                path: int, queue_depth: int, inflight: int, period: int) -> float:
+    """The unit's busy cycles for a step of *words* words sent from DRAM word *sent_at*
+    and (unless None) as many received at word *got_at*: until its last message's tail
+    and its last word's write (:func:`port_cycles`). Steps longer
+    than :data:`PLAYED_ROWS` rows are played that long and the last row's rate is
+    extended to the rest."""
+    if words <= 0:
+        return 0.0
+
+    def play(k: int) -> int:
+        sent = [(sent_at + i) // row_words for i in range(k)]
+        gotr = None if got_at is None else [(got_at + i) // row_words for i in range(k)]
+        return port_cycles(t, sent, gotr, path=path, queue_depth=queue_depth,
+                           inflight=inflight, period=period)
+
+    cap = PLAYED_ROWS * row_words
+    if words <= cap:
+        return float(play(words))
+    whole, last = play(cap), play(cap - row_words)
+    return whole + (words - cap) * (whole - last) / row_words
