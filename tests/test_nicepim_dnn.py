@@ -258,6 +258,17 @@ def test_share_unit_sends_a_message_per_link_slot(cfg, exe):
     assert abs(model / max(run.perf["cycles"][k] for k in (2, 3)) - 1) <= 0.05
 
 
+@pytest.mark.parametrize("method, size, words", [("ilp", 4, 100), ("shp", 4, 64),
+                                                  ("tsp", 2, 40)])
+def test_schedules_run_through_the_sharing_units(cfg, exe, method, size, words):
+    """A Data-Scheduler schedule over the 2x2 array, run as SEND/WAIT tasks through the
+    nodes' data-sharing units: every node ends with its set's data, and the mapper's
+    sharing cost for that method is within 5% of the RTL's cycles."""
+    s = costmodel_check.schedule_on_array(cfg, method, size, 1, words, seed=SEED, exe=exe)
+    assert s["delivered"], SEED
+    assert abs(s["error"]) <= 0.05, s
+
+
 @pytest.mark.parametrize("ring, words, spacing", costmodel_check.RINGS)
 def test_sharing_ring_within_5_percent_of_the_rtl(cfg, exe, ring, words, spacing):
     """Hamilton-cycle sharing through the data-sharing units (SEND/WAIT) on the 2x2

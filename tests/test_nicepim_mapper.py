@@ -360,6 +360,28 @@ def test_noc_transfer_loads_equal_a_walk_of_the_xy_routes(case, preset):
     assert cyc == pytest.approx(want)
 
 
+def test_share_cost_follows_the_schedules_busiest_link():
+    """Sets of 4 nodes 4 apart on the 16x16 array: TSP's cycles put 4 cycle edges on a
+    link, the ILP's 2, so with chunks large enough for the links to bind, sharing costs
+    more with TSP's schedule; ``best`` takes the ILP's; bit-hops follow the cycles'
+    hops. An unknown method is refused."""
+    from pimforge.sim.nicepim.sharing import set_loads
+
+    cfg = load_config("nicepim_16x16")
+    models = {m: mapper.NodeModel(cfg, sharing=m) for m in ("ilp", "tsp", "best")}
+    lt, li = (set_loads(16, 16, 4, 4, m) for m in ("tsp", "ilp"))
+    assert lt.edges == 2 * li.edges
+    cost = {m: md.share_cycles(4, 64 << 10, 4) for m, md in models.items()}
+    assert cost["tsp"][0] > 1.2 * cost["ilp"][0]
+    assert cost["best"] == cost["ilp"]
+    words = (64 << 10) // models["ilp"].word_bytes
+    link = li.edges * words * models["ilp"].link_message
+    assert cost["ilp"][0] >= 3 * link                   # three steps, each link-bound
+    assert cost["ilp"][1] == li.set_hops * 3 * words * MESSAGE_FLITS * 64
+    with pytest.raises(ValueError, match="sharing"):
+        mapper.NodeModel(cfg, sharing="ring")
+
+
 def test_baseline_follows_sec_viii_b():
     """Whole array for every layer, one layout, WR lowered from the heaviest layers
     first, and each LM the one of least node cycles (engine and DRAM), kept when WR

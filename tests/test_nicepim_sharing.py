@@ -165,6 +165,47 @@ def test_ilp_node_limit_without_a_warm_start_is_reported():
         sh.schedule_ilp(m, sets, 128, time_limit=300, seed=SEED, warm_start=False, nodes=3)
 
 
+def test_snake_cycle_is_a_minimum_hop_hamilton_cycle():
+    """Every grid with an even side gets a cycle through all its nodes whose every
+    edge joins grid neighbours (hence a TSP optimum: no cycle has fewer hops); grids
+    with two odd sides, or a side of 1, get None."""
+    rng = random.Random(SEED)
+    for _ in range(40):
+        h, w = rng.randint(1, 9), rng.randint(1, 9)
+        members = rng.sample(range(1000), h * w)
+        c = sh.snake_cycle(members, h, w)
+        if h < 2 or w < 2 or (h % 2 and w % 2):
+            assert c is None, (h, w, SEED)
+            continue
+        assert sorted(c) == sorted(members), (h, w, SEED)
+        pos = {m: divmod(i, w) for i, m in enumerate(members)}
+        for a, b in zip(c, c[1:] + c[:1]):
+            (ya, xa), (yb, xb) = pos[a], pos[b]
+            assert abs(ya - yb) + abs(xa - xb) == 1, (h, w, SEED)
+
+
+@pytest.mark.parametrize("rows, cols, size, stride", [
+    (4, 4, 4, 2), (8, 8, 4, 2), (8, 8, 8, 2), (16, 16, 32, 1), (16, 16, 16, 2),
+    (16, 16, 64, 2), (4, 4, 3, 1)])
+def test_set_loads_are_the_schedulers(rows, cols, size, stride):
+    """The mapper's view of a schedule: the ILP's busiest link never carries more cycle
+    edges than TSP's, SHP's no fewer than TSP's; the values are the schedules' own
+    (against :func:`schedule` where it is quick) and the same on a second call; a
+    layout that does not tile the mesh is None."""
+    got = {m: sh.set_loads(rows, cols, size, stride, m) for m in sh.METHODS}
+    if rows * cols % (size * stride * stride):
+        assert all(v is None for v in got.values())
+        return
+    assert got["ilp"].edges <= got["tsp"].edges <= got["shp"].edges
+    assert got["ilp"].hops >= stride and got["shp"].hops >= got["tsp"].hops
+    sh.set_loads.cache_clear()
+    assert {m: sh.set_loads(rows, cols, size, stride, m) for m in sh.METHODS} == got
+    if size <= sh.SNAKE_NODES and rows * cols <= 64:
+        for m in sh.METHODS:
+            want = sh.schedule(m, sh.Mesh(rows, cols), size, stride, 16, 64, time_limit=None)
+            assert got[m].edges == want.max_edge_load, m
+
+
 def test_messages_forward_what_arrived():
     m = sh.Mesh(4, 4)
     s = sh.schedule("ilp", m, 16, 1, 100, 32, packet_flits=8)     # 25 flits: 8+8+8+1

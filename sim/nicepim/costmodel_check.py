@@ -23,7 +23,7 @@ from .node_jobs import NodeJob, run_jobs
 from .tiling import ConvPart, blocking
 
 __all__ = ["CASES", "RINGS", "UNCHECKED_RINGS", "CheckRow", "check_cases", "fits",
-           "random_cases", "sharing_ring"]
+           "random_cases", "schedule_on_array", "sharing_ring"]
 
 _L = Layout
 #: The layouts of activations (CHWN is for weights).
@@ -221,3 +221,70 @@ def sharing_ring(cfg, words: int, *, ring=(0, 1, 3, 2), spacing: int | None = No
     rtl = max(run.perf["cycles"][k] for k in ring)
     return {"ring": ring, "words": words, "spacing": spacing, "cycles_rtl": rtl,
             "cycles_model": model, "error": model / rtl - 1, "delivered": ok}
+
+
+def schedule_on_array(cfg, method: str, set_size: int, stride: int, words: int, *,
+                      seed: int = 1, exe=None) -> dict:
+    """A Data-Scheduler schedule (*method*: ``ilp``, ``tsp`` or ``shp``) of Fig. 12's
+    layout over *cfg*'s whole array, run through the nodes' data-sharing units: every
+    node holds a chunk of *words* DRAM words; the chunks of a set lie side by side (its
+    ``i``-th node's at word ``i * words``). Hamilton: ``set_size - 1`` steps in which each
+    node sends the chunk it got last (its own first) to its successor on the schedule's
+    cycle and waits for the next; SHP: each node sends its chunk to every other node of
+    its set (node ``i`` to ``i + 1``, ``i + 2``, ... of the set, so that each receives
+    from one at a time), then waits for theirs. Returns the RTL's cycles (the slowest node's),
+    whether every node ended with its whole set's data, and the mapper's
+    (:meth:`.mapcost.NodeModel.share_cycles` with that method, plus the ``END``)."""
+    from pimforge.rtl.nicepim.params import Op
+
+    from .mapcost import NodeModel
+    from .node_model import END_CYCLES
+    from .rtl_run import run_array, task
+    from .sharing import Mesh, schedule
+
+    n = cfg.nicepim
+    mesh = Mesh(n.na_rows, n.na_cols)
+    sched = schedule(method, mesh, set_size, stride, 16, n.flit_bits, time_limit=None,
+                     seed=0)
+    if set_size * words > n.node_words:
+        raise CapacityError(f"{set_size} chunks of {words} words do not fit a node's "
+                            f"{n.node_words} words")
+    rng = random.Random(seed)
+    dram: dict = {}
+    tasks: dict = {}
+    want: dict = {}
+    for members in sched.sets:
+        chunk = {node: [rng.getrandbits(n.node_bank_bits) | 1 for _ in range(words)]
+                 for node in members}
+        pos = {node: i for i, node in enumerate(members)}
+        for node in members:
+            dram[node] = {pos[node] * words + a: v for a, v in enumerate(chunk[node])}
+            want[node] = {pos[m] * words + a: v for m in members
+                          for a, v in enumerate(chunk[m])}
+        if method == "shp":          # node i sends to i + 1, i + 2, ...: one sender each
+            for i, node in enumerate(members):
+                to = [members[(i + j) % set_size] for j in range(1, set_size)]
+                tasks[node] = [task(Op.SEND, base=i * words, dest=i * words, count=words,
+                                    node=(m % n.na_cols) | (m // n.na_cols) << 4)
+                               for m in to]
+                tasks[node] += [task(Op.WAIT, dest=(set_size - 1) * words)]
+    for cyc in sched.cycles:
+        L = len(cyc)
+        for i, node in enumerate(cyc):
+            nxt = cyc[(i + 1) % L]
+            for t in range(1, L):
+                src = cyc[(i - t + 1) % L]
+                at = sched.sets[[set(s) for s in sched.sets].index(set(cyc))].index(src) * words
+                tasks.setdefault(node, []).extend([
+                    task(Op.SEND, base=at, dest=at, count=words,
+                         node=(nxt % n.na_cols) | (nxt // n.na_cols) << 4),
+                    task(Op.WAIT, dest=t * words)])
+    tasks = {k: v + [task(Op.END)] for k, v in tasks.items()}
+    run = run_array(cfg, tasks, dram, exe=exe)
+    ok = all(run.dram[node].get(a) == v for node, w in want.items() for a, v in w.items())
+    rtl = max(run.perf["cycles"][k] for k in tasks)
+    model = NodeModel(cfg, sharing=method).share_cycles(set_size, words * n.word_bytes,
+                                                        stride)[0] + END_CYCLES
+    return {"method": method, "set_size": set_size, "stride": stride, "words": words,
+            "max_edge_load": sched.max_edge_load, "cycles_rtl": rtl, "cycles_model": model,
+            "error": model / rtl - 1, "delivered": ok}

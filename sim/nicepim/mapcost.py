@@ -32,13 +32,19 @@ from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.engine import tile_cycles
 from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
 from .mapspace import Partition, layer_shape, spacing
 from .networks import Layer
 from .node_model import NodeTiming, cycles_lower_bound, part_cost
+from .sharing import METHODS as SHARE_METHODS
+from .sharing import set_loads
 from .tiling import ConvPart, blocking
 
-__all__ = ["E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "LayerCost", "NodeModel",
+#: The schedules ``NodeModel(sharing="best")`` chooses among.
+BEST_SHARING = ("ilp", "tsp")
+
+__all__ = ["BEST_SHARING", "E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "LayerCost", "NodeModel",
            "WhatIfNodeModel", "node_model"]
 
 #: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
@@ -71,9 +77,23 @@ class NodeModel:
     #: engine only).
     dma_bound = True
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, *, sharing: str = "best"):
         n = cfg.nicepim
         self.n = n
+        if sharing != "best" and sharing not in SHARE_METHODS:
+            raise ValueError(f"sharing must be 'best' or one of {SHARE_METHODS}, not "
+                             f"{sharing!r}")
+        #: The Data-Scheduler's methods a sharing set may use (the fastest is taken).
+        #: ``best`` leaves SHP out: its many flows per link block one another's packets
+        #: on the routers' VCs, which the link count misses (a 16-node SHP set ran 2.2x
+        #: its model on the RTL, :func:`.costmodel_check.schedule_on_array`), so its model
+        #: is too fast to be chosen by; its links always carry at least a Hamilton
+        #: cycle's.
+        self.share_methods = BEST_SHARING if sharing == "best" else (sharing,)
+        #: A link's cycles for one message: a flit a cycle, and with one VC the head's
+        #: extra cycle per packet in each router.
+        self.link_message = MESSAGE_FLITS + (HEAD_CYCLES_PER_HOP - 1 if n.noc_vcs == 1
+                                             else 0)
         self.R, self.C = n.pe_rows, n.pe_cols
         self.word_bytes = n.word_bytes
         self.row_bytes = n.row_bytes * n.banks_per_node   # the banks open a row together
@@ -142,15 +162,22 @@ class NodeModel:
 
     # ---- data sharing -------------------------------------------------------------------
     def share_cycles(self, set_size: int, part_bytes: int, hops: int) -> tuple[int, int]:
-        """(cycles, bit-hops) of Hamilton-cycle sharing in a set of *set_size* nodes
-        *hops* apart, each with *part_bytes*, one cycle edge per link (the Data-Scheduler's
-        ILP reaches one on the interleaved sets; :mod:`.sharing`): ``set_size - 1`` steps
-        in which every node sends the chunk it got last to the next one through its
-        data-sharing unit (:meth:`.node_model.NodeTiming.share_step`: reads in flight,
-        the received words written through the same DRAM port, the chunks side by side
-        in DRAM from a row's start). Each node sends one message at a time to one
-        neighbour, so no link carries more than one unit's messages. Bit-hops count
-        every message's 3 flits."""
+        """(cycles, bit-hops) of sharing in sets of *set_size* nodes *hops* apart, each
+        with *part_bytes*, by the Data-Scheduler's schedule that is fastest for them
+        among :attr:`share_methods` (:func:`.sharing.set_loads`: Fig. 12's interleaved
+        sets on the array):
+
+        * Hamilton cycles (``ilp``, ``tsp``): ``set_size - 1`` steps in which every node
+          sends the chunk it got last to the next one through its data-sharing unit, as
+          slow as the unit (:meth:`_share_unit_step`: the chunks side by side in DRAM)
+          or the busiest link, whose cycle edges take turns a message at a
+          time (:attr:`link_message` cycles each), whichever is slower;
+        * ``shp``: every node sends its chunk to every other, one destination after the
+          other (``set_size - 1`` unit steps without waits between them) or the busiest
+          link over the whole sharing, whichever is slower.
+
+        Where the sets do not tile the array, a Hamilton cycle with one edge a link.
+        Bit-hops count every message's 3 flits over its route."""
         if set_size <= 1 or part_bytes <= 0:
             return 0, 0
         key = (set_size, part_bytes, hops)
@@ -159,12 +186,50 @@ class NodeModel:
             got = self._share[key] = self._share_cycles(set_size, part_bytes, hops)
         return got
 
-    def _share_cycles(self, set_size: int, part_bytes: int, hops: int) -> tuple[int, int]:
-        tm = self.timing
+    def _share_cycles(self, set_size: int, part_bytes: int, stride: int) -> tuple[int, int]:
+        N = set_size
         words = math.ceil(part_bytes / self.word_bytes)
-        step = tm.share_step(words, hops, 0, words)
         bits = words * MESSAGE_FLITS * self.flit_bytes * 8
-        return math.ceil((set_size - 1) * step), set_size * (set_size - 1) * bits * hops
+        best = None
+        for method in self.share_methods:
+            loads = set_loads(self.n.na_rows, self.n.na_cols, N, stride, method)
+            if loads is None:
+                continue
+            pipe = HEAD_CYCLES_PER_HOP * (loads.hops + 1) - 1
+            unit = self._share_unit_step(N, words, loads.hops)
+            if method == "shp":
+                link = loads.edges * words * self.link_message + pipe
+                got = (math.ceil(max((N - 1) * unit, link)), loads.set_hops * bits)
+            else:
+                step = max(unit, loads.edges * words * self.link_message + pipe)
+                got = (math.ceil((N - 1) * step), loads.set_hops * (N - 1) * bits)
+            if best is None or got[0] < best[0]:
+                best = got
+        if best is None:
+            step = self._share_unit_step(N, words, stride)
+            best = (math.ceil((N - 1) * step), N * (N - 1) * bits * stride)
+        return best
+
+    def _share_unit_step(self, N: int, words: int, hops: int) -> float:
+        """The data-sharing units' step of a set of *N* nodes whose chunks of *words*
+        words lie side by side in DRAM: a node sends the chunk at some position and
+        receives the one before it, and the step lasts as long as its slowest node,
+        i.e. the slowest of the positions (the rows the two chunks fall in differ). On
+        the RTL the nodes drift apart between steps a little (a node's next ``SEND``
+        starts with its own ``WAIT``), so this is within 5 % on most sets and up to
+        12 % high on small ones; the mean over the positions would be up to 32 % low
+        on sets of 8 and 16."""
+        tm, row = self.timing, self.timing.row_words
+        worst = 0.0
+        seen = set()
+        for k in range(N):
+            sent, got = k * words, (k - 1) % N * words
+            base = min(sent, got) // row * row
+            key = (sent - base, got - base)
+            if key not in seen:
+                seen.add(key)
+                worst = max(worst, tm.share_step(words, hops, *key))
+        return worst
 
     # ---- a layer ------------------------------------------------------------------------
     def layer_cost(self, lay: Layer, part: Partition, wr: int, layout_in: int = Layout.NCHW,

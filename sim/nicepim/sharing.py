@@ -40,6 +40,7 @@ through it, SHP one part per (source, destination) pair routed through it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -56,7 +57,8 @@ from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
 __all__ = ["ANNEAL_MOVES", "ANNEAL_RUNS", "METHODS", "MIP_NODES", "Mesh", "Schedule",
-           "SharingError", "check_ilp_size", "hamilton_edges", "ilp_size", "link_loads",
+           "SetLoads", "SharingError", "check_ilp_size", "hamilton_edges", "ilp_size",
+           "SNAKE_NODES", "link_loads", "set_loads", "snake_cycle",
            "schedule", "schedule_ilp", "schedule_shp", "schedule_tsp", "set_shape",
            "sharing_sets", "size_warning", "valid_cycle"]
 
@@ -843,6 +845,100 @@ def schedule(method: str, mesh: Mesh, set_size: int, stride: int, nbytes: int,
     sched.packet_flits = packet_flits
     sched.vcs = vcs
     return sched
+
+
+@dataclass(frozen=True)
+class SetLoads:
+    """What a schedule of Fig. 12's layout puts on the mesh, for the mapper's cost.
+
+    Attributes
+    ----------
+    method : str
+    edges : int
+        Cycle edges (Hamilton) or pairs (SHP) on the busiest link.
+    hops : int
+        The most hops of one transfer (a cycle edge or a pair).
+    set_hops : int
+        Hops of all of one set's transfers (a cycle's edges or every pair), the mean
+        over the sets.
+    """
+
+    method: str
+    edges: int
+    hops: int
+    set_hops: float
+
+
+#: Sets larger than this are put on a snake cycle in :func:`set_loads` instead of the
+#: exact TSP solver (whose time grows fast with the set: 0.3 s at 16 nodes, 7 s at 32).
+SNAKE_NODES = 16
+
+
+def snake_cycle(members: Sequence[int], h: int, w: int) -> list[int] | None:
+    """A Hamilton cycle of an ``h x w`` grid set (*members* row by row, as
+    :func:`sharing_sets` lists them) whose every edge joins grid neighbours: along the
+    first row, back and forth over the other columns, up the first column. It exists
+    when ``h`` or ``w`` is even (and both are at least 2), and then has the fewest hops
+    any cycle can have (every edge the spacing of the grid), so it is a TSP optimum."""
+    if h < 2 or w < 2 or (h % 2 and w % 2):
+        return None
+    if h % 2:                                       # w even: the transposed snake
+        t = snake_cycle([members[i * w + j] for j in range(w) for i in range(h)], w, h)
+        return t
+    path = [(0, j) for j in range(w)]
+    for i in range(1, h):
+        cols = range(w - 1, 0, -1) if i % 2 else range(1, w)
+        path += [(i, j) for j in cols]
+    path += [(i, 0) for i in range(h - 1, 0, -1)]
+    return [members[i * w + j] for i, j in path]
+
+
+@functools.lru_cache(maxsize=4096)
+def set_loads(rows: int, cols: int, set_size: int, stride: int, method: str,
+              seed: int = 0) -> SetLoads | None:
+    """The busiest link of *method*'s schedule for sets of *set_size* nodes *stride* apart
+    tiling a ``rows x cols`` mesh (:func:`sharing_sets`), or None where they do not tile
+    it; memoized per process. The schedules are found by counted work, never by time,
+    so the mapper that uses them gives the same mapping on any machine:
+
+    * ``tsp``: :func:`schedule_tsp`; sets of more than :data:`SNAKE_NODES` nodes with
+      an even side on their :func:`snake_cycle` (also a minimum-hop cycle);
+    * ``ilp``: :func:`schedule_ilp` with its node and annealing limits where the model
+      is small (up to 1000 successor variables, where HiGHS proves it in well under a
+      second); on bigger ones its warm start alone (the TSP cycles after
+      :func:`_improve`'s local search, which may stay above the ILP's optimum: 2 edges
+      against 1 for sets of 8 nodes 2 apart on 16x16), and for sets of more than
+      :data:`SNAKE_NODES` nodes the TSP cycles themselves (the local search takes 20 s
+      on 64-node sets and finds nothing better there); the TSP cycles wherever they meet
+      the counting bound already;
+    * ``shp``: :func:`schedule_shp`."""
+    mesh = Mesh(rows, cols)
+    try:
+        sets = sharing_sets(mesh, set_size, stride)
+    except SharingError:
+        return None
+    if method == "shp":
+        sched = schedule_shp(mesh, sets, 1)
+    else:
+        h, w = set_shape(set_size, rows, cols, stride)
+        snakes = [snake_cycle(st, h, w) for st in sets] if set_size > SNAKE_NODES else None
+        if snakes and all(snakes):
+            tsp = Schedule("tsp", mesh, sets, snakes, 1, link_loads(
+                mesh, [e for c in snakes for e in hamilton_edges(c)]), 0.0)
+        else:
+            tsp = schedule_tsp(mesh, sets, 1, seed=seed)
+        if method == "tsp" or tsp.max_edge_load <= _count_bound(mesh, tsp):
+            sched = tsp                 # (for the ILP: TSP meets the bound, so it is optimal)
+        elif sum(len(st) * (len(st) - 1) for st in sets) <= 1000:
+            sched = schedule_ilp(mesh, sets, 1, time_limit=None, seed=seed)
+        else:
+            cyc = (tsp.cycles if set_size > SNAKE_NODES
+                   else _improve(mesh, tsp.cycles, random.Random(seed)))
+            sched = Schedule("ilp", mesh, sets, cyc, 1, link_loads(
+                mesh, [e for c in cyc for e in hamilton_edges(c)]), 0.0)
+    pairs = sched.pairs()
+    return SetLoads(method, sched.max_edge_load, max(mesh.hops(a, b) for a, b in pairs),
+                    sum(mesh.hops(a, b) for a, b in pairs) / len(sets))
 
 
 # ---- the schedule as NoC traffic, run on the mesh RTL ------------------------------------------
