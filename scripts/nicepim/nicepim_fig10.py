@@ -17,7 +17,12 @@ difference to the paper those terms, which every mapping pays, account for.
 
     python scripts/nicepim/nicepim_fig10.py [--nets vgg16,...] [--configs nicepim_4x4,nicepim_16x16]
                                     [--node rtl|ideal|ideal-engine|ideal-dma]
+                                    [--sharing best|ilp|tsp|shp]
                                     [--json build/nicepim_fig10.json]
+
+``--sharing`` picks the Data-Scheduler's schedules that price data sharing for both
+methods (the paper's baseline also shares by the Data-Scheduler), so running it with
+``ilp`` and ``tsp`` shows Fig. 12's choice in the network figures.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ def main() -> None:
     p.add_argument("--nets", default=",".join(nets.network_names()))
     p.add_argument("--configs", default="nicepim_4x4,nicepim_16x16")
     p.add_argument("--node", choices=tuple(mapper.WHAT_IF), default="rtl")
+    p.add_argument("--sharing", choices=("best", "ilp", "tsp", "shp"), default="best",
+                   help="the Data-Scheduler's schedules data sharing is priced on (both "
+                        "the baseline and PIM-Mapper; default: the fastest of ILP and TSP "
+                        "per sharing set)")
     p.add_argument("--json", default="build/nicepim_fig10.json")
     args = p.parse_args()
     rows = []
@@ -57,7 +66,7 @@ def main() -> None:
           f"{'moved B/M':>10s} {'B: engine/DRAM/share':>20s} {'s':>6s}")
     for cname in args.configs.split(","):
         cfg = load_config(cname)
-        model = mapper.node_model(cfg, args.node)
+        model = mapper.node_model(cfg, args.node, args.sharing)
         for name in args.nets.split(","):
             net = nets.network(name)
             t0 = time.perf_counter()
@@ -71,6 +80,7 @@ def main() -> None:
                 continue
             dt = time.perf_counter() - t0
             row = {"config": cname, "network": name, "node": args.node,
+                   "sharing": args.sharing,
                    "baseline": b.to_json(),
                    "baseline_full": bf.to_json(), "mapper": m.to_json(),
                    "latency_ratio": m.latency_cycles / b.latency_cycles,

@@ -511,8 +511,9 @@ class WhatIfNodeModel(NodeModel):
 
     dma_bound = False
 
-    def __init__(self, cfg, *, engine: bool = True, dma: bool = True):
-        super().__init__(cfg)
+    def __init__(self, cfg, *, engine: bool = True, dma: bool = True,
+                 sharing: str = "best"):
+        super().__init__(cfg, sharing=sharing)
         self.ideal_engine = engine
         if dma:
             self.timing = _WordRateTiming(cfg.nicepim)
@@ -531,9 +532,11 @@ WHAT_IF = {"rtl": {}, "ideal-engine": {"engine": True, "dma": False},
            "ideal-dma": {"engine": False, "dma": True}, "ideal": {"engine": True, "dma": True}}
 
 
-def node_model(cfg, kind: str = "rtl") -> NodeModel:
+def node_model(cfg, kind: str = "rtl", sharing: str = "best") -> NodeModel:
     """The node model *kind*: ``rtl`` (:class:`NodeModel`) or a :data:`WHAT_IF` of
-    :class:`WhatIfNodeModel`."""
+    :class:`WhatIfNodeModel`, pricing data sharing on *sharing*'s schedules."""
     if kind not in WHAT_IF:
         raise ValueError(f"node model must be one of {', '.join(WHAT_IF)}, not {kind!r}")
-    return NodeModel(cfg) if kind == "rtl" else WhatIfNodeModel(cfg, **WHAT_IF[kind])
+    if kind == "rtl":
+        return NodeModel(cfg, sharing=sharing)
+    return WhatIfNodeModel(cfg, sharing=sharing, **WHAT_IF[kind])
