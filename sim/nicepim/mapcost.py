@@ -37,6 +37,7 @@ from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 from .mapspace import Partition, layer_shape, spacing
 from .networks import Layer
 from .node_model import NodeTiming, cycles_lower_bound, part_cost
+from .share_port import same_row_words
 from .sharing import METHODS as SHARE_METHODS
 from .sharing import set_loads
 from .tiling import ConvPart, blocking
@@ -210,26 +211,34 @@ class NodeModel:
             best = (math.ceil((N - 1) * step), N * (N - 1) * bits * stride)
         return best
 
+    #: Chunk positions :meth:`_share_unit_step` plays at most (evenly spread over the
+    #: distinct ones, the one with most row switches among them).
+    SHARE_POSITIONS = 8
+
     def _share_unit_step(self, N: int, words: int, hops: int) -> float:
         """The data-sharing units' step of a set of *N* nodes whose chunks of *words*
         words lie side by side in DRAM: a node sends the chunk at some position and
         receives the one before it, and the step lasts as long as its slowest node,
-        i.e. the slowest of the positions (the rows the two chunks fall in differ). On
-        the RTL the nodes drift apart between steps a little (a node's next ``SEND``
-        starts with its own ``WAIT``), so this is within 5 % on most sets and up to
-        12 % high on small ones; the mean over the positions would be up to 32 % low
-        on sets of 8 and 16."""
-        tm, row = self.timing, self.timing.row_words
-        worst = 0.0
-        seen = set()
-        for k in range(N):
+        i.e. the slowest of the positions (the rows the two chunks fall in differ). At
+        most :data:`SHARE_POSITIONS` distinct positions are played, to bound the
+        mapper's time. On the RTL the nodes drift apart between steps a little (a
+        node's next ``SEND`` starts with its own ``WAIT``), so this is within 5 % on most
+        sets and up to 12 % high on small ones; the mean over the positions would be up
+        to 32 % low on sets of 8 and 16 (:func:`.costmodel_check.schedule_on_array`)."""
+        row = self.timing.row_words
+        keys: dict = {}
+        for k in range(min(N, row)):
             sent, got = k * words, (k - 1) % N * words
             base = min(sent, got) // row * row
-            key = (sent - base, got - base)
-            if key not in seen:
-                seen.add(key)
-                worst = max(worst, tm.share_step(words, hops, *key))
-        return worst
+            keys.setdefault((sent - base, got - base),
+                            same_row_words(0, words, sent, got, row))
+        pos = list(keys)
+        if len(pos) > self.SHARE_POSITIONS:
+            most = min(pos, key=keys.get)
+            step = len(pos) / (self.SHARE_POSITIONS - 1)
+            pos = list(dict.fromkeys([most] + [pos[int(i * step)]
+                                               for i in range(self.SHARE_POSITIONS - 1)]))
+        return max(self.timing.share_step(words, hops, s, g) for s, g in pos)
 
     # ---- a layer ------------------------------------------------------------------------
     def layer_cost(self, lay: Layer, part: Partition, wr: int, layout_in: int = Layout.NCHW,

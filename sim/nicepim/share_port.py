@@ -31,7 +31,7 @@ from pimforge.rtl.mem.timing import Timing
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 
 __all__ = ["PLAYED_ROWS", "REQ_LATENCY", "RESP_LATENCY", "gather_cycles", "port_cycles",
-           "step_cycles"]
+           "same_row_words", "step_cycles"]
 
 #: Rows' worth of words a step is played for before its rate is extended.
 PLAYED_ROWS = 3
@@ -62,9 +62,12 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
     rd_lat = t.rd_latency
     col_gap, wtr, rtw = t.col_gap, t.wr_to_rd, t.rd_to_wr
     wr_rec = t.tCWL + t.tBL + t.tWR
+    tRTP, tRCD, tRAS, tRC, tRP = t.tRTP, t.tRCD, t.tRAS, t.tRC, t.tRP
     queue: list[tuple[int, int, int]] = []  # (we, row, visible from), oldest first
     open_row = -1
-    ok = {"act": 0, "pre": 0, "col": 0, "ccd": 0, "rd": 0, "wr": 0}
+    # the cycles from which an ACT, PRE, column command (tRCD), any column command
+    # (tCCD), a RD (after a WR) and a WR (after a RD) may issue
+    ok_act = ok_pre = ok_col = ok_ccd = ok_rd = ok_wr = 0
     iss = pop = 0               # reads issued, messages sent
     ready_at: list[int] = []    # when each word read can be sent
     arrive: list[int] = list(arrivals or [])    # when each received word's write is requested
@@ -77,45 +80,49 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
     c = 0
     while pop < n or wr_done < n_got:
         # ---- the scheduler: the oldest legal hit, else the oldest request's ACT/PRE
-        hits = [i for i, (_, row, v) in enumerate(queue) if row == open_row and v <= c]
         col = None
-        if open_row >= 0 and c >= ok["col"] and c >= ok["ccd"]:
-            for i in hits:
-                if c >= (ok["wr"] if queue[i][0] else ok["rd"]):
-                    col = i
-                    break
+        any_hit = False
+        if open_row >= 0:
+            col_ok = c >= ok_col and c >= ok_ccd
+            for i, (we, row, vis) in enumerate(queue):
+                if row == open_row and vis <= c:
+                    any_hit = True
+                    if col_ok and c >= (ok_wr if we else ok_rd):
+                        col = i
+                        break
         if col is not None:
-            we, _, _ = queue.pop(col)
-            ok["ccd"] = c + col_gap
+            we = queue.pop(col)[0]
+            ok_ccd = c + col_gap
             if we:
-                ok["rd"] = c + wtr
-                ok["pre"] = max(ok["pre"], c + wr_rec)
+                ok_rd = c + wtr
+                ok_pre = max(ok_pre, c + wr_rec)
                 wr_done += 1
                 last_wr = c
             else:
-                ok["wr"] = c + rtw
-                ok["pre"] = max(ok["pre"], c + t.tRTP)
+                ok_wr = c + rtw
+                ok_pre = max(ok_pre, c + tRTP)
                 ready_at.append(c + rd_lat + resp_lat)
         elif queue and queue[0][2] <= c:
             row = queue[0][1]
-            if open_row < 0 and c >= ok["act"]:
-                open_row = row
-                ok["col"] = c + t.tRCD
-                ok["pre"] = max(ok["pre"], c + t.tRAS)
-                ok["act"] = c + t.tRC
-            elif open_row >= 0 and row != open_row and not hits and c >= ok["pre"]:
+            if open_row < 0:
+                if c >= ok_act:
+                    open_row = row
+                    ok_col = c + tRCD
+                    ok_pre = max(ok_pre, c + tRAS)
+                    ok_act = c + tRC
+            elif row != open_row and not any_hit and c >= ok_pre:
                 open_row = -1
-                ok["act"] = max(ok["act"], c + t.tRP)
+                ok_act = max(ok_act, c + tRP)
         # ---- requests into the queue: reads and received writes, round robin
-        want_rd = iss < n and iss - pop < inflight
-        want_wr = (got and wr_next < len(arrive) and arrive[wr_next] <= c
-                   and c >= took + period)
-        if len(queue) < queue_depth and (want_rd or want_wr):
+        if len(queue) < queue_depth:
+            want_rd = iss < n and iss - pop < inflight
+            want_wr = (wr_next < len(arrive) and arrive[wr_next] <= c
+                       and c >= took + period) if got else False
             if want_rd and (not want_wr or rr == 0):
                 queue.append((0, sent_rows[iss], c + req_lat))
                 iss += 1
                 rr = 1
-            else:
+            elif want_wr:
                 queue.append((1, got_rows[wr_next], c + req_lat))
                 wr_next += 1
                 took = c
@@ -157,25 +164,60 @@ def gather_cycles(t: Timing, words: int, row_words: int, got_at: tuple[int, ...]
                              inflight=inflight, period=period, arrivals=times))
 
 
-@functools.lru_cache(maxsize=8192)
+def same_row_words(lo: int, hi: int, sent_at: int, got_at: int, row_words: int) -> int:
+    """How many words ``k`` in ``[lo, hi)`` have ``sent_at + k`` and ``got_at + k`` in
+    one DRAM row."""
+    d = got_at - sent_at
+    if abs(d) >= row_words or hi <= lo:
+        return 0
+    # word k shares its row iff (sent_at + k) mod row_words falls in a window of
+    # row_words - |d| positions: [0, row_words - d) for d >= 0, [-d, row_words) else
+    w0, w1 = (0, row_words - d) if d >= 0 else (-d, row_words)
+    first = sent_at % row_words
+
+    def upto(n: int) -> int:              # such k in [0, n)
+        full, rest = divmod(n, row_words)
+        cnt = full * (w1 - w0)
+        for start, length in ((first, min(rest, row_words - first)),
+                              (0, max(0, rest - (row_words - first)))):
+            cnt += max(0, min(start + length, w1) - max(start, w0))
+        return cnt
+
+    return upto(hi) - upto(lo)
+
+
+@functools.lru_cache(maxsize=65536)
+def _play(t: Timing, words: int, row_words: int, sent_at: int, got_at: int | None,
+          kw: tuple) -> int:
+    return port_cycles(t, [(sent_at + i) // row_words for i in range(words)],
+                       None if got_at is None else [(got_at + i) // row_words
+                                                    for i in range(words)], **dict(kw))
+
+
 def step_cycles(t: Timing, words: int, row_words: int, sent_at: int, got_at: int | None, *,
                 path: int, queue_depth: int, inflight: int, period: int) -> float:
     """The unit's busy cycles for a step of *words* words sent from DRAM word *sent_at*
     and (unless None) as many received at word *got_at*: until its last message's tail
-    and its last word's write (:func:`port_cycles`). Steps longer
-    than :data:`PLAYED_ROWS` rows are played that long and the last row's rate is
-    extended to the rest."""
+    and its last word's write (:func:`port_cycles`). Steps longer than
+    :data:`PLAYED_ROWS` rows are played that long and the last row's rate is extended
+    to the rest. Plays are memoized by what they depend on: where the chunks start
+    within a row, and how far apart they are up to the distance at which their rows
+    can no longer meet within the played words."""
     if words <= 0:
         return 0.0
-
-    def play(k: int) -> int:
-        sent = [(sent_at + i) // row_words for i in range(k)]
-        gotr = None if got_at is None else [(got_at + i) // row_words for i in range(k)]
-        return port_cycles(t, sent, gotr, path=path, queue_depth=queue_depth,
-                           inflight=inflight, period=period)
-
+    kw = (("path", path), ("queue_depth", queue_depth), ("inflight", inflight),
+          ("period", period))
     cap = PLAYED_ROWS * row_words
+    if got_at is not None:
+        far = cap + row_words
+        if abs(got_at - sent_at) > far:
+            got_at = sent_at + (far if got_at > sent_at else -far)
+        base = min(sent_at, got_at) // row_words * row_words
+        sent_at, got_at = sent_at - base, got_at - base
+    else:
+        sent_at %= row_words
     if words <= cap:
-        return float(play(words))
-    whole, last = play(cap), play(cap - row_words)
+        return float(_play(t, words, row_words, sent_at, got_at, kw))
+    whole = _play(t, cap, row_words, sent_at, got_at, kw)
+    last = _play(t, cap - row_words, row_words, sent_at, got_at, kw)
     return whole + (words - cap) * (whole - last) / row_words
