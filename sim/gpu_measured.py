@@ -32,8 +32,8 @@ from .capsnet.networks import network as capsnet
 from .nicepim.gpu_roofline import best_per_sample
 from .nicepim.networks import network as dnn
 
-__all__ = ["MeasurementError", "load", "measured_gpu", "routing_seconds", "capsnet_rows",
-           "dnn_rows", "report"]
+__all__ = ["MeasurementError", "capsnet_rows", "dnn_calibration", "dnn_rows", "load",
+           "measured_gpu", "report", "routing_seconds"]
 
 
 class MeasurementError(PimforgeError):
@@ -121,6 +121,20 @@ def dnn_rows(meas: dict) -> list[dict]:
             row[f"{mode}_batch"] = best["batch"] if best else None
         rows.append(row)
     return rows
+
+
+def dnn_calibration(meas: dict) -> dict[tuple[str, str], float]:
+    """Per measured network and precision, how much slower the GPU ran than the roofline
+    at its own measured peaks says: the best measured time per sample (eager or CUDA
+    graph, whichever is faster) over the model's (with the measured launch overhead).
+    Multiplying another GPU's roofline by it assumes that GPU falls short of its peaks
+    as the measured one did."""
+    out = {}
+    for r in dnn_rows(meas):
+        best = min((x for x in (r["eager_s"], r["graph_s"]) if x), default=None)
+        if best and r["model_s"]:
+            out[(r["network"], r["precision"])] = best / r["model_s"]
+    return out
 
 
 def _ms(x: float | None) -> str:

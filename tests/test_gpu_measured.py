@@ -20,6 +20,7 @@ from pimforge.sim.capsnet.networks import NETWORKS, network
 from pimforge.sim.gpu_measured import (
     MeasurementError,
     capsnet_rows,
+    dnn_calibration,
     dnn_rows,
     load,
     measured_gpu,
@@ -47,6 +48,18 @@ def test_the_kept_measurement_covers_every_network_and_passed_its_checks(kept):
     for n in NETWORKS:
         assert f"| {n.name} |" in text
     assert "not measured" not in text
+
+
+def test_dnn_calibration_is_the_measured_shortfall_from_the_roofline(kept):
+    """The V100 calibration: per network and precision, the faster of the measured eager
+    and graph times over the roofline at the measured peaks (with launches); every
+    network is covered, and the FP16 tensor-core roofline is the more optimistic."""
+    cal = dnn_calibration(kept)
+    for r in dnn_rows(kept):
+        best = min(x for x in (r["eager_s"], r["graph_s"]) if x)
+        assert cal[(r["network"], r["precision"])] == pytest.approx(best / r["model_s"])
+    assert set(cal) == {(n, p) for n in network_names() for p in ("fp32", "fp16")}
+    assert all(cal[(n, "fp16")] > cal[(n, "fp32")] for n in network_names())
 
 
 def test_the_models_are_lower_bounds_of_the_measured_gpu(kept):

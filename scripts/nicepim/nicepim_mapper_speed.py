@@ -6,8 +6,9 @@
 Maps every network of :mod:`pimforge.sim.nicepim.networks` (batch 1) with
 :func:`~pimforge.sim.nicepim.mapper.map_network` on ``--config``, each repeat in a fresh
 process state for the mapper (a new node model; the task lists' costs, the sharing
-steps played through the DRAM port and the Data-Scheduler's schedules cleared), and prints per network the wall and CPU seconds of the fastest repeat, the
-mapped latency and energy (the same in every repeat), and the machine's load average
+steps played through the DRAM port and the Data-Scheduler's schedules cleared), and
+prints per network the wall and CPU seconds of the fastest repeat, the mapped latency
+and energy (the same in every repeat), and the machine's load average
 (the seconds are only comparable at a similar load). CPU seconds are the better
 measure on a shared machine.
 """

@@ -37,16 +37,26 @@ over 400 MHz. ``A_pim`` is by default our area model's area of the config's engi
 The paper does not give its formula; this is one reading of it, and the raw ratio is
 printed beside the scaled one.
 
+Calibration (``--measured FILE``, by default the H200 measurement kept in
+``scripts/gpu/measured/gpu.json``; ``--measured none`` for the bare roofline): each
+network's roofline time is multiplied by how much slower the measured GPU ran that
+network, in that precision, than the same roofline at its own measured peaks
+(:func:`pimforge.sim.gpu_measured.dnn_calibration`: 0.93-1.6x in FP32, 3.1-6.1x in
+FP16 on the H200), i.e. the V100 is assumed to fall short of its peaks as the H200
+did. Both the roofline and the calibrated ratios are printed.
+
     python scripts/nicepim/nicepim_v100.py [--nets vgg16,...] [--launch-us 5]
                                    [--pim-batches 1,2,4,8,16]
                                    [--node rtl|ideal|ideal-engine|ideal-dma]
-                                   [--area model|paper] [--json build/nicepim_v100.json]
+                                   [--area model|paper] [--measured FILE|none]
+                                   [--json build/nicepim_v100.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from pimforge.gen.area import node_scale
 from pimforge.gen.args import number_range
@@ -54,12 +64,14 @@ from pimforge.gen.config import load_config
 from pimforge.gen.errors import PimforgeError
 from pimforge.gen.output import write_json
 from pimforge.sim.capsnet.gpu_roofline import V100
+from pimforge.sim.gpu_measured import dnn_calibration, load
 from pimforge.sim.nicepim import mapper
 from pimforge.sim.nicepim import networks as nets
 from pimforge.sim.nicepim.area import AREA_CONSTRAINT_MM2, total_area_mm2
 from pimforge.sim.nicepim.gpu_roofline import V100_TENSOR, best_per_sample
 
 V100_AREA_MM2, V100_NM, V100_MHZ = 815.0, 12.0, 1530.0
+MEASURED = Path(__file__).resolve().parents[1] / "gpu" / "measured" / "gpu.json"
 PIM_NM = 28.0
 
 
@@ -74,8 +86,16 @@ def main() -> None:
     p.add_argument("--area", choices=("model", "paper"), default="model",
                    help="the PIM side's area: our area model's for --config (default) or "
                         "Table II's 48 mm^2 budget")
+    p.add_argument("--measured", default=str(MEASURED),
+                   help="a gpu_measure.py output whose per-network shortfall from its own "
+                        "roofline calibrates the V100's (default: the kept H200 "
+                        "measurement; 'none': the bare roofline)")
     p.add_argument("--json", default="build/nicepim_v100.json")
     args = p.parse_args()
+    try:
+        calib = {} if args.measured == "none" else dnn_calibration(load(args.measured))
+    except PimforgeError as e:
+        p.error(f"--measured: {e}")
     try:
         pim_batches = [int(x) for x in args.pim_batches.split(",")]
     except ValueError:
@@ -92,7 +112,7 @@ def main() -> None:
           f"({V100_MHZ:.0f} / {f_pim:.0f} MHz) = {scale:.1f}")
     print(f"{'network':10s} {'NicePIM ms':>10s} {'b':>3s} {'FP16 ms':>8s} {'b':>5s} "
           f"{'FP32 ms':>8s} {'b':>5s} {'raw FP16':>8s} {'scaled FP16':>11s} "
-          f"{'scaled FP32':>11s} {'s':>5s}")
+          f"{'scaled FP32':>11s} {'cal FP16':>8s} {'cal FP32':>8s} {'s':>5s}")
     rows = []
     for name in args.nets.split(","):
         net = nets.network(name)
@@ -112,8 +132,11 @@ def main() -> None:
                                       for b, x in ms.items()}}
         for label, gpu, wb in (("fp16", V100_TENSOR, 2), ("fp32", V100, 4)):
             per, b = best_per_sample(net, gpu, wb, args.launch_us * 1e-6)
+            cal = calib.get((name, label))
             row[label] = {"gpu": gpu.name, "seconds_per_sample": per, "batch": b,
-                          "raw_ratio": per / pim_s, "scaled_ratio": per * scale / pim_s}
+                          "raw_ratio": per / pim_s, "scaled_ratio": per * scale / pim_s,
+                          "calibration": cal,
+                          "calibrated_ratio": per * cal * scale / pim_s if cal else None}
         row["seconds"] = time.perf_counter() - t0
         rows.append(row)
         print(f"{name:10s} {pim_s * 1e3:10.3f} {b_pim:3d} "
@@ -121,14 +144,22 @@ def main() -> None:
               f"{row['fp16']['batch']:5d} {row['fp32']['seconds_per_sample'] * 1e3:8.3f} "
               f"{row['fp32']['batch']:5d} {row['fp16']['raw_ratio']:8.3f} "
               f"{row['fp16']['scaled_ratio']:11.1f} {row['fp32']['scaled_ratio']:11.1f} "
+              f"{_cal(row['fp16']):>8s} {_cal(row['fp32']):>8s} "
               f"{row['seconds']:5.1f}", flush=True)
         write_json(args.json, {"scale": scale, "pim_area_mm2": pim_area, "area": args.area,
-                               "launch_us": args.launch_us,
+                               "launch_us": args.launch_us, "measured": args.measured,
                                "node": args.node, "rows": rows})
     ok = [r for r in rows if "error" not in r]
     for label in ("fp16", "fp32") if ok else ():
         avg = sum(r[label]["scaled_ratio"] for r in ok) / len(ok)
-        print(f"average scaled ratio, {label}: {avg:.1f}x (paper: 25x)")
+        cal = [r[label]["calibrated_ratio"] for r in ok if r[label]["calibrated_ratio"]]
+        print(f"average scaled ratio, {label}: {avg:.1f}x"
+              + (f", calibrated {sum(cal) / len(cal):.1f}x over {len(cal)}" if cal else "")
+              + " (paper: 25x)")
+
+
+def _cal(r: dict) -> str:
+    return "-" if r["calibrated_ratio"] is None else f"{r['calibrated_ratio']:.1f}"
 
 
 if __name__ == "__main__":
