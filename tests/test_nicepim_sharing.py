@@ -260,6 +260,20 @@ def test_schedule_command_writes_json(tmp_path, capsys):
     assert "optimal" in capsys.readouterr().out
 
 
+def test_schedule_runs_through_the_sharing_units(tmp_path, capsys):
+    """``--units``: the schedule as SEND/WAIT tasks on the NicePIM array RTL; every node
+    ends with its set's data and the mapper's cost is within 5% of the RTL's cycles."""
+    out = tmp_path / "u.json"
+    assert main(["schedule", "sharing", "--config", "nicepim_small", "--mesh", "2x2",
+                 "--set-size", "4", "--bytes", "1024", "--units", "--json",
+                 str(out)]) == 0
+    u = json.loads(out.read_text())["units"]
+    assert u["delivered"] and u["words"] == 1024 // load_config(
+        "nicepim_small").nicepim.word_bytes
+    assert abs(u["error"]) <= 0.05, u
+    assert "through the sharing units" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["--mesh", "4by4"], "--mesh must be ROWSxCOLS"),
     (["--mesh", "8x8", "--stride", "3"], "do not tile a 8x8 mesh"),
@@ -267,6 +281,7 @@ def test_schedule_command_writes_json(tmp_path, capsys):
     (["--mesh", "4x4", "--method", "greedy"], "argument --method: invalid choice"),
     (["--mesh", "4x4", "--set-size", "1"], "argument --set-size: must be between 2"),
     (["--mesh", "32x32", "--rtl"], "--rtl runs meshes of up to 16x16"),
+    (["--mesh", "4x4", "--units"], "--units runs on the config's NicePIM array"),
     (["--mesh", "4x4", "--json", "/proc/version/x.json"], "argument --json"),
 ])
 def test_bad_input_is_one_line(capsys, argv, msg):

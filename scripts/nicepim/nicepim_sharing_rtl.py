@@ -29,7 +29,7 @@ from pimforge.gen.config import load_config, parse_overrides
 from pimforge.gen.errors import PimforgeError
 from pimforge.sim.nicepim.costmodel_check import schedule_on_array
 from pimforge.sim.nicepim.rtl_run import build_array_driver
-from pimforge.sim.nicepim.sharing import METHODS
+from pimforge.sim.nicepim.sharing import METHODS, Mesh, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from report import md_header, md_row, write_json  # noqa: E402
@@ -69,13 +69,15 @@ def main(argv=None) -> int:
                                 "cycles RTL", "cycles model", "error", "over ILP (RTL)",
                                 "delivered"], ["---", "---"] + ["---:"] * 5 + ["---"])))
     rows, ok = [], True
+    mesh = Mesh(cfg.nicepim.na_rows, cfg.nicepim.na_cols)
     t0 = time.time()
     for size, stride, words in args.cases:
         got = {}
         for method in METHODS:
             try:
-                got[method] = schedule_on_array(cfg, method, size, stride, words,
-                                                seed=args.seed, exe=exe)
+                sched = schedule(method, mesh, size, stride, 16, cfg.nicepim.flit_bits,
+                                 time_limit=None, seed=0)
+                got[method] = schedule_on_array(cfg, sched, words, seed=args.seed, exe=exe)
             except PimforgeError as e:
                 print(md_row([f"{size} / {stride} / {words}", method, "-", "-", "-", "-",
                               "-", str(e)]))

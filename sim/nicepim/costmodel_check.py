@@ -223,29 +223,31 @@ def sharing_ring(cfg, words: int, *, ring=(0, 1, 3, 2), spacing: int | None = No
             "cycles_model": model, "error": model / rtl - 1, "delivered": ok}
 
 
-def schedule_on_array(cfg, method: str, set_size: int, stride: int, words: int, *,
-                      seed: int = 1, exe=None) -> dict:
-    """A Data-Scheduler schedule (*method*: ``ilp``, ``tsp`` or ``shp``) of Fig. 12's
-    layout over *cfg*'s whole array, run through the nodes' data-sharing units: every
+def schedule_on_array(cfg, sched, words: int, *, seed: int = 1, exe=None) -> dict:
+    """A Data-Scheduler schedule *sched* (:class:`~.sharing.Schedule`: ILP, TSP or SHP)
+    over *cfg*'s whole array, run through the nodes' data-sharing units: every
     node holds a chunk of *words* DRAM words; the chunks of a set lie side by side (its
     ``i``-th node's at word ``i * words``). Hamilton: ``set_size - 1`` steps in which each
     node sends the chunk it got last (its own first) to its successor on the schedule's
     cycle and waits for the next; SHP: each node sends its chunk to every other node of
     its set (node ``i`` to ``i + 1``, ``i + 2``, ... of the set, so that each receives
-    from one at a time), then waits for theirs. Returns the RTL's cycles (the slowest node's),
-    whether every node ended with its whole set's data, and the mapper's
+    from one at a time), then waits for theirs. Returns the RTL's cycles (the slowest
+    node's), whether every node ended with its whole set's data, and the mapper's
     (:meth:`.mapcost.NodeModel.share_cycles` with that method, plus the ``END``)."""
     from pimforge.rtl.nicepim.params import Op
 
     from .mapcost import NodeModel
     from .node_model import END_CYCLES
     from .rtl_run import run_array, task
-    from .sharing import Mesh, schedule
 
     n = cfg.nicepim
-    mesh = Mesh(n.na_rows, n.na_cols)
-    sched = schedule(method, mesh, set_size, stride, 16, n.flit_bits, time_limit=None,
-                     seed=0)
+    if (sched.mesh.rows, sched.mesh.cols) != (n.na_rows, n.na_cols):
+        raise CapacityError(f"the schedule is for a {sched.mesh.rows}x{sched.mesh.cols} mesh "
+                            f"but the array is {n.na_rows}x{n.na_cols}; set "
+                            f"nicepim.na_rows={sched.mesh.rows} and "
+                            f"nicepim.na_cols={sched.mesh.cols}")
+    method, set_size = sched.method, sched.set_size
+    stride = _set_stride(sched)
     if set_size * words > n.node_words:
         raise CapacityError(f"{set_size} chunks of {words} words do not fit a node's "
                             f"{n.node_words} words")
@@ -286,5 +288,13 @@ def schedule_on_array(cfg, method: str, set_size: int, stride: int, words: int, 
     model = NodeModel(cfg, sharing=method).share_cycles(set_size, words * n.word_bytes,
                                                         stride)[0] + END_CYCLES
     return {"method": method, "set_size": set_size, "stride": stride, "words": words,
+            "mesh": f"{n.na_rows}x{n.na_cols}",
             "max_edge_load": sched.max_edge_load, "cycles_rtl": rtl, "cycles_model": model,
             "error": model / rtl - 1, "delivered": ok}
+
+
+def _set_stride(sched) -> int:
+    """The spacing of a schedule's sets (Fig. 12's layout): the fewest hops between two
+    nodes of its first set."""
+    first = sched.sets[0]
+    return min(sched.mesh.hops(a, b) for a in first for b in first if a != b)

@@ -62,6 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--seed", type=seed, default=0, help="solver and local-search seed")
     s.add_argument("--rtl", action="store_true",
                    help="also run the schedule on the mesh NoC RTL (Verilator)")
+    s.add_argument("--units", action="store_true",
+                   help="also run the schedule through the data-sharing units of the "
+                        "config's NicePIM array RTL (SEND/WAIT tasks, each node's --bytes "
+                        "in its DRAM; the mesh must be the array's)")
     s.add_argument("--packet-flits", type=int_range(1, 255), default=16,
                    help="flits per packet (default 16)")
     s.add_argument("--json", type=out_file, help="write the result here")
@@ -82,6 +86,12 @@ def run(args) -> int:
         from .. import verilator as vl
 
         vl.preflight()
+    nice = getattr(args.config, "nicepim", None)
+    if args.units and (nice is None or (nice.na_rows, nice.na_cols) != (rows, cols)):
+        have = "no NicePIM array" if nice is None else f"a {nice.na_rows}x{nice.na_cols} array"
+        raise PimforgeError(f"--units runs on the config's NicePIM array, and {args.config.name} "
+                            f"has {have}; use --config nicepim_small --set "
+                            f"nicepim.na_rows={rows} --set nicepim.na_cols={cols}")
     if args.method == "ilp":     # a model too big to build is refused before the warning
         sharing.check_ilp_size(mesh, sharing.sharing_sets(mesh, args.set_size, args.stride),
                                args.time_limit)
@@ -112,6 +122,20 @@ def run(args) -> int:
         out["rtl"] = r | {"link_flits": [[n, d, v] for (n, d), v in sorted(links.items())]}
         line += (f"; RTL {r['rtl_cycles']} cycles ({r['rtl_over_model']:.3f} x the model), "
                  f"busiest link {r['rtl_max_link_flits']} flits")
+    if args.units:
+        from .costmodel_check import schedule_on_array
+        from .rtl_run import build_array_driver
+
+        words = -(-args.bytes // nice.word_bytes)
+        u = schedule_on_array(args.config, sched, words, seed=args.seed,
+                              exe=build_array_driver(args.config))
+        out["units"] = u
+        line += (f"; through the sharing units: RTL {u['cycles_rtl']} cycles, the mapper's "
+                 f"cost {u['cycles_model']} ({100 * u['error']:+.1f}%), "
+                 f"{'every node has its set' if u['delivered'] else 'DATA MISSING'}")
+        if not u["delivered"]:
+            print(line)
+            raise PimforgeError("the sharing units did not deliver every chunk")
     print(line)
     if args.json:
         write_json(args.json, stamp(out, "pimforge.schedule.sharing", 1, cfg))
