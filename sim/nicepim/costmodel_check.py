@@ -255,32 +255,32 @@ def schedule_on_array(cfg, sched, words: int, *, seed: int = 1, exe=None) -> dic
     dram: dict = {}
     tasks: dict = {}
     want: dict = {}
-    for members in sched.sets:
-        chunk = {node: [rng.getrandbits(n.node_bank_bits) | 1 for _ in range(words)]
-                 for node in members}
-        pos = {node: i for i, node in enumerate(members)}
+    cycles = sched.cycles or [None] * len(sched.sets)     # SHP has no cycles
+
+    def to(m: int) -> int:
+        return (m % n.na_cols) | (m // n.na_cols) << 4
+
+    for members, cyc in zip(sched.sets, cycles, strict=True):
+        at = {node: i * words for i, node in enumerate(members)}   # each node's chunk
         for node in members:
-            dram[node] = {pos[node] * words + a: v for a, v in enumerate(chunk[node])}
-            want[node] = {pos[m] * words + a: v for m in members
-                          for a, v in enumerate(chunk[m])}
-        if method == "shp":          # node i sends to i + 1, i + 2, ...: one sender each
+            dram[node] = {at[node] + a: rng.getrandbits(n.node_bank_bits) | 1
+                          for a in range(words)}
+        for node in members:
+            want[node] = {a: v for m in members for a, v in dram[m].items()}
+        if cyc is None:              # SHP: node i sends to i + 1, i + 2, ...: one sender each
             for i, node in enumerate(members):
-                to = [members[(i + j) % set_size] for j in range(1, set_size)]
-                tasks[node] = [task(Op.SEND, base=i * words, dest=i * words, count=words,
-                                    node=(m % n.na_cols) | (m // n.na_cols) << 4)
-                               for m in to]
-                tasks[node] += [task(Op.WAIT, dest=(set_size - 1) * words)]
-    for cyc in sched.cycles:
-        L = len(cyc)
-        for i, node in enumerate(cyc):
-            nxt = cyc[(i + 1) % L]
-            for t in range(1, L):
-                src = cyc[(i - t + 1) % L]
-                at = sched.sets[[set(s) for s in sched.sets].index(set(cyc))].index(src) * words
-                tasks.setdefault(node, []).extend([
-                    task(Op.SEND, base=at, dest=at, count=words,
-                         node=(nxt % n.na_cols) | (nxt // n.na_cols) << 4),
-                    task(Op.WAIT, dest=t * words)])
+                tasks[node] = [task(Op.SEND, base=at[node], dest=at[node], count=words,
+                                    node=to(members[(i + j) % set_size]))
+                               for j in range(1, set_size)]
+                tasks[node].append(task(Op.WAIT, dest=(set_size - 1) * words))
+            continue
+        for i, node in enumerate(cyc):       # Hamilton: forward the chunk got last
+            tasks[node] = []
+            for t in range(1, set_size):
+                src = at[cyc[(i - t + 1) % set_size]]
+                tasks[node] += [task(Op.SEND, base=src, dest=src, count=words,
+                                     node=to(cyc[(i + 1) % set_size])),
+                                task(Op.WAIT, dest=t * words)]
     tasks = {k: v + [task(Op.END)] for k, v in tasks.items()}
     run = run_array(cfg, tasks, dram, exe=exe)
     ok = all(run.dram[node].get(a) == v for node, w in want.items() for a, v in w.items())

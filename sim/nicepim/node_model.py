@@ -291,6 +291,14 @@ class NodeTiming:
         # at the next router, whose head flit takes that long per packet
         self.share_period = MESSAGE_FLITS + HEAD_CYCLES_PER_HOP - 1
 
+    def _port(self, hops: int) -> dict:
+        """The node's side of :mod:`.share_port`: a message's path to a node *hops* away
+        (``HEAD_CYCLES_PER_HOP`` a hop, one more into the node, its flits after the
+        head), the bank controller's queue, the unit's reads in flight and its pace."""
+        return {"path": HEAD_CYCLES_PER_HOP * (hops + 1) + MESSAGE_FLITS,
+                "queue_depth": QUEUE_DEPTH, "inflight": DMA_INFLIGHT,
+                "period": self.share_period}
+
     def share_step(self, words: int, hops: int, sent_at: int = 0,
                    got_at: int | None = None) -> float:
         """Cycles of one sharing step on a node: a ``SEND`` of *words* DRAM words from
@@ -302,16 +310,13 @@ class NodeTiming:
         has gone, so the step is bound by the node's DRAM port, which carries the reads
         and the received words' writes: its queue, row switches and read/write
         turnarounds are played cycle by cycle (:func:`.share_port.step_cycles`, with
-        the message's path of ``HEAD_CYCLES_PER_HOP`` a hop, one more into the node and
-        its flits after the head). Besides: the two tasks' own cycles and the
+        :meth:`_port`'s path and pace). Besides: the two tasks' own cycles and the
         controller's start and end (:data:`SHARE_FIXED`); refresh as for the DMA."""
         if words <= 0:
             return 0.0
-        path = HEAD_CYCLES_PER_HOP * (hops + 1) + MESSAGE_FLITS
         busy = share_port.step_cycles(self.t, int(words), self.row_words, int(sent_at),
-                                      None if got_at is None else int(got_at), path=path,
-                                      queue_depth=QUEUE_DEPTH, inflight=DMA_INFLIGHT,
-                                      period=self.share_period)
+                                      None if got_at is None else int(got_at),
+                                      **self._port(hops))
         return SHARE_FIXED + busy * self.stretch
 
     def gather_step(self, words: int, hops: int, got_at: tuple[int, ...]) -> float:
@@ -321,11 +326,8 @@ class NodeTiming:
         cycles (:data:`SHARE_FIXED`); refresh as for the DMA."""
         if words <= 0 or not got_at:
             return 0.0
-        path = HEAD_CYCLES_PER_HOP * (hops + 1) + MESSAGE_FLITS
         busy = share_port.gather_cycles(self.t, int(words), self.row_words,
-                                        tuple(int(a) for a in got_at), path=path,
-                                        queue_depth=QUEUE_DEPTH, inflight=DMA_INFLIGHT,
-                                        period=self.share_period)
+                                        tuple(int(a) for a in got_at), **self._port(hops))
         return SHARE_FIXED + busy * self.stretch
 
     def share_busy(self, sent: float, received: float, hops: int = 1) -> float:
@@ -338,8 +340,7 @@ class NodeTiming:
         only receives writes a word as each message arrives."""
         s, r = math.ceil(sent), math.ceil(received)
         both = min(s, r)
-        kw = dict(path=HEAD_CYCLES_PER_HOP * (hops + 1) + MESSAGE_FLITS,
-                  queue_depth=QUEUE_DEPTH, inflight=DMA_INFLIGHT, period=self.share_period)
+        kw = self._port(hops)
         if both:
             apart = self.row_words * -(-both // self.row_words)
             busy = (share_port.step_cycles(self.t, both, self.row_words, 0, apart, **kw)

@@ -56,11 +56,11 @@ from pimforge.gen.errors import PimforgeError, ToolMissingError
 from pimforge.rtl.noc.flit import EAST, NORTH, SOUTH, WEST
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
-__all__ = ["ANNEAL_MOVES", "ANNEAL_RUNS", "METHODS", "MIP_NODES", "Mesh", "Schedule",
-           "SetLoads", "SharingError", "check_ilp_size", "hamilton_edges", "ilp_size",
-           "SNAKE_NODES", "link_loads", "set_loads", "snake_cycle",
-           "schedule", "schedule_ilp", "schedule_shp", "schedule_tsp", "set_shape",
-           "sharing_sets", "size_warning", "valid_cycle"]
+__all__ = ["ANNEAL_MOVES", "ANNEAL_RUNS", "METHODS", "MIP_NODES", "SNAKE_NODES", "Mesh",
+           "Schedule", "SetLoads", "SharingError", "check_ilp_size", "hamilton_edges",
+           "ilp_size", "link_loads", "schedule", "schedule_ilp", "schedule_shp",
+           "schedule_tsp", "set_loads", "set_shape", "sharing_sets", "size_warning",
+           "snake_cycle", "valid_cycle"]
 
 METHODS = ("ilp", "tsp", "shp")
 
@@ -508,9 +508,15 @@ def schedule_tsp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
             cyc, _ = _min_hop_cycle(mesh, s, seed)
             cache[key] = [s.index(n) for n in cyc]
         cycles.append([s[i] for i in cache[key]])
+    return _hamilton("tsp", mesh, sets, cycles, part_flits, time.perf_counter() - t0,
+                     notes=[f"{len(cache)} distinct set geometries solved"])
+
+
+def _hamilton(method: str, mesh: Mesh, sets: list[tuple[int, ...]], cycles: list[list[int]],
+              part_flits: int, solve_s: float, **kw) -> Schedule:
+    """The Hamilton schedule of *cycles* (one per set), its link loads counted."""
     loads = link_loads(mesh, [e for c in cycles for e in hamilton_edges(c)])
-    return Schedule("tsp", mesh, sets, cycles, part_flits, loads, time.perf_counter() - t0,
-                    notes=[f"{len(cache)} distinct set geometries solved"])
+    return Schedule(method, mesh, sets, cycles, part_flits, loads, solve_s, **kw)
 
 
 # ---- SHP: shortest paths from every node to every other -----------------------------------------
@@ -858,7 +864,7 @@ class SetLoads:
         Cycle edges (Hamilton) or pairs (SHP) on the busiest link.
     hops : int
         The most hops of one transfer (a cycle edge or a pair).
-    set_hops : int
+    set_hops : float
         Hops of all of one set's transfers (a cycle's edges or every pair), the mean
         over the sets.
     """
@@ -883,8 +889,7 @@ def snake_cycle(members: Sequence[int], h: int, w: int) -> list[int] | None:
     if h < 2 or w < 2 or (h % 2 and w % 2):
         return None
     if h % 2:                                       # w even: the transposed snake
-        t = snake_cycle([members[i * w + j] for j in range(w) for i in range(h)], w, h)
-        return t
+        return snake_cycle([members[i * w + j] for j in range(w) for i in range(h)], w, h)
     path = [(0, j) for j in range(w)]
     for i in range(1, h):
         cols = range(w - 1, 0, -1) if i % 2 else range(1, w)
@@ -923,8 +928,7 @@ def set_loads(rows: int, cols: int, set_size: int, stride: int, method: str,
         h, w = set_shape(set_size, rows, cols, stride)
         snakes = [snake_cycle(st, h, w) for st in sets] if set_size > SNAKE_NODES else None
         if snakes and all(snakes):
-            tsp = Schedule("tsp", mesh, sets, snakes, 1, link_loads(
-                mesh, [e for c in snakes for e in hamilton_edges(c)]), 0.0)
+            tsp = _hamilton("tsp", mesh, sets, snakes, 1, 0.0)
         else:
             tsp = schedule_tsp(mesh, sets, 1, seed=seed)
         if method == "tsp" or tsp.max_edge_load <= _count_bound(mesh, tsp):
@@ -934,8 +938,7 @@ def set_loads(rows: int, cols: int, set_size: int, stride: int, method: str,
         else:
             cyc = (tsp.cycles if set_size > SNAKE_NODES
                    else _improve(mesh, tsp.cycles, random.Random(seed)))
-            sched = Schedule("ilp", mesh, sets, cyc, 1, link_loads(
-                mesh, [e for c in cyc for e in hamilton_edges(c)]), 0.0)
+            sched = _hamilton("ilp", mesh, sets, cyc, 1, 0.0)
     pairs = sched.pairs()
     return SetLoads(method, sched.max_edge_load, max(mesh.hops(a, b) for a, b in pairs),
                     sum(mesh.hops(a, b) for a, b in pairs) / len(sets))
