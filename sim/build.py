@@ -6,7 +6,10 @@ compiles and caches such executables, keyed by the hash of every input.
 
 :func:`cached_build` is the cache discipline every cached build follows (this
 module's and the cocotb testbenches' of :mod:`pimforge.verif.runner`): a build
-folder that later runs trust is only ever a finished one.
+folder that later runs trust is only ever a finished one. A finished folder keeps its
+executable, its inputs and the generated C++, not the compiler's intermediates (a
+cube's precompiled headers alone are 180 MB), and the builds are kept under a size
+(:func:`pimforge.sim.verilator.cache_limit`) by removing those used least recently.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ _SOURCES = (".cpp", ".cc", ".c")
 _STAMP = "executable.sha256"
 #: File of a finished build holding how long it took (the next build's estimate).
 _SECONDS = "build.seconds"
+#: What a finished build no longer needs: the compiler's outputs that the executable was
+#: linked from (object files, archives, precompiled headers, dependency lists).
+_INTERMEDIATES = (".o", ".a", ".gch", ".d")
+#: A build used this recently is never evicted (another process may be running it).
+_EVICT_AFTER_S = 600.0
 #: The smallest repeated block (characters of Verilog with its submodules) Verilated as a
 #: hierarchical block: below it, its boundary costs more than compiling it per instance.
 HIER_MIN_CHARS = 20_000
@@ -143,12 +151,14 @@ def cached_build(bdir: Path, exe: str, build: Callable[[Path], None], *, what: s
     """
     target = bdir / exe
     if _verified(bdir, target):
+        _touch(bdir)
         return target
     try:
         bdir.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _unwritable(bdir.parent, e) from None
     _sweep_stale(bdir.parent)
+    _tidy(bdir.parent, keep=bdir)
     # One builder at a time per folder: a second one (another test worker, a sweep
     # worker) waits for the first instead of building the same thing beside it.
     with _locked(bdir.with_name(bdir.name + ".lock"), what):
@@ -202,6 +212,7 @@ def _build_and_stamp(folder: Path, exe: str, build: Callable[[Path], None], what
     if not built.is_file():
         shutil.rmtree(folder, ignore_errors=True)
         raise SimulationError(f"{what} produced no {exe}")
+    _prune(folder)
     (folder / _SECONDS).write_text(f"{time.monotonic() - t0:.1f}\n")  # the next estimate
     (folder / _STAMP).write_text(_digest(built))   # what a later use checks the executable by
 
@@ -281,6 +292,85 @@ def _verified(bdir: Path, exe: Path) -> bool:
         return exe.is_file() and stamp.read_text().strip() == _digest(exe)
     except OSError:
         return False
+
+
+def _touch(bdir: Path) -> None:
+    """Mark a finished build as used now (its stamp's time orders the evictions)."""
+    with contextlib.suppress(OSError):
+        os.utime(bdir / _STAMP)
+
+
+def _prune(folder: Path) -> int:
+    """Remove the compiler's intermediates under *folder*; the bytes freed."""
+    freed = 0
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            if f.endswith(_INTERMEDIATES):
+                path = os.path.join(dirpath, f)
+                with contextlib.suppress(OSError):
+                    freed += os.lstat(path).st_size
+                    os.unlink(path)
+    return freed
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+_TIDIED: set[tuple[Path, ...]] = set()
+
+
+def _tidy(root: Path, keep: Path) -> None:
+    """Before a process's first build into *root*: strip the intermediates that finished
+    builds of older versions kept, then, while the builds are over
+    :func:`~pimforge.sim.verilator.cache_limit`, remove the one used least recently (never
+    *keep*, one used in the last ten minutes, or one being built). Under the cache root
+    that is every kind of build (native and cocotb), elsewhere (a test's folder) *root*'s."""
+    kinds = (tuple(root.parent / k for k in vl.BUILD_SUBFOLDERS)
+             if root.parent.resolve() == vl.cache_root().resolve() else (root,))
+    if kinds in _TIDIED:
+        return
+    _TIDIED.add(kinds)
+    limit = vl.cache_limit() * 1e9
+    builds = []                       # (last used, bytes, folder) of every finished build
+    for kind in kinds:
+        with contextlib.suppress(OSError):
+            for bdir in list(kind.iterdir()):
+                stamp = bdir / _STAMP
+                if ".tmp" in bdir.name or not stamp.is_file():
+                    continue
+                _prune(bdir)
+                with contextlib.suppress(OSError):
+                    builds.append((stamp.stat().st_mtime, _size(bdir), bdir))
+    total = sum(b[1] for b in builds)
+    now = time.time()
+    for used, size, bdir in sorted(builds, key=lambda b: b[0]):
+        if total <= limit:
+            break
+        if bdir == keep or now - used < _EVICT_AFTER_S or _busy(bdir):
+            continue
+        _discard(bdir)
+        total -= size
+
+
+def _busy(bdir: Path) -> bool:
+    """True if another process holds the lock of *bdir* (it is building it)."""
+    try:
+        f = open(bdir.with_name(bdir.name + ".lock"))  # noqa: SIM115 (closed below)
+    except OSError:
+        return False
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
 
 
 def _sweep_stale(root: Path) -> None:

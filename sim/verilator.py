@@ -142,11 +142,34 @@ def _cache_root() -> Path:
         raise ToolMissingError(f"the build cache {str(root)!r} {what}; set PIMFORGE_CACHE to a "
                                "writable folder")
     check_cache_folders(root)
+    cache_limit()
     return root
+
+
+#: The default size limit of the cached builds (GB); ``PIMFORGE_CACHE_GB`` changes it.
+CACHE_GB = 10.0
+
+
+def cache_limit() -> float:
+    """The size limit of the cached builds in GB, ``$PIMFORGE_CACHE_GB`` or :data:`CACHE_GB`:
+    a build that finds them over it removes those used least recently."""
+    text = os.environ.get("PIMFORGE_CACHE_GB", "").strip()
+    if not text:
+        return CACHE_GB
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = -1.0
+    if not limit > 0:
+        raise ToolMissingError(f"PIMFORGE_CACHE_GB must be a positive number of GB, not "
+                               f"{text!r}")
+    return limit
 
 
 #: The folders under the cache root that builds write into.
 CACHE_SUBFOLDERS = ("verilated", "cocotb", "synth", "elaborated")
+#: Those of them that hold stamped builds, kept under :func:`cache_limit`.
+BUILD_SUBFOLDERS = ("verilated", "cocotb")
 
 
 def check_cache_folders(root: Path) -> None:

@@ -144,6 +144,66 @@ def test_temporaries_of_dead_builders_are_swept_and_live_ones_kept(tmp_path):
     assert _leftovers(tmp_path) == [live.name]
 
 
+def test_finished_build_keeps_no_intermediates(tmp_path):
+    def with_objects(folder):
+        for name in ("a.o", "lib.a", "x.h.gch", "a.d"):
+            (folder / name).write_text("x" * 100)
+        (folder / "V.cpp").write_text("generated")
+    exe = sb.cached_build(tmp_path / "blk-0123", EXE, _builder([], hook=with_objects),
+                          what="t")
+    kept = sorted(p.name for p in exe.parents[1].iterdir())
+    assert kept == sorted(["V.cpp", "bin", sb._SECONDS, sb._STAMP])
+
+
+def _finished(cache, kind, name, *, size, age_s):
+    """A finished build of *size* bytes under *cache*/*kind*, last used *age_s* ago."""
+    bdir = cache / kind / name
+    (bdir / "bin").mkdir(parents=True)
+    (bdir / EXE).write_bytes(b"\0" * size)
+    (bdir / "old.gch").write_bytes(b"\0" * size)          # kept by an older version
+    (bdir / sb._STAMP).write_text(sb._digest(bdir / EXE))
+    when = os.path.getmtime(bdir / sb._STAMP) - age_s
+    os.utime(bdir / sb._STAMP, (when, when))
+    return bdir
+
+
+def test_cache_is_kept_under_its_limit_by_evicting_the_least_recently_used(
+        tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PIMFORGE_CACHE", str(cache))
+    monkeypatch.setenv("PIMFORGE_CACHE_GB", str(35_000 / 1e9))
+    monkeypatch.setattr(sb, "_TIDIED", set())
+    hour = 3600
+    oldest = _finished(cache, "cocotb", "b-1", size=10_000, age_s=5 * hour)
+    old = _finished(cache, "verilated", "a-1", size=10_000, age_s=4 * hour)
+    used = _finished(cache, "verilated", "a-2", size=10_000, age_s=3 * hour)
+    recent = _finished(cache, "cocotb", "b-2", size=10_000, age_s=60)   # maybe running
+    # using a build makes it the most recent
+    assert sb.cached_build(used, EXE, _builder([]), what="t") == used / EXE
+    # a new build: the intermediates of every finished build go first (40 kB left of
+    # 80), then the least recently used until 35 kB (the new one aside)
+    calls: list = []
+    sb.cached_build(cache / "verilated" / "a-3", EXE, _builder(calls), what="t")
+    assert len(calls) == 1
+    assert not oldest.exists() and old.exists()
+    assert used.exists() and recent.exists()            # recently used: never evicted
+    assert not list(cache.rglob("*.gch"))
+    # once per process: the next build (over the limit again) does not look again
+    sb.cached_build(cache / "cocotb" / "b-3", EXE, _builder(calls), what="t")
+    assert old.exists() and len(calls) == 2
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "ten", "nan"])
+def test_bad_cache_limit_is_one_line_before_any_work(tmp_path, monkeypatch, text):
+    from pimforge.gen.errors import ToolMissingError
+    from pimforge.sim import verilator as vl
+
+    monkeypatch.setenv("PIMFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIMFORGE_CACHE_GB", text)
+    with pytest.raises(ToolMissingError, match="PIMFORGE_CACHE_GB must be a positive"):
+        vl.preflight()
+
+
 @pytest.mark.cocotb
 def test_cocotb_build_interrupted_in_place_is_rebuilt(tmp_path, monkeypatch):
     """A half build folder of a real block (no stamp, a broken executable) is not
@@ -164,6 +224,8 @@ def test_cocotb_build_interrupted_in_place_is_rebuilt(tmp_path, monkeypatch):
     assert r.tests > 0 and r.failed == 0, f"seed {r.seed}: {r.results_xml}"
     assert (bdir / sb._STAMP).read_text() == sb._digest(bdir / el.top)
     assert _leftovers(bdir.parent) == []
+    # the compiler's intermediates are gone; the executable runs without them
+    assert not [f.name for f in bdir.rglob("*") if f.suffix in sb._INTERMEDIATES]
     built = (bdir / el.top).stat().st_mtime_ns
     again = runner.run_testbench(bench.name, bench.block, bench.module,
                                  config=bench_config(bench))
