@@ -103,7 +103,7 @@ def test_installed_wheel_runs_the_demo(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    res = subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)],
+    res = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-cache-dir", str(wheel)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     work = tmp_path / "elsewhere"
