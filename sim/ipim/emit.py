@@ -674,15 +674,16 @@ def needs_consts(e: Expr, out: set) -> None:
             out.update(n.consts())
 
 
-def loads_first(block: list[VInstr], k: Kernel | None = None,
-                 by_address: bool = False) -> list[VInstr]:
+def loads_first(block: list[VInstr], k: Kernel | None = None) -> list[VInstr]:
     """The block's bank loads first, then its computation, then its stores (Fig. 3c: the
     input region of the outputs is loaded before they are computed). A block reads
     only arrays it does not write, so the loads move freely; the bank then sees runs
     of accesses to one array (row hits) instead of loads and stores alternating
-    between rows, and memory-order enforcement keeps it that way. *by_address*: the
-    loads in address order as well (a grid's stencil reads a tap per cell row or cell
-    column, each in another DRAM row)."""
+    between rows, and memory-order enforcement keeps it that way. The loads go in
+    address order, so that each DRAM row's loads come together (a
+    stencil names its taps output by output, a column of taps at a time, and a tap
+    column crosses image rows: a 3x3 blur's taps in naming order opened a DRAM row
+    for every 2.8 accesses, in address order for every 8.6, 1.56x faster at 256x256)."""
     gat = k.garfs if k is not None else set()
 
     def first(vi: VInstr) -> bool:     # a gather's load waits for its computed address
@@ -692,9 +693,7 @@ def loads_first(block: list[VInstr], k: Kernel | None = None,
         i = vi.ins
         return k.ptrs[i.dram][0] if i.dram_ind and k is not None else i.dram
 
-    loads = [vi for vi in block if first(vi)]
-    if by_address:
-        loads.sort(key=addr)
+    loads = sorted((vi for vi in block if first(vi)), key=addr)
     return loads + [vi for vi in block if not first(vi)]
 
 

@@ -579,7 +579,7 @@ def _compute(b: Builder, arr: Array, body: Expr) -> None:
                 k.finish_steps(arr.S // U, arr.R // RU)
                 if not hoist:
                     return ev.block
-                return loads_first(ev.block, k, by_address=bool(arr.box))
+                return loads_first(ev.block, k)
             b.prog = list(start)
             if b.compact:
                 b.lru = dict(start_lru)
