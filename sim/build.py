@@ -44,7 +44,7 @@ _SECONDS = "build.seconds"
 #: linked from (object files, archives, precompiled headers, dependency lists).
 _INTERMEDIATES = (".o", ".a", ".gch", ".d")
 #: A build used this recently is never evicted (another process may be running it).
-_EVICT_AFTER_S = 600.0
+_EVICT_AFTER_S = 3600.0
 #: The smallest repeated block (characters of Verilog with its submodules) Verilated as a
 #: hierarchical block: below it, its boundary costs more than compiling it per instance.
 HIER_MIN_CHARS = 20_000
@@ -329,7 +329,7 @@ def _tidy(root: Path, keep: Path) -> None:
     """Before a process's first build into *root*: strip the intermediates that finished
     builds of older versions kept, then, while the builds are over
     :func:`~pimforge.sim.verilator.cache_limit`, remove the one used least recently (never
-    *keep*, one used in the last ten minutes, or one being built). Under the cache root
+    *keep*, one used in the last hour, or one being built). Under the cache root
     that is every kind of build (native and cocotb), elsewhere (a test's folder) *root*'s."""
     kinds = (tuple(root.parent / k for k in vl.BUILD_SUBFOLDERS)
              if root.parent.resolve() == vl.cache_root().resolve() else (root,))
