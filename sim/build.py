@@ -300,17 +300,13 @@ def _touch(bdir: Path) -> None:
         os.utime(bdir / _STAMP)
 
 
-def _prune(folder: Path) -> int:
-    """Remove the compiler's intermediates under *folder*; the bytes freed."""
-    freed = 0
+def _prune(folder: Path) -> None:
+    """Remove the compiler's intermediates under *folder*."""
     for dirpath, _, files in os.walk(folder):
         for f in files:
             if f.endswith(_INTERMEDIATES):
-                path = os.path.join(dirpath, f)
                 with contextlib.suppress(OSError):
-                    freed += os.lstat(path).st_size
-                    os.unlink(path)
-    return freed
+                    os.unlink(os.path.join(dirpath, f))
 
 
 def _size(folder: Path) -> int:
