@@ -14,7 +14,8 @@ import pytest
 
 from pimforge.gen.config import ConfigError, load_config
 from pimforge.gen.errors import CapacityError
-from pimforge.rtl.nicepim.params import Layout, Op
+from pimforge.rtl.nicepim.params import Layout, Op, wbuf_row_lines
+from pimforge.sim.nicepim.node_model import LOAD_START, NodeTiming
 from pimforge.sim.nicepim.rtl_run import (
     WORD_FLITS,
     build_array_driver,
@@ -90,20 +91,21 @@ def _random_conv(r, n):
 
 @pytest.mark.parametrize("layout", ACTS, ids=[x.name for x in ACTS])
 def test_conv_tiles_bit_exact(cfg, exe, layout):
-    """Random convolutions (shapes, stride, padding, groups) on nodes 0 and 3 at once, the
-    input in each DRAM layout."""
+    """Random convolutions (shapes, stride, padding, groups) on nodes 0, 1 and 3 at once,
+    the input in each DRAM layout, the weights in CHWN, KBLOCK and NCHW."""
     n = cfg.nicepim
     seed = SEED * 100 + int(layout)
     r = random.Random(seed)
     tasks, dram, want, tiles = {}, {}, {}, {}
-    for node in (0, 3):
+    # the weights in CHWN (a line a cycle) on node 0, in KBLOCK (a DRAM word a cycle) on
+    # node 1, in NCHW (OIHW) on node 3
+    for node, w_layout in ((0, Layout.CHWN), (1, Layout.KBLOCK), (3, Layout.NCHW)):
         x, w, stride, pad, groups = _random_conv(r, n)
-        log.info("seed %d node %d: x %s w %s stride %d pad %d groups %d %s", seed, node,
-                 x.shape, w.shape, stride, pad, groups, layout.name)
-        # the weights in CHWN (a line a cycle) on node 0, in NCHW (OIHW) on node 3
-        w_layout = Layout.CHWN if node == 0 else Layout.NCHW
+        log.info("seed %d node %d: x %s w %s stride %d pad %d groups %d %s, weights %s", seed,
+                 node, x.shape, w.shape, stride, pad, groups, layout.name, w_layout.name)
         words = place_tensor(x, layout, X_BASE, n.node_bank_bits)
-        place_weights(w, groups, W_BASE, n.node_bank_bits, layout=w_layout, words=words)
+        place_weights(w, groups, W_BASE, n.node_bank_bits, layout=w_layout, words=words,
+                      engine=(n.pe_rows, n.pe_cols))
         plan = conv_tasks(cfg, x_dims=x.shape[1:], w_dims=w.shape, stride=stride, pad=pad,
                           groups=groups, x_layout=layout, x_base=X_BASE, w_base=W_BASE,
                           o_base=O_BASE, w_layout=w_layout)
@@ -124,6 +126,7 @@ def test_conv_parts_bit_exact_in_every_layout_in_and_out(cfg, exe, o_layout):
     padding) on all four nodes at once, each with a random input layout and the output
     in *o_layout* (stores gather whole words and read-modify-write the partly covered
     ones); bit-exact, counters add up."""
+    from pimforge.sim.nicepim.node_model import weight_layout
     from pimforge.sim.nicepim.rtl_run import part_tasks, tensor_elems
     from pimforge.sim.nicepim.tiling import ConvPart, blocking
 
@@ -150,9 +153,11 @@ def test_conv_parts_bit_exact_in_every_layout_in_and_out(cfg, exe, o_layout):
                  part.rows, part.cols, x_layout.name, o_layout.name,
                  blocking(n, part).double)
         words = place_tensor(x[:, :, a:b, e:f], x_layout, X_BASE, n.node_bank_bits)
-        place_weights(w, groups, W_BASE, n.node_bank_bits, words=words)
+        # the weights as the network runs keep them (KBLOCK on this config)
+        place_weights(w, groups, W_BASE, n.node_bank_bits, words=words,
+                      layout=weight_layout(n), engine=(n.pe_rows, n.pe_cols))
         plan = part_tasks(cfg, part, x_layout=x_layout, x_base=X_BASE, w_base=W_BASE,
-                          o_base=O_BASE, o_layout=o_layout)
+                          o_base=O_BASE, o_layout=o_layout, w_layout=weight_layout(n))
         tasks[node], dram[node], tiles[node] = plan.tasks + [END], words, plan.tiles
         ref = wrap32(conv2d(x[0], w, stride=stride, pad=pad, groups=groups))
         want[node] = ref[:, slice(*part.rows), slice(*part.cols)]
@@ -199,6 +204,23 @@ def test_dma_moves_a_line_a_cycle(cfg, exe):
                   nw=ow))
     log.info("STORE NHWC: %d lines in %.0f cycles", oh * ow, b)
     assert b <= 1.25 * oh * ow
+    # weights in KBLOCK: a DRAM word (wbuf_row_lines lines) at the bank's pace (a word
+    # every col_gap cycles), the first word's latency once (a 3x3 kernel over the whole
+    # weight buffer); in CHWN the same tile goes a line a cycle
+    tm = NodeTiming(n)
+    nb = wbuf_row_lines(R, C, n.wbuf_lines, n.node_bank_bits)
+    assert nb > 1
+    cbw = n.wbuf_lines // (9 * R)
+    wl = cbw * 9 * R
+    b = busy(task(Op.LOAD_W, base=0, layout=Layout.KBLOCK, dn=C, dc=cbw * R, dh=3, dw=3,
+                  cb=cbw, nh=3, nw=3))
+    pace = max(wl / nb, tm.col_gap * wl / nb)
+    log.info("LOAD_W KBLOCK: %d lines, %d words in %.0f cycles", wl, wl // nb, b)
+    assert b <= 1.1 * pace + LOAD_START + tm.row, (b, wl, nb)
+    b_chwn = busy(task(Op.LOAD_W, base=0, layout=Layout.CHWN, dn=C, dc=cbw * R, dh=3, dw=3,
+                       cb=cbw, nh=3, nw=3))
+    log.info("LOAD_W CHWN: %d lines in %.0f cycles", wl, b_chwn)
+    assert b_chwn >= wl
 
 
 def test_next_tile_loads_overlap_the_compute(cfg, exe):
@@ -374,3 +396,31 @@ def test_waves_of_a_large_array_are_a_one_line_error():
     assert n.nodes * n.pe_rows * n.pe_cols > HIER_PES
     with pytest.raises(CapacityError, match="waves of a 16x16 array of 8x8 PEs cannot be written"):
         build_array_driver(cfg, trace=True)
+
+
+def test_kblock_layout_and_weight_rows():
+    """KBLOCK addresses are one-to-one inside the padded blocks, in the weight buffer's
+    line order within a block; a weight-buffer row is a DRAM word of lines only where a
+    word holds whole lines that divide pe_rows and the buffer's halves."""
+    from pimforge.rtl.nicepim.params import kblock_address, kblock_elems
+
+    r = random.Random(SEED * 1000 + 901)
+    for _ in range(20):
+        R, C = r.choice([1, 2, 3, 4, 8]), r.choice([1, 2, 4, 5, 8])
+        dims = (r.randint(1, 11), r.randint(1, 11), r.randint(1, 3), r.randint(1, 3))
+        idx = np.indices(dims).reshape(4, -1)
+        a = kblock_address(dims, R, C, *idx)
+        assert len(set(a.tolist())) == a.size, (R, C, dims)
+        assert 0 <= a.min() and a.max() < kblock_elems(dims, R, C), (R, C, dims)
+        # within a block: kernel position, then the line (input channel), then the lane
+        n, c, h, w = idx
+        inner = ((h * dims[3] + w) * R + c % R) * C + n % C
+        assert np.array_equal(a % (dims[2] * dims[3] * R * C), inner), (R, C, dims)
+    assert wbuf_row_lines(4, 4, 128, 256) == 4            # nicepim_small
+    assert wbuf_row_lines(32, 32, 1024, 2048) == 4        # nicepim_4x4
+    assert wbuf_row_lines(128, 8, 9216, 1024) == 8        # nicepim_gpu
+    assert wbuf_row_lines(3, 4, 128, 256) == 1            # 4 lines do not divide 3 rows
+    assert wbuf_row_lines(6, 4, 128, 256) == 2
+    assert wbuf_row_lines(4, 12, 128, 256) == 1           # a 192-bit line
+    assert wbuf_row_lines(4, 4, 6, 256) == 1              # halves of 3 lines
+    assert wbuf_row_lines(4, 16, 128, 256) == 1           # a line is the word

@@ -25,13 +25,15 @@ def _unpack_signed(word, n, bits):
     return [v - (1 << bits) if v >> (bits - 1) else v for v in vals]
 
 
-def run_tile(R, C, x, w, *, stride, pad, oh, ow, acc_from=None):
-    """Run one tile on an engine of R x C PEs; (output [oh*ow, C], cycles)."""
+def run_tile(R, C, x, w, *, stride, pad, oh, ow, acc_from=None, nb=1):
+    """Run one tile on an engine of R x C PEs whose weight buffer has rows of *nb* lines
+    (each line written into its slot); (output [oh*ow, C], cycles)."""
     _, nh, nw = x.shape
     _, _, kh, kw = w.shape
     ilines, wlines, cb = engine_buffers(R, C, x, w)
+    wdepth = -(-max(R, 2, len(wlines)) // (2 * nb)) * 2 * nb
     dut = NNEngine(pe_rows=R, pe_cols=C, ibuf_lines=max(2, len(ilines)),
-                   wbuf_lines=max(R, 2, len(wlines)), obuf_lines=max(2, oh * ow))
+                   wbuf_lines=wdepth, obuf_lines=max(2, oh * ow), wbuf_row_lines=nb)
     out = {}
 
     async def bench(ctx):
@@ -42,9 +44,10 @@ def run_tile(R, C, x, w, *, stride, pad, oh, ow, acc_from=None):
             await ctx.tick()
         ctx.set(dut.ibuf_w.en, 0)
         for a, line in enumerate(wlines):
-            ctx.set(dut.wbuf_w.addr, a)
-            ctx.set(dut.wbuf_w.data, line)
-            ctx.set(dut.wbuf_w.en, (1 << C) - 1)
+            row, slot = divmod(a, nb)
+            ctx.set(dut.wbuf_w.addr, row)
+            ctx.set(dut.wbuf_w.data, line << (slot * C * 16))
+            ctx.set(dut.wbuf_w.en, ((1 << C) - 1) << (slot * C))
             await ctx.tick()
         ctx.set(dut.wbuf_w.en, 0)
         t = dut.task
@@ -107,6 +110,21 @@ def test_conv_tile_bit_exact_and_cycles(R, C, k):
                     oh=geo["oh"], ow=geo["ow"])
     log.info("cycles: RTL %d, formula %d", cycles, f)
     assert cycles == f, f"seed {seed}: RTL {cycles} vs formula {f}"
+
+
+@pytest.mark.parametrize("R, C, nb, k", [(4, 4, 4, 0), (4, 2, 2, 1), (8, 2, 4, 2),
+                                         (2, 8, 2, 3)])
+def test_weight_rows_of_several_lines(R, C, nb, k):
+    """A weight buffer whose SRAM rows hold *nb* lines (a DRAM word of weights): every
+    pass reads its own lines out of the rows, bit-exact and at the formula's cycles."""
+    seed = SEED * 1000 + 700 + k
+    r = random.Random(seed)
+    x, w, geo = _random_tile(r, R, C)
+    log.info("seed %d: R %d C %d nb %d x %s w %s %s", seed, R, C, nb, x.shape, w.shape, geo)
+    y, (cycles,) = run_tile(R, C, x, w, nb=nb, **geo)
+    assert np.array_equal(y[:, :w.shape[0]], engine_tile(x, w, **geo)), f"seed {seed}"
+    assert cycles == tile_cycles(pe_rows=R, pe_cols=C, cb=-(-x.shape[0] // R), kh=w.shape[2],
+                                 kw=w.shape[3], oh=geo["oh"], ow=geo["ow"]), f"seed {seed}"
 
 
 def test_background_weights_at_the_pass_gap():

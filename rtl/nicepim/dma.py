@@ -39,9 +39,10 @@ class _Walk:
     the lanes are walked outermost (consecutive elements are consecutive pixels).
     """
 
-    def __init__(self, m: Module, t, *, R: int, C: int, WB: int, name: str):
+    def __init__(self, m: Module, t, *, R: int, C: int, WB: int, NB: int, name: str):
         D, P = DATA_BITS, PSUM_BITS
         is_i, is_w, is_s = t.op == Op.LOAD_I, t.op == Op.LOAD_W, t.op == Op.STORE
+        is_kb = t.layout == Layout.KBLOCK
         L = max(R, C)
         self.b, self.i, self.j = (Signal(16, name=f"{name}_{x}") for x in "bij")
         self.r = Signal(range(max(2, R)), name=f"{name}_r")
@@ -49,11 +50,16 @@ class _Walk:
         self.done = Signal(name=f"{name}_done")
         b, i, j, r, lane = self.b, self.i, self.j, self.r, self.lane
         self.lane_inner = lane_inner = Signal(name=f"{name}_lane_inner")
-        m.d.comb += lane_inner.eq(Mux(is_w, t.layout == Layout.CHWN,
+        m.d.comb += lane_inner.eq(Mux(is_w, (t.layout == Layout.CHWN) | is_kb,
                                       (t.layout == Layout.NHWC) | (t.layout == Layout.NCHWC8)))
+        # KBLOCK weights with rows of NB > 1 lines: a group is NB whole lines, one DRAM word
+        self.wide = wide = Signal(name=f"{name}_wide")
+        m.d.comb += wide.eq(is_w & is_kb if NB > 1 else 0)
+        r_step = Mux(wide, NB, 1)
         n_r = Mux(is_w, R, 1)
         n_l = Mux(is_i, R, C)
-        last_r, last_j, last_i, last_b = r + 1 == n_r, j + 1 == t.nw, i + 1 == t.nh, b + 1 == t.cb
+        last_r, last_j, last_i, last_b = (r + r_step == n_r, j + 1 == t.nw, i + 1 == t.nh,
+                                          b + 1 == t.cb)
 
         # ---- coordinates and range checks -------------------------------------------
         n, c, h, w = (Signal(18, name=f"{name}_{x}") for x in "nchw")
@@ -87,6 +93,9 @@ class _Walk:
                     * C_BLOCK + cc[:exact_log2(C_BLOCK)])
             with m.Case(Layout.CHWN):
                 m.d.comb += off.eq(((cc * t.dh + hh) * t.dw + ww) * t.dn + nn)
+            with m.Case(Layout.KBLOCK):
+                # the tile's blocks from base (n0 = c0 = 0): [cb][dh][dw][R][C]
+                m.d.comb += off.eq(((b * t.dh + hh) * t.dw + ww) * (R * C) + r * C + nn)
             with m.Default():
                 m.d.comb += off.eq(((nn * t.dc + cc) * t.dh + hh) * t.dw + ww)
         ea = t.base + off
@@ -118,12 +127,14 @@ class _Walk:
         m.d.comb += self.line.eq(((b * t.nh + i) * t.nw + j) * n_r + r)
         lane_end = lane + k == n_l
         self.last = lane_end & last_r & last_j & last_i & last_b
-        self._order_inner = [(r, last_r), (j, last_j), (i, last_i), (b, last_b)]
+        self._order_inner = [(r, last_r, r_step), (j, last_j, 1), (i, last_i, 1),
+                             (b, last_b, 1)]
         # CHWN weights: input channels outside the kernel positions, in address order
-        self._order_weights = [(j, last_j), (i, last_i), (r, last_r), (b, last_b)]
-        self._is_w = is_w
-        self._order_outer = [(j, last_j), (i, last_i), (r, last_r), (lane, lane_end),
-                             (b, last_b)]
+        # (KBLOCK weights are in the buffer's line order, the inner order)
+        self._order_weights = [(j, last_j, 1), (i, last_i, 1), (r, last_r, 1), (b, last_b, 1)]
+        self._is_w_chwn = is_w & ~is_kb
+        self._order_outer = [(j, last_j, 1), (i, last_i, 1), (r, last_r, 1),
+                             (lane, lane_end, 1), (b, last_b, 1)]
         self._m, self._lane_end = m, lane_end
 
     def reset(self):
@@ -134,8 +145,8 @@ class _Walk:
         m = self._m
 
         def nest(order):
-            (x, is_last), *rest = order
-            m.d.sync += x.eq(x + 1)
+            (x, is_last, step), *rest = order
+            m.d.sync += x.eq(x + step)
             if rest:
                 with m.If(is_last):
                     m.d.sync += x.eq(0)
@@ -146,7 +157,7 @@ class _Walk:
         with m.If(self.lane_inner):
             with m.If(self._lane_end):
                 m.d.sync += self.lane.eq(0)
-                with m.If(self._is_w):
+                with m.If(self._is_w_chwn):
                     nest(self._order_weights)
                 with m.Else():
                     nest(self._order_inner)
@@ -189,12 +200,23 @@ class TensorDMA(wiring.Component):
     port has no byte enables). Elements outside the tensor are skipped. The bank
     controller keeps requests to one word in order, so a read sees earlier writes.
 
+    **Weights in KBLOCK** (:attr:`~pimforge.rtl.nicepim.params.Layout.KBLOCK`, the
+    engine's own order) lie in DRAM as the weight buffer holds them, so with rows of
+    ``wbuf_row_lines`` > 1 lines a group is a whole DRAM word: ``wbuf_row_lines`` lines
+    written as one row a cycle. Such a task's weights start at ``base``, a DRAM word,
+    as ``[cb][dh][dw][pe_rows][pe_cols]`` (``n0 = c0 = 0``, ``dn = pe_cols``,
+    ``dc = cb * pe_rows``; kernel rows ``h0 .. h0 + nh``, all ``dw`` columns).
+
     Parameters
     ----------
     pe_rows, pe_cols : int
         The engine's PE array (buffer lanes).
     ibuf_lines, wbuf_lines, obuf_lines : int
         The engine's buffer depths.
+    wbuf_row_lines : int
+        Weight lines in a row of the weight buffer
+        (:class:`~pimforge.rtl.nicepim.engine.NNEngine`): 1, or the lines of one DRAM
+        word.
     port : VaultPortSignature
         The node's DRAM port (one bank: the node's banks bound together); its tag
         must hold a reorder-buffer slot.
@@ -217,9 +239,16 @@ class TensorDMA(wiring.Component):
     """
 
     def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
-                 obuf_lines: int, port: VaultPortSignature, inflight: int = 8):
+                 obuf_lines: int, port: VaultPortSignature, inflight: int = 8,
+                 wbuf_row_lines: int = 1):
         check_int("pe_rows", pe_rows, 1, 256)
         check_int("pe_cols", pe_cols, 1, 256)
+        check(wbuf_row_lines == 1 or (wbuf_row_lines * pe_cols * DATA_BITS == port.data_bits
+                                      and pe_rows % wbuf_row_lines == 0
+                                      and wbuf_lines % (2 * wbuf_row_lines) == 0),
+              "wbuf_row_lines", wbuf_row_lines,
+              "1 or the weight lines of one DRAM word, dividing pe_rows and half the buffer")
+        self.wbuf_row_lines = wbuf_row_lines
         check_pow2("inflight", inflight, 2, 64)
         if not isinstance(port, VaultPortSignature):
             raise TypeError(f"port must be a VaultPortSignature, not {port!r}")
@@ -236,8 +265,9 @@ class TensorDMA(wiring.Component):
             "dram": Out(port),
             "ibuf_w": In(WritePort.Signature(addr_width=ceil_log2(ibuf_lines),
                                              shape=pe_rows * D, granularity=D)),
-            "wbuf_w": In(WritePort.Signature(addr_width=ceil_log2(wbuf_lines),
-                                             shape=pe_cols * D, granularity=D)),
+            "wbuf_w": In(WritePort.Signature(
+                addr_width=ceil_log2(wbuf_lines // wbuf_row_lines),
+                shape=wbuf_row_lines * pe_cols * D, granularity=D)),
             "obuf_r": In(ReadPort.Signature(addr_width=ceil_log2(obuf_lines),
                                             shape=pe_cols * P)),
         })
@@ -260,8 +290,9 @@ class TensorDMA(wiring.Component):
                     req.payload.row.eq(a[col_bits:col_bits + row_bits]),
                     req.payload.bank.eq(0), req.payload.cls.eq(1), req.payload.tag.eq(tag)]
 
-        iw = _Walk(m, t, R=R, C=C, WB=WB, name="iss")     # loads: the issue walk
-        cw = _Walk(m, t, R=R, C=C, WB=WB, name="wr")      # loads: writes; stores: the walk
+        NB = self.wbuf_row_lines
+        iw = _Walk(m, t, R=R, C=C, WB=WB, NB=NB, name="iss")    # loads: the issue walk
+        cw = _Walk(m, t, R=R, C=C, WB=WB, NB=NB, name="wr")     # loads: writes; stores: walk
 
         # ---- reorder buffer: a slot per read in flight ---------------------------------
         rob = m.submodules.rob = Memory(shape=WB, depth=Q, init=[])
@@ -308,8 +339,20 @@ class TensorDMA(wiring.Component):
         ioff = Mux(t.buf, self.ibuf_lines // 2, 0)
         woff = Mux(t.buf, self.wbuf_lines // 2, 0)
         ooff = Mux(t.obuf, self.obuf_lines // 2, 0)
-        m.d.comb += [self.ibuf_w.addr.eq(ioff + cw.line), self.ibuf_w.data.eq(idata),
-                     self.wbuf_w.addr.eq(woff + cw.line), self.wbuf_w.data.eq(wdata)]
+        m.d.comb += [self.ibuf_w.addr.eq(ioff + cw.line), self.ibuf_w.data.eq(idata)]
+        # the weight buffer's rows: a whole word (KBLOCK, wide) or the group's line in its
+        # slot of the row
+        wline = Signal(32)
+        m.d.comb += wline.eq(woff + cw.line)
+        if NB > 1:
+            sb = exact_log2(NB)
+            m.d.comb += [self.wbuf_w.addr.eq(wline >> sb),
+                         self.wbuf_w.data.eq(Mux(cw.wide, Mux(cw.inside, src, 0),
+                                                 Cat(*[wdata] * NB)))]
+            wen = Mux(cw.wide, Const(-1, NB * C),
+                      Cat(*[Mux(wline[:sb] == k, wen, 0) for k in range(NB)]))
+        else:
+            m.d.comb += [self.wbuf_w.addr.eq(wline), self.wbuf_w.data.eq(wdata)]
 
         # ---- stores: the gathered word and the write register ---------------------------
         S = WB // P

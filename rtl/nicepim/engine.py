@@ -6,10 +6,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
+from amaranth.utils import ceil_log2, exact_log2
 
-from ..params import check, check_int
-from .params import DATA_BITS, PSUM_BITS, TASK_LAYOUT
+from ..params import check, check_int, check_pow2
+from .params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, wbuf_row_lines
 from .pe_array import PEArray
 
 __all__ = ["NNEngine", "from_config", "pass_gap", "tile_cycles"]
@@ -77,6 +77,12 @@ class NNEngine(wiring.Component):
     ibuf_lines, wbuf_lines, obuf_lines : int
         Buffer depths in lines of ``pe_rows`` inputs, ``pe_cols`` weights and
         ``pe_cols`` partial sums.
+    wbuf_row_lines : int
+        Weight lines in one row of the weight buffer's SRAM (a power of two dividing
+        ``wbuf_lines / 2``; :func:`~pimforge.rtl.nicepim.params.wbuf_row_lines`): line
+        ``l`` is slot ``l % wbuf_row_lines`` of row ``l / wbuf_row_lines``. The DMA writes
+        whole rows (a DRAM word of weights a cycle) or single slots; the engine reads a
+        row and takes the slot of its line.
 
     Attributes
     ----------
@@ -88,14 +94,15 @@ class NNEngine(wiring.Component):
     busy, streaming : Out(1)
         A tile is running; input pixels are entering the array this cycle.
     ibuf_w, wbuf_w : Out(WritePort.Signature)
-        Write ports of the input and weight buffers (16-bit lanes), for the DMA
-        (the memory's own port signature: its members are inputs).
+        Write ports of the input buffer (a line) and of the weight buffer (a row of
+        ``wbuf_row_lines`` lines), in 16-bit lanes, for the DMA (the memory's own port
+        signature: its members are inputs).
     obuf_r : Out(ReadPort.Signature)
         A read port of the output buffer, for the DMA.
     """
 
     def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
-                 obuf_lines: int):
+                 obuf_lines: int, wbuf_row_lines: int = 1):
         check_int("pe_rows", pe_rows, 1, 256)
         check_int("pe_cols", pe_cols, 1, 256)
         for n, v in (("ibuf_lines", ibuf_lines), ("wbuf_lines", wbuf_lines),
@@ -103,6 +110,10 @@ class NNEngine(wiring.Component):
             check_int(n, v, 2, 1 << 20)
         check(wbuf_lines >= pe_rows, "wbuf_lines", wbuf_lines,
               f"at least pe_rows = {pe_rows} (the weights of one pass)")
+        check_pow2("wbuf_row_lines", wbuf_row_lines, 1, 256)
+        check(wbuf_lines % (2 * wbuf_row_lines) == 0 or wbuf_row_lines == 1, "wbuf_row_lines",
+              wbuf_row_lines, f"a divisor of half of wbuf_lines = {wbuf_lines}")
+        self.wbuf_row_lines = wbuf_row_lines
         self.pe_rows, self.pe_cols = pe_rows, pe_cols
         self.ibuf_lines, self.wbuf_lines, self.obuf_lines = ibuf_lines, wbuf_lines, obuf_lines
         D, P = DATA_BITS, PSUM_BITS
@@ -111,8 +122,9 @@ class NNEngine(wiring.Component):
             "task": In(TASK_LAYOUT), "start": In(1), "busy": Out(1), "streaming": Out(1),
             "ibuf_w": Out(WritePort.Signature(addr_width=ceil_log2(ibuf_lines),
                                              shape=pe_rows * D, granularity=D)),
-            "wbuf_w": Out(WritePort.Signature(addr_width=ceil_log2(wbuf_lines),
-                                             shape=pe_cols * D, granularity=D)),
+            "wbuf_w": Out(WritePort.Signature(
+                addr_width=ceil_log2(wbuf_lines // wbuf_row_lines),
+                shape=wbuf_row_lines * pe_cols * D, granularity=D)),
             "obuf_r": Out(ReadPort.Signature(addr_width=ceil_log2(obuf_lines),
                                             shape=pe_cols * P)),
         })
@@ -124,7 +136,9 @@ class NNEngine(wiring.Component):
         t = self.task
 
         ibuf = m.submodules.ibuf = Memory(shape=R * D, depth=self.ibuf_lines, init=[])
-        wbuf = m.submodules.wbuf = Memory(shape=C * D, depth=self.wbuf_lines, init=[])
+        NB = self.wbuf_row_lines
+        wbuf = m.submodules.wbuf = Memory(shape=NB * C * D, depth=self.wbuf_lines // NB,
+                                          init=[])
         obuf = m.submodules.obuf = Memory(shape=C * P, depth=self.obuf_lines, init=[])
         wiring.connect(m, wiring.flipped(self.ibuf_w), ibuf.write_port(granularity=D))
         wiring.connect(m, wiring.flipped(self.wbuf_w), wbuf.write_port(granularity=D))
@@ -200,9 +214,17 @@ class NNEngine(wiring.Component):
             with m.If(lrow + 1 == R):
                 m.d.sync += lact.eq(0)
         wload = Signal()
-        m.d.comb += [wr.addr.eq(woff + Mux(wload, wbase + k, lbase + lrow)),
-                     pea.w_data.eq(wr.data),
-                     pea.w_we.eq(Mux(wload, k != 0, lw_en)),
+        # the weight line read: its row, and its slot one cycle later (with the data)
+        wline = Signal(ceil_log2(self.wbuf_lines) + 25)
+        m.d.comb += wline.eq(woff + Mux(wload, wbase + k, lbase + lrow))
+        if NB > 1:
+            slot = Signal(exact_log2(NB))
+            m.d.sync += slot.eq(wline[:exact_log2(NB)])
+            m.d.comb += [wr.addr.eq(wline >> exact_log2(NB)),
+                         pea.w_data.eq(wr.data.word_select(slot, C * D))]
+        else:
+            m.d.comb += [wr.addr.eq(wline), pea.w_data.eq(wr.data)]
+        m.d.comb += [pea.w_we.eq(Mux(wload, k != 0, lw_en)),
                      pea.w_row.eq(Mux(wload, k - 1, lw_row)),
                      pea.w_bank.eq(Mux(wload, 0, lw_bank))]
 
@@ -275,4 +297,6 @@ def from_config(cfg) -> NNEngine:
     check(n.dataflow == "ws", "nicepim.dataflow", n.dataflow,
           "'ws' (the engine is built weight-stationary; 'os' is a mapper option only)")
     return NNEngine(pe_rows=n.pe_rows, pe_cols=n.pe_cols, ibuf_lines=n.ibuf_lines,
-                    wbuf_lines=n.wbuf_lines, obuf_lines=n.obuf_lines)
+                    wbuf_lines=n.wbuf_lines, obuf_lines=n.obuf_lines,
+                    wbuf_row_lines=wbuf_row_lines(n.pe_rows, n.pe_cols, n.wbuf_lines,
+                                                  n.node_bank_bits))

@@ -18,7 +18,8 @@ import enum
 from amaranth.lib import data
 
 __all__ = ["C_BLOCK", "DATA_BITS", "PSUM_BITS", "SIGNED_FIELDS", "TASK_LAYOUT", "TASK_WORDS",
-           "Layout", "Op", "element_address"]
+           "Layout", "Op", "element_address", "kblock_address", "kblock_elems",
+           "wbuf_row_lines"]
 
 #: Inputs, weights and outputs (NicePIM Sec. VIII-B).
 DATA_BITS = 16
@@ -35,6 +36,10 @@ class Layout(enum.IntEnum):
     NHWC = 1
     NCHWC8 = 2     # NCHW[C8]: channel blocks of 8, the 8 channels of a pixel adjacent
     CHWN = 3       # weights with the output channels innermost (IHWO), for a line a cycle
+    # weights in the engine's own order, [Cout/C][Cin/R][KH][KW][R][C] for an engine of
+    # R x C PEs (zero-padded to whole blocks): a tile's weight lines lie one after the
+    # other, so a LOAD_W writes a whole DRAM word a cycle (:func:`kblock_address`)
+    KBLOCK = 4
 
 
 class Op(enum.IntEnum):
@@ -47,7 +52,10 @@ class Op(enum.IntEnum):
       elements outside the tensor are 0 (padding, channel fill).
     * ``LOAD_W``: DRAM -> weight buffer. Line ``((b * nh + i) * nw + j) * pe_rows + r``
       gets the weights of output channels ``n0 + lane`` (``lane < pe_cols``) for input
-      channel ``c0 + b * pe_rows + r`` at kernel position ``(h0 + i, w0 + j)``.
+      channel ``c0 + b * pe_rows + r`` at kernel position ``(h0 + i, w0 + j)``. In
+      :attr:`Layout.KBLOCK` the tile's weights start at ``base`` as
+      ``[cb][dh][dw][pe_rows][pe_cols]`` (``n0 = c0 = 0``, ``dn = pe_cols``,
+      ``dc = cb * pe_rows``).
     * ``COMPUTE``: a convolution tile (:class:`~pimforge.rtl.nicepim.engine.NNEngine`):
       ``cb`` channel blocks of an ``nh x nw`` input window in the input buffer,
       kernel ``kh x kw``, ``stride``, ``pad``, ``oh x ow`` outputs into output-buffer
@@ -82,7 +90,7 @@ TASK_LAYOUT = data.StructLayout({
     "acc": 1,
     "buf": 1,
     "obuf": 1,
-    "layout": 2,
+    "layout": 3,
     "base": 32,
     "dn": 16, "dc": 16, "dh": 16, "dw": 16,
     "n0": 16, "c0": 16, "h0": 16, "w0": 16,
@@ -113,4 +121,40 @@ def element_address(layout: int, dims: tuple[int, int, int, int], n: int, c: int
         return (((n * blocks + c // C_BLOCK) * dh + h) * dw + w) * C_BLOCK + c % C_BLOCK
     if layout == Layout.CHWN:
         return ((c * dh + h) * dw + w) * dn + n
+    if layout == Layout.KBLOCK:
+        raise ValueError("a KBLOCK address depends on the engine's PEs: use kblock_address")
     raise ValueError(f"layout must be one of {[x.name for x in Layout]}, not {layout!r}")
+
+
+def kblock_elems(dims: tuple[int, int, int, int], pe_rows: int, pe_cols: int) -> int:
+    """Elements a weight tensor of *dims* ``(Cout, Cin, KH, KW)`` spans in
+    :attr:`Layout.KBLOCK` for an engine of *pe_rows* x *pe_cols* PEs (whole blocks)."""
+    dn, dc, dh, dw = dims
+    return -(-dn // pe_cols) * pe_cols * -(-dc // pe_rows) * pe_rows * dh * dw
+
+
+def kblock_address(dims: tuple[int, int, int, int], pe_rows: int, pe_cols: int, n, c, h, w):
+    """Element offset of weight ``(n, c, h, w)`` (output channel, input channel, kernel
+    position) in :attr:`Layout.KBLOCK`: block ``(n // pe_cols, c // pe_rows)``, then the
+    kernel position, then the weight line of input channel ``c % pe_rows`` with its
+    ``pe_cols`` output channels, as the engine's weight buffer holds a tile's lines.
+    Works on ints and on numpy arrays."""
+    _, dc, dh, dw = dims
+    R, C = pe_rows, pe_cols
+    cbs = -(-dc // R)
+    return (((((n // C) * cbs + c // R) * dh + h) * dw + w) * R + c % R) * C + n % C
+
+
+def wbuf_row_lines(pe_rows: int, pe_cols: int, wbuf_lines: int, word_bits: int) -> int:
+    """Weight lines in one row of the weight buffer's SRAM: as many as fill one DRAM word
+    of *word_bits* (a power of two), so that a ``LOAD_W`` in :attr:`Layout.KBLOCK` writes
+    a word a cycle; 1 when a line is a word or wider, or its width does not divide the
+    word. A row never straddles a tile's ``pe_rows`` lines of one kernel position or the
+    buffer's halves."""
+    line = pe_cols * DATA_BITS
+    if line >= word_bits or word_bits % line:
+        return 1
+    nb = word_bits // line
+    while nb > 1 and (pe_rows % nb or (wbuf_lines // 2) % nb):
+        nb //= 2
+    return nb

@@ -4,8 +4,8 @@
 
 Node 0 runs ``--repeat`` loads of a tile that fills its input buffer (``LOAD_I``: the
 buffer's lines of ``pe_rows`` channels, every element inside the tensor) in NCHW, NHWC
-and NCHW[C8], the same for the weight buffer (``LOAD_W`` in NCHW, i.e. OIHW, and in
-CHWN, the output channels innermost) and stores of a
+and NCHW[C8], the same for the weight buffer (``LOAD_W`` in NCHW, i.e. OIHW, in
+CHWN, the output channels innermost, and in KBLOCK, the engine's own order) and stores of a
 tile that fills its output buffer (``STORE`` of 32-bit sums) in each layout. Prints
 the bytes moved per DMA busy cycle and per second at the config's clock, beside the
 node's DRAM word per column gap (the bank's peak).
@@ -25,7 +25,7 @@ from pimforge.sim.nicepim.rtl_run import build_array_driver, run_array, task
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from report import md_table  # noqa: E402
 
-#: The layouts of activations (CHWN is for weights).
+#: The layouts of activations (CHWN and KBLOCK are for weights).
 ACTS = (Layout.NCHW, Layout.NHWC, Layout.NCHWC8)
 
 
@@ -44,7 +44,7 @@ def cases(n):
         out.append((f"LOAD_I {lay.name} {dims_i}", t, cb * R * nh * nw * 2))
     kh = kw = 3 if n.wbuf_lines >= 9 * R else 1
     cbw = max(1, n.wbuf_lines // (kh * kw * R))
-    for lay in (Layout.NCHW, Layout.CHWN):
+    for lay in (Layout.NCHW, Layout.CHWN, Layout.KBLOCK):
         t = task(Op.LOAD_W, base=0, layout=lay, dn=C, dc=cbw * R, dh=kh, dw=kw, cb=cbw, nh=kh,
                  nw=kw)
         out.append((f"LOAD_W {lay.name} ({C}, {cbw * R}, {kh}, {kw})", t,

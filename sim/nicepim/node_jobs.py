@@ -22,7 +22,13 @@ from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.node import COUNTERS
 from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Layout, Op
 
-from .node_model import NodeCost, NodeTiming, cut_pieces, part_cost
+from .node_model import (
+    NodeCost,
+    NodeTiming,
+    cut_pieces,
+    part_cost,
+    weight_layout,
+)
 from .rtl_run import (
     part_tasks,
     place_tensor,
@@ -31,6 +37,7 @@ from .rtl_run import (
     run_array,
     task,
     tensor_elems,
+    weight_elems,
 )
 from .tiling import ConvPart
 
@@ -104,13 +111,16 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
     n = cfg.nicepim
     bits = n.node_bank_bits
     tm = NodeTiming(n)
+    w_layout = weight_layout(n)
+    engine = (n.pe_rows, n.pe_cols)
     lists, dram, layout = {}, {}, {}
     for node, j in jobs.items():
         p = j.part
         og = p.k // p.groups
         x_el = tensor_elems(j.x_layout, (1, *p.x_dims))
         w_base = _row_align(x_el, DATA_BITS, n)
-        o_base16 = w_base + _row_align(j.w.size, DATA_BITS, n)
+        w_el = p.groups * weight_elems(w_layout, (og, p.c // p.groups, p.r, p.s), engine)
+        o_base16 = w_base + _row_align(w_el, DATA_BITS, n)
         o_el = p.groups * tensor_elems(j.o_layout, (1, og, p.p, p.q))
         end_bits = o_base16 * DATA_BITS + o_el * PSUM_BITS
         if end_bits > n.node_words * bits:
@@ -119,9 +129,10 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
                                 "nicepim.bank_bytes")
         o_base = o_base16 * DATA_BITS // PSUM_BITS
         words = place_tensor(j.x[None], j.x_layout, 0, bits)
-        place_weights(j.w, p.groups, w_base, bits, words=words)
+        place_weights(j.w, p.groups, w_base, bits, words=words, layout=w_layout,
+                      engine=engine)
         plan = part_tasks(cfg, p, x_layout=j.x_layout, x_base=0, w_base=w_base,
-                          o_base=o_base, o_layout=j.o_layout)
+                          o_base=o_base, o_layout=j.o_layout, w_layout=w_layout)
         lists[node], dram[node], layout[node] = plan.tasks, words, o_base
     # A run starts from reset: the output buffer is empty, so a piece ends after a STORE.
     pieces_of = {node: _pieces(t, n.task_entries - 1, node) for node, t in lists.items()}

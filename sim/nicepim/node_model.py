@@ -12,8 +12,11 @@ It follows the node's RTL (:mod:`pimforge.rtl.nicepim`) unit by unit:
 * **engine**: a ``COMPUTE`` tile is busy
   :func:`~pimforge.rtl.nicepim.engine.tile_cycles` cycles.
 * **DMA** (:class:`~pimforge.rtl.nicepim.dma.TensorDMA`): a *group* a cycle (the lanes
-  of a line in one DRAM word: one element in NCHW and for weights, up to a line in
-  NHWC and NCHW[C8], one for a line or the rest of it outside the tensor), unless the
+  of a line in one DRAM word: one element in NCHW and for weights in NCHW, up to a
+  line in NHWC, NCHW[C8] and for weights in CHWN, one for a line or the rest of it
+  outside the tensor; a whole DRAM word of weight lines in KBLOCK, the layout the
+  networks keep weights in where a weight-buffer row holds several lines:
+  :func:`weight_layout`), unless the
   bank is slower: a load is busy ``max(groups, col_gap * words + (tRP + tRCD) *
   (rows - 1)) + LOAD_START + tRP`` (several reads in flight; the first word's
   latency, its row's activation included, after the precharge of the row the task
@@ -48,7 +51,14 @@ from pimforge.gen.errors import CapacityError
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.nicepim.engine import tile_cycles
 from pimforge.rtl.nicepim.node import DMA_INFLIGHT, QUEUE_DEPTH
-from pimforge.rtl.nicepim.params import C_BLOCK, DATA_BITS, PSUM_BITS, Layout, Op
+from pimforge.rtl.nicepim.params import (
+    C_BLOCK,
+    DATA_BITS,
+    PSUM_BITS,
+    Layout,
+    Op,
+    wbuf_row_lines,
+)
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
@@ -57,7 +67,7 @@ from .tiling import ConvPart, blocking, tiles
 
 __all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "SHARE_FIXED", "STORE_RMW",
            "STORE_START", "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces",
-           "cycles_lower_bound", "part_cost", "schedule"]
+           "cycles_lower_bound", "part_cost", "schedule", "weight_layout"]
 
 #: Cycles of a SEND or WAIT task of its own (fetch, dispatch, the end seen) and of the
 #: final END.
@@ -79,6 +89,15 @@ STORE_START = 4
 #: Cycles a partly covered word's read-modify-write holds a store (request, latency,
 #: merge; measured likewise).
 STORE_RMW = 18
+
+
+def weight_layout(n) -> Layout:
+    """The layout a node of ``cfg.nicepim`` *n* keeps a layer's weights in: KBLOCK (the
+    engine's order, a DRAM word of weights a cycle) where a row of its weight buffer
+    holds several lines (:func:`~pimforge.rtl.nicepim.params.wbuf_row_lines`), else CHWN
+    (a line a cycle, which then is a word or more)."""
+    rows = wbuf_row_lines(n.pe_rows, n.pe_cols, n.wbuf_lines, n.node_bank_bits)
+    return Layout.KBLOCK if rows > 1 else Layout.CHWN
 
 
 @dataclass(frozen=True)
@@ -280,6 +299,7 @@ class NodeTiming:
         self.tREFI = t.tREFI
         self.t = t
         self.word_bits = n.node_bank_bits
+        self.wbuf_row = wbuf_row_lines(n.pe_rows, n.pe_cols, n.wbuf_lines, n.node_bank_bits)
         self.row_words = n.row_words
         self.col_gap = t.col_gap
         # a load after a store: the store's last write lands and its row is closed
@@ -367,6 +387,25 @@ class NodeTiming:
         hs, vh = _clip(h0, nh, dh)
         ws, vw = _clip(w0, nw, dw)
         seqs: list[tuple[int, tuple, int, bool]] = []   # (L, levels, offset, monotonic)
+        if op == Op.LOAD_W and layout == Layout.KBLOCK:
+            # the tile's blocks: one run per channel block (one run in all when the tile
+            # has the whole kernel), the tensor's first element at a DRAM row's start
+            line = R * C
+            pos = dh * dw * line
+            start = ((n0 // C) * -(-dc // R) + c0 // R) * pos + h0 * dw * line
+            runs = []
+            for b in range(cb):
+                a = start + b * pos
+                if runs and runs[-1][1] == a:
+                    runs[-1][1] = a + nh * nw * line
+                else:
+                    runs.append([a, a + nh * nw * line])
+            words = sum((e - 1) // per - a // per + 1 for a, e in runs)
+            rows = sum((e - 1) // row_el - a // row_el + 1 for a, e in runs)
+            groups = self.groups(op, layout, dims, n0, c0, h0, w0, cb, nh, nw)
+            cyc = (max(groups, self.col_gap * words + max(0, rows - 1) * self.row)
+                   + LOAD_START + self.row - self.first_row)
+            return cyc, float(words), float(rows), elements
         if vh and vw:
             if op == Op.LOAD_W and layout == Layout.CHWN:
                 ns, vn = _clip(n0, C, dn)
@@ -447,6 +486,12 @@ class NodeTiming:
         dn, dc, dh, dw = dims
         if op == Op.LOAD_W and layout == Layout.CHWN:
             return self._weight_groups(dims, n0, c0, h0, w0, cb, nh, nw)
+        if op == Op.LOAD_W and layout == Layout.KBLOCK:
+            # rows of wbuf_row lines a cycle; else a line, cut at the words' ends
+            lines = cb * nh * nw * R
+            if self.wbuf_row > 1:
+                return lines // self.wbuf_row
+            return lines * -(-C // (self.word_bits // DATA_BITS))
         if layout not in (Layout.NHWC, Layout.NCHWC8) or op == Op.LOAD_W:
             return cb * nh * nw * n_r * n_l
         U = self.word_bits // (PSUM_BITS if op == Op.STORE else DATA_BITS)
@@ -570,7 +615,10 @@ class NodeTiming:
 
 
 def part_cost(n, part: ConvPart, x_layout: int = Layout.NCHW, o_layout: int = Layout.NCHW,
-              timing: NodeTiming | None = None, w_layout: int = Layout.CHWN) -> NodeCost:
+              timing: NodeTiming | None = None, w_layout: int | None = None) -> NodeCost:
+    """The modelled cost of *part* on a node of *n* (:func:`_part_cost`); the weights in
+    *w_layout*, by default the node's own (:func:`weight_layout`)."""
+    w_layout = weight_layout(n) if w_layout is None else w_layout
     return _part_cost(timing or NodeTiming(n), part, int(x_layout), int(o_layout),
                       int(w_layout))
 
@@ -764,7 +812,7 @@ def _apart(L: int, levels: tuple, U: int, off: int | None = None) -> bool:
 
 def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
                        o_layout: int = Layout.NCHW, timing: NodeTiming | None = None,
-                       w_layout: int = Layout.CHWN) -> float:
+                       w_layout: int | None = None) -> float:
     """A lower bound of :func:`part_cost`'s ``cycles`` that builds no task list and
     counts no DRAM word one by one: from the tiles' sizes (:func:`~.tiling.blocking`)
     and their windows' rows and lanes, a loop over bands and chunks, not tiles.
@@ -793,6 +841,7 @@ def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
     Without double buffering every task waits for both units, and the two chains are
     one.
     """
+    w_layout = weight_layout(n) if w_layout is None else w_layout
     return _bound(timing or NodeTiming(n), part, int(x_layout), int(o_layout), int(w_layout))
 
 
@@ -822,13 +871,18 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     per_o = tm.word_bits // PSUM_BITS
     row_i = tm.row_words * per_i
     # -- the weights (the same for every band and group): groups, words, rows
-    w_lanes = R if w_layout == Layout.CHWN else R * C
-    w_groups = b.blocks * part.r * s * w_lanes * len(bands) * len(cos)
+    # groups a kernel position of a channel block: its lines (CHWN), its rows of the
+    # weight buffer (KBLOCK), its elements (NCHW)
+    w_lanes = {Layout.CHWN: R, Layout.KBLOCK: tm.groups(Op.LOAD_W, Layout.KBLOCK,
+                                                        (C, R, 1, 1), 0, 0, 0, 0, 1, 1, 1)
+               }.get(w_layout, R * C)
+    w_bands = len(bands)        # a band's weight tiles are loaded for every band
+    w_groups = b.blocks * part.r * s * w_lanes * w_bands * len(cos)
     w_words = w_rows = 0
     if w_layout == Layout.CHWN:
         # a run a kept input channel and kernel position; every step at least ``og``
-        runs = cg * part.r * s * len(bands)
-        joins = len(bands) * len(kbands) * sum(cb - 1 for _, cb in chunks)
+        runs = cg * part.r * s * w_bands
+        joins = w_bands * len(kbands) * sum(cb - 1 for _, cb in chunks)
         # (a task's count is exact, which the aligned case needs, when it has at most
         # EXACT_RUNS runs)
         exact = max(cb for _, cb in chunks) * R * b.kr * s <= EXACT_RUNS
@@ -845,7 +899,7 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                     # element to its last
                     units = dense.get((vn, U))
                     if units is None:
-                        units = dense[vn, U] = len(bands) * sum(
+                        units = dense[vn, U] = w_bands * sum(
                             -(-((s - 1) * og + (kh - 1) * s * og + (vr - 1) * part.r * s * og
                                 + vn) // U) for _, kh in kbands for vr in vrs)
                 else:

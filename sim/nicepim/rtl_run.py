@@ -19,6 +19,7 @@ a node's DRAM words in a :class:`~pimforge.rtl.nicepim.params.Layout`, and
 from __future__ import annotations
 
 import gc
+import math
 import subprocess
 import tempfile
 import warnings
@@ -43,6 +44,8 @@ from pimforge.rtl.nicepim.params import (
     Layout,
     Op,
     element_address,
+    kblock_address,
+    kblock_elems,
 )
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 
@@ -56,7 +59,7 @@ from .tiling import ConvPart, blocking, tiles
 __all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "LayerPlan", "build_array_driver",
            "conv_layer_tasks", "conv_tasks", "part_tasks",
            "link_names", "pins", "place_tensor", "place_weights", "read_tensor", "run_array",
-           "send_tasks", "task", "tensor_elems", "tensor_words"]
+           "send_tasks", "task", "tensor_elems", "tensor_words", "weight_elems"]
 
 
 def task(op: Op, **fields: int) -> int:
@@ -268,17 +271,39 @@ def place_tensor(x: np.ndarray, layout: int, base: int, word_bits: int, *,
     return words
 
 
+def weight_elems(layout: int, dims: tuple[int, int, int, int], engine=None) -> int:
+    """Elements one group's weights of *dims* ``(k / groups, c / groups, r, s)`` span in
+    *layout* (KBLOCK: for the *engine* ``(pe_rows, pe_cols)``, whole blocks)."""
+    if layout == Layout.KBLOCK:
+        return kblock_elems(dims, *engine)
+    return math.prod(dims)
+
+
 def place_weights(w: np.ndarray, groups: int, base: int, word_bits: int, *,
-                  layout: int = Layout.CHWN, words: dict | None = None) -> dict[int, int]:
+                  layout: int = Layout.CHWN, words: dict | None = None,
+                  engine: tuple[int, int] | None = None) -> dict[int, int]:
     """DRAM words holding weights ``w[k, c / groups, r, s]`` from element *base* as the
     ``LOAD_W`` tasks of :func:`part_tasks` read them: one tensor ``[k / groups, c / groups,
-    r, s]`` per group, one after the other, each in *layout*."""
+    r, s]`` per group, one after the other, each in *layout* (KBLOCK: for the *engine*
+    ``(pe_rows, pe_cols)``, the blocks' padding 0)."""
     w = np.asarray(w)
+    words = {} if words is None else words
     og = w.shape[0] // groups
+    step = weight_elems(layout, (og, *w.shape[1:]), engine)
     for g in range(groups):
-        words = place_tensor(w[g * og:(g + 1) * og], layout, base + g * og * w[0].size,
-                             word_bits, words=words)
-    return {} if words is None else words
+        wg = w[g * og:(g + 1) * og]
+        if layout != Layout.KBLOCK:
+            words = place_tensor(wg, layout, base + g * step, word_bits, words=words)
+            continue
+        idx = np.indices(wg.shape).reshape(4, -1)
+        addr = kblock_address(wg.shape, *engine, *idx) + base + g * step
+        per = word_bits // DATA_BITS
+        mask = (1 << DATA_BITS) - 1
+        for e, v in zip(addr.tolist(), wg.reshape(-1).tolist(), strict=True):
+            a, lane = divmod(e, per)
+            words[a] = (words.get(a, 0) & ~(mask << (DATA_BITS * lane))) | (
+                (int(v) & mask) << (DATA_BITS * lane))
+    return words
 
 
 def tensor_words(layout: int, dims: tuple[int, int, int, int], base: int, word_bits: int, *,
@@ -333,6 +358,9 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
     the node controller runs each tile's loads and each band's store beside a compute;
     else ``LOAD(i) COMPUTE(i) [STORE(i)]`` one after the other.
 
+    Weights in KBLOCK (:func:`place_weights` with the engine's ``(pe_rows, pe_cols)``)
+    are read a DRAM word a cycle: each tile's ``LOAD_W`` starts at its block.
+
     The input is the sub-tensor ``part.x_dims`` (the part's window clipped to the image)
     at element ``x_base`` in *x_layout*, or, with ``x_box = (dims, (row, col))``, a tensor
     of ``dims = (C, H, W)`` whose element ``(0, 0)`` is image pixel ``(row, col)``. The
@@ -344,9 +372,10 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
     tensors of that size whose ``(0, 0)`` is output pixel ``(row, col)``.
     """
     n = cfg.nicepim
-    R = n.pe_rows
+    R, C = n.pe_rows, n.pe_cols
     b = blocking(n, part)
     cg, og = part.c // part.groups, part.k // part.groups
+    w_step = weight_elems(w_layout, (og, cg, part.r, part.s), (R, C))
     (ci, hi, wi), (xr, xc) = x_box or (part.x_dims, (part.x_rows[0], part.x_cols[0]))
     (_, P, Q), (orow, ocol) = o_box or ((og, part.p, part.q), part.rows[:1] + part.cols[:1])
     st, pad = part.stride, part.pad
@@ -358,10 +387,17 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
         nh = (t.oh - 1) * st + t.kh
         # double buffering: tile i in input/weight half i % 2, band j in output half j % 2
         buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
+        if w_layout == Layout.KBLOCK:     # the tile's blocks, from its first one
+            blk = (t.co // C * -(-cg // R) + t.b0) * part.r * part.s * R * C
+            ld_w = task(Op.LOAD_W, base=w_base + t.g * w_step + blk, buf=buf,
+                        layout=w_layout, dn=C, dc=t.cb * R, dh=part.r, dw=part.s, n0=0,
+                        c0=0, h0=t.u0, w0=0, cb=t.cb, nh=t.kh, nw=part.s)
+        else:
+            ld_w = task(Op.LOAD_W, base=w_base + t.g * w_step, buf=buf, layout=w_layout,
+                        dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co, c0=t.b0 * R, h0=t.u0,
+                        w0=0, cb=t.cb, nh=t.kh, nw=part.s)
         loads.append([
-            task(Op.LOAD_W, base=w_base + t.g * og * cg * part.r * part.s, buf=buf,
-                 layout=w_layout, dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co,
-                 c0=t.b0 * R, h0=t.u0, w0=0, cb=t.cb, nh=t.kh, nw=part.s),
+            ld_w,
             # Channels of the block beyond the group read the next group's inputs; their
             # weights (beyond cg in the group's view) are 0.
             task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi, buf=buf,

@@ -14,7 +14,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from pimforge.rtl.nicepim.params import PSUM_BITS, TASK_LAYOUT, Op
+from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Op, wbuf_row_lines
 
 from ...models.nicepim import engine_buffers, engine_tile, tile_cycles, wrap32
 from ..common import bench, rng, start
@@ -25,6 +25,14 @@ def _geometry():
     return n["pe_rows"], n["pe_cols"]
 
 
+def _wbuf_row_lines() -> int:
+    """Weight lines per row of the weight buffer, as the engine of the config builds it."""
+    n = bench()["config"]["nicepim"]
+    C = n["pe_cols"]
+    return wbuf_row_lines(n["pe_rows"], C, n["wbuf_bytes"] // (C * DATA_BITS // 8),
+                          n["banks_per_node"] * n["bank_width_bits"])
+
+
 def _task(**fields) -> int:
     word = 0
     for name, f in TASK_LAYOUT:
@@ -32,11 +40,13 @@ def _task(**fields) -> int:
     return word
 
 
-async def _write(dut, port, lines, lanes):
+async def _write(dut, port, lines, lanes, per_row=1):
+    """Line ``a`` into slot ``a % per_row`` of row ``a // per_row`` (its lanes enabled)."""
     for a, line in enumerate(lines):
-        getattr(dut, f"{port}__addr").value = a
-        getattr(dut, f"{port}__data").value = line
-        getattr(dut, f"{port}__en").value = (1 << lanes) - 1
+        row, slot = divmod(a, per_row)
+        getattr(dut, f"{port}__addr").value = row
+        getattr(dut, f"{port}__data").value = line << (slot * lanes * DATA_BITS)
+        getattr(dut, f"{port}__en").value = ((1 << lanes) - 1) << (slot * lanes)
         await RisingEdge(dut.clk)
     getattr(dut, f"{port}__en").value = 0
 
@@ -72,7 +82,7 @@ async def _tile(dut, x, w, stride, pad, oh, ow, acc_twice=False):
     R, C = _geometry()
     ilines, wlines, cb = engine_buffers(R, C, x, w)
     await _write(dut, "ibuf_w", ilines, R)
-    await _write(dut, "wbuf_w", wlines, C)
+    await _write(dut, "wbuf_w", wlines, C, _wbuf_row_lines())
     kh, kw = w.shape[2:]
     geo = dict(cb=cb, nh=x.shape[1], nw=x.shape[2], kh=kh, kw=kw, stride=stride, pad=pad,
                oh=oh, ow=ow)
