@@ -200,6 +200,9 @@ class TensorDMA(wiring.Component):
     port has no byte enables). Elements outside the tensor are skipped. The bank
     controller keeps requests to one word in order, so a read sees earlier writes.
 
+    **Loads back to back.** A load started while the one before still writes (``ready``)
+    issues its reads at once; its writes start after the last write of the one before.
+
     **Weights in KBLOCK** (:attr:`~pimforge.rtl.nicepim.params.Layout.KBLOCK`, the
     engine's own order) lie in DRAM as the weight buffer holds them, so with rows of
     ``wbuf_row_lines`` > 1 lines a group is a whole DRAM word: ``wbuf_row_lines`` lines
@@ -230,6 +233,11 @@ class TensorDMA(wiring.Component):
     start : In(1)
     busy, stall : Out(1)
         A task is running; it is waiting for the DRAM.
+    ready : Out(1)
+        A ``start`` is taken: idle, or a load whose reads are all issued and no load
+        queued behind it. The next load's issue walk then runs while this one's last
+        words arrive and are written (its writes follow in order), so back-to-back
+        loads pay the DRAM's first-word latency once; a store waits for an idle DMA.
     dram : Out(port)
         Requests to the bank controller; its responses (a read's data; write
         acknowledgements, which this block ignores).
@@ -262,6 +270,7 @@ class TensorDMA(wiring.Component):
         D, P = DATA_BITS, PSUM_BITS
         super().__init__({
             "task": In(TASK_LAYOUT), "start": In(1), "busy": Out(1), "stall": Out(1),
+            "ready": Out(1),
             "dram": Out(port),
             "ibuf_w": In(WritePort.Signature(addr_width=ceil_log2(ibuf_lines),
                                              shape=pe_rows * D, granularity=D)),
@@ -279,7 +288,9 @@ class TensorDMA(wiring.Component):
         WB = self.port.data_bits
         Q = self.inflight
         qb = exact_log2(Q)
-        t = self.task
+        # the task of the write walk (and of a store), taken at its start; the issue walk
+        # follows the task input, which may already be the next load
+        t = Signal(TASK_LAYOUT)
         req, resp = self.dram.req, self.dram.resp
         is_i, is_w = t.op == Op.LOAD_I, t.op == Op.LOAD_W
         col_bits, row_bits = self.port.col_bits, self.port.row_bits
@@ -291,7 +302,7 @@ class TensorDMA(wiring.Component):
                     req.payload.bank.eq(0), req.payload.cls.eq(1), req.payload.tag.eq(tag)]
 
         NB = self.wbuf_row_lines
-        iw = _Walk(m, t, R=R, C=C, WB=WB, NB=NB, name="iss")    # loads: the issue walk
+        iw = _Walk(m, self.task, R=R, C=C, WB=WB, NB=NB, name="iss")  # loads: issue walk
         cw = _Walk(m, t, R=R, C=C, WB=WB, NB=NB, name="wr")     # loads: writes; stores: walk
 
         # ---- reorder buffer: a slot per read in flight ---------------------------------
@@ -393,18 +404,25 @@ class TensorDMA(wiring.Component):
             with m.If(req.ready):
                 m.d.sync += wr_v.eq(0)
 
+        # a second load queued behind the one being written (its issue walk running)
+        pending = Signal()
         with m.FSM():
             with m.State("IDLE"):
+                m.d.comb += self.ready.eq(1)
                 with m.If(self.start):
                     m.d.sync += [*iw.reset(), *cw.reset(), have_last.eq(0), have_cur.eq(0),
                                  iss_ptr.eq(0), pop_ptr.eq(0), rob_v.eq(0), b_v.eq(0),
-                                 have_acc.eq(0), emask.eq(0)]
-                    with m.If(t.op == Op.STORE):
+                                 have_acc.eq(0), emask.eq(0), t.eq(self.task), pending.eq(0)]
+                    with m.If(self.task.op == Op.STORE):
                         m.next = "STORE"
                     with m.Else():
                         m.next = "LOAD"
             with m.State("LOAD"):
-                m.d.comb += [self.busy.eq(1), loading.eq(1)]
+                m.d.comb += [self.busy.eq(1), loading.eq(1),
+                             self.ready.eq(iw.done & ~pending)]
+                # the next load: its issue walk starts now, its writes after this task's
+                with m.If(self.start):
+                    m.d.sync += [*iw.reset(), have_last.eq(0), pending.eq(1)]
                 # the issue walk
                 with m.If(~iw.done):
                     with m.If(need_i):
@@ -427,7 +445,11 @@ class TensorDMA(wiring.Component):
                                      pop_ptr.eq(pop_ptr + 1)]
                     cw.step()
                     with m.If(cw.last):
-                        m.next = "IDLE"
+                        with m.If(pending | self.start):     # on to the next load's writes
+                            m.d.sync += [*cw.reset(), have_cur.eq(0), t.eq(self.task),
+                                         pending.eq(0)]
+                        with m.Else():
+                            m.next = "IDLE"
                 with m.Else():
                     m.d.comb += self.stall.eq(1)
                 # slots: filled by responses, freed as the write walk takes them

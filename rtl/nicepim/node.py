@@ -180,6 +180,7 @@ class PIMNode(wiring.Component):
                      eng.start.eq(ctrl.eng_start), dma.start.eq(ctrl.dma_start),
                      share.start.eq(ctrl.share_start),
                      ctrl.eng_busy.eq(eng.busy), ctrl.dma_busy.eq(dma.busy),
+                     ctrl.dma_ready.eq(dma.ready),
                      ctrl.share_busy.eq(share.busy), ctrl.received.eq(share.received)]
         wiring.connect(m, dma.ibuf_w, eng.ibuf_w)
         wiring.connect(m, dma.wbuf_w, eng.wbuf_w)

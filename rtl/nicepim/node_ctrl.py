@@ -24,8 +24,9 @@ class NodeController(wiring.Component):
     started as soon as its unit is idle and no running task uses a buffer half it
     would use in conflict (the halves of TASK_LAYOUT's ``buf`` and ``obuf``):
 
-    * ``LOAD_I``/``LOAD_W`` (writes the input/weight half ``buf``): the DMA idle, and
-      the engine idle or running a tile on the other half;
+    * ``LOAD_I``/``LOAD_W`` (writes the input/weight half ``buf``): the DMA ready
+      (idle, or a load whose reads are all issued: the DMA runs two loads back to back),
+      and the engine idle or running a tile on the other half;
     * ``STORE`` (reads output half ``obuf``): the DMA idle, and the engine idle or
       running a tile on the other output half;
     * ``COMPUTE`` (reads the input and weight halves ``buf``, writes output half
@@ -57,6 +58,8 @@ class NodeController(wiring.Component):
         The task each unit runs (valid from its ``start`` until it is idle again).
     eng_start, dma_start, share_start : Out(1)
     eng_busy, dma_busy, share_busy : In(1)
+    dma_ready : In(1)
+        The DMA takes a load now (:class:`~pimforge.rtl.nicepim.dma.TensorDMA`).
     received : In(32)
         Words this node has received over the network.
     running, waiting : Out(1)
@@ -73,7 +76,7 @@ class NodeController(wiring.Component):
             "eng_task": Out(TASK_LAYOUT), "dma_task": Out(TASK_LAYOUT),
             "share_task": Out(TASK_LAYOUT),
             "eng_start": Out(1), "dma_start": Out(1), "share_start": Out(1),
-            "eng_busy": In(1), "dma_busy": In(1), "share_busy": In(1),
+            "eng_busy": In(1), "dma_busy": In(1), "share_busy": In(1), "dma_ready": In(1),
             "received": In(32),
             "running": Out(1), "waiting": Out(1),
         })
@@ -107,7 +110,7 @@ class NodeController(wiring.Component):
         dma_load = self.dma_busy & ((dma_op == Op.LOAD_I) | (dma_op == Op.LOAD_W))
         dma_store = self.dma_busy & (dma_op == Op.STORE)
         # the conflicts of the task being dispatched with the running ones
-        load_ok = ~self.dma_busy & (~self.eng_busy | (eng_t.buf != task.buf))
+        load_ok = self.dma_ready & (~self.eng_busy | (eng_t.buf != task.buf))
         store_ok = ~self.dma_busy & (~self.eng_busy | (eng_t.obuf != task.obuf))
         compute_ok = ~self.eng_busy & ~dma_load & ~(dma_store & (dma_t.obuf == task.obuf))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from pimforge.gen.config import load_config
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.nicepim.params import Layout, Op
+from pimforge.sim.nicepim.node_model import NodeTiming
 from pimforge.sim.nicepim.rtl_run import build_array_driver, run_array, task
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -79,7 +80,42 @@ def main(argv=None) -> int:
           f"{peak:.0f} B/cycle = {peak * f_hz / 1e9:.1f} GB/s (a word per {tm.col_gap} cycles)")
     print("\n".join(md_table(["task", "bytes", "DMA busy cycles", "B/cycle", "GB/s", "of peak"],
                               rows)))
+    print()
+    print("\n".join(back_to_back(cfg, exe)))
     return 0
+
+
+def back_to_back(cfg, exe) -> list[str]:
+    """Weight and input loads in turn (different DRAM rows), the DMA running each load
+    behind the one before: the gap from one load's last write to the next one's first,
+    ``(run - first load alone - sum over the others of (alone - latency)) / others``,
+    with the model's first-word latency (:meth:`NodeTiming.pipe`), beside the model's
+    gap (a row switch)."""
+    n = cfg.nicepim
+    R, C = n.pe_rows, n.pe_cols
+    tm = NodeTiming(n)
+    lat, gap, _ = tm.pipe(1, 1)
+    row_el = n.row_words * n.word_bytes // 2
+    out = [f"back to back (model: latency {lat:.1f}, gap {gap:.1f} = tRP + tRCD):"]
+    for cb, k in ((1, 3), (2, 3), (1, 1)):
+        lw = task(Op.LOAD_W, base=0, layout=Layout.KBLOCK, dn=C, dc=cb * R, dh=k, dw=k, cb=cb,
+                  nh=k, nw=k)
+        li = task(Op.LOAD_I, base=4 * row_el, layout=Layout.NHWC, dn=1, dc=cb * R, dh=4, dw=4,
+                  cb=cb, nh=4, nw=4, buf=1)
+
+        def busy(ts):
+            return run_array(cfg, {0: ts + [task(Op.END)]}, {}, exe=exe).perf["dma_busy"][0]
+
+        w1, i1 = tm.dma(int(Op.LOAD_W), int(Layout.KBLOCK), (C, cb * R, k, k), 0, 0, 0, 0, cb,
+                        k, k)[0], tm.dma(int(Op.LOAD_I), int(Layout.NHWC), (1, cb * R, 4, 4),
+                                         0, 0, 0, 0, cb, 4, 4)[0]
+        for reps in (1, 4):
+            run = busy([lw, li] * reps)
+            others = (reps - 1) * (w1 - lat) + reps * (i1 - lat)
+            measured = (run - w1 - others) / (2 * reps - 1)
+            out.append(f"  {cb} block(s) of a {k}x{k} kernel, {2 * reps} loads: "
+                       f"{run} cycles, gap {measured:.1f}")
+    return out
 
 
 if __name__ == "__main__":

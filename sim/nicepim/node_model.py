@@ -371,6 +371,22 @@ class NodeTiming:
             busy = r * self.share_period
         return busy * self.stretch
 
+    def pipe(self, words: float, rows: float) -> tuple[float, float, float] | None:
+        """``(latency, gap, bank)`` of a load that reads *words* in *rows* (None: it
+        reads nothing), for running back to back behind another load
+        (:func:`schedule`): the first word's latency its cycles include
+        (:data:`LOAD_START`, the precharge); the gap from the load before's last word to
+        its own first, a row switch (``tRP + tRCD``; the RTL measures 7-13 cycles for
+        weight and input loads in turn, ``scripts/nicepim/nicepim_dma_bw.py``, where
+        ``tRTP + tRP + tRCD`` would overcount the networks' layers by 0.5-8 % more); and
+        the bank's cycles for its words (``col_gap`` a word, ``tRP + tRCD`` a further
+        row)."""
+        if not words:
+            return None
+        return ((LOAD_START + self.row - self.first_row) * self.stretch,
+                self.row * self.stretch,
+                (self.col_gap * words + max(0, rows - 1) * self.row) * self.stretch)
+
     @functools.lru_cache(maxsize=65536)  # noqa: B019 (one per config, a handful alive)
     def dma(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int, c0: int,
             h0: int, w0: int, cb: int, nh: int, nw: int) -> tuple[float, float, float, int]:
@@ -657,8 +673,8 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                              part.s)
         ck, wk, rk, ek = dma(op_i, x_layout, dims_i, 0, t.g * cg + t.b0 * R,
                              t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
-        loads.append([("d", cw * stretch, buf, obuf, True, op_w),
-                      ("d", ck * stretch, buf, obuf, True, op_i)])
+        loads.append([("d", cw * stretch, buf, obuf, True, op_w, tm.pipe(ww, rw)),
+                      ("d", ck * stretch, buf, obuf, True, op_i, tm.pipe(wk, rk))])
         wrd += ww + wk
         rows += rw + rk
         el += ew + ek
@@ -692,8 +708,10 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         prev = None
         for k, x in enumerate(piece):      # a load after a store waits for its writes
             if x[0] == "d":
-                if x[4] and prev == op_s:
-                    piece[k] = (x[0], x[1] + tm.after_store * tm.stretch, *x[2:])
+                if x[4] and prev == op_s:       # (its first word comes that much later)
+                    wait = tm.after_store * tm.stretch
+                    pipe = x[6] and (x[6][0] + wait, *x[6][1:])
+                    piece[k] = (x[0], x[1] + wait, *x[2:6], pipe)
                 prev = x[5]
         c_, e_, d_, o_ = schedule(piece)
         if rows:        # a run starts with the bank closed: its first load precharges nothing
@@ -750,29 +768,52 @@ def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
 
 def schedule(tasks) -> tuple[float, float, float, float]:
     """(cycles, engine busy, DMA busy, both busy) of a task list of ``(unit, busy cycles,
-    buf, obuf, is a load, ...)`` entries (unit ``"e"``: a ``COMPUTE``, ``"d"``: a DMA task)
-    and its ``END``, dispatched as the node controller does: in order, each task
-    fetched and dispatched (:data:`DISPATCH_CYCLES`) as soon as its unit is idle and the
-    running task of the other unit does not use its buffer halves in conflict; a unit
-    is busy from the cycle after its dispatch."""
+    buf, obuf, is a load, op, pipe)`` entries (unit ``"e"``: a ``COMPUTE``, ``"d"``: a
+    DMA task; ``pipe``, for a load that reads, ``(latency, gap)``:
+    :meth:`NodeTiming.pipe`) and its ``END``, dispatched as the node controller does:
+    in order, each task fetched and dispatched (:data:`DISPATCH_CYCLES`) as soon as its
+    unit is ready and the running task of the other unit does not use its buffer halves
+    in conflict; a unit is busy from the cycle after its dispatch.
+
+    A load after a load that reads runs back to back with it (the DMA's ``ready``): it
+    is dispatched once the running load's reads are out, and its first word comes a row
+    switch (``gap``) after the running load's last word or its own latency after its
+    dispatch, whichever is later; its writes follow the running load's last write. So
+    behind a load bound by its writes (a line a cycle) the next one's latency is hidden
+    whole, behind one bound by the bank all but the row switch."""
     t = 0.0                 # the cycle the next task is fetched in
     eng_free = dma_free = 0.0
     eng_buf = eng_obuf = dma_obuf = -1
     dma_load = False
+    dma_pipe = None         # the running load's (latency, gap, bank), if it reads
+    dma_words = 0.0         # the cycle the running load's last word comes
     spans = {"e": [], "d": []}
-    for unit, dur, buf, obuf, is_load, *_ in tasks:
+    for unit, dur, buf, obuf, is_load, *rest in tasks:
+        pipe = rest[1] if len(rest) > 1 else None
         d = t + 1
         if unit == "d":
-            d = max(d, dma_free)
+            back = is_load and dma_pipe is not None and pipe is not None
+            d = max(d, dma_words - dma_pipe[0] if back else dma_free)
             if (eng_buf == buf) if is_load else (eng_obuf == obuf):
                 d = max(d, eng_free)
-            dma_free, dma_obuf, dma_load = d + 1 + dur, obuf, is_load
+            if back and d + 1 < dma_free:
+                lat, gap, bank = pipe
+                first = max(dma_words + gap, d + 1 + lat)
+                start, end = dma_free, max(dma_free, first) + dur - lat
+                dma_words = first + bank
+            else:
+                start, end = d + 1, d + 1 + dur
+                if pipe is not None:
+                    dma_words = d + 1 + pipe[0] + pipe[2]
+            dma_free, dma_obuf, dma_load = end, obuf, is_load
+            dma_pipe = pipe if is_load else None
         else:
             d = max(d, eng_free)
             if dma_load or dma_obuf == obuf:
                 d = max(d, dma_free)
             eng_free, eng_buf, eng_obuf = d + 1 + dur, buf, obuf
-        spans[unit].append((d + 1, d + 1 + dur))
+            start, end = d + 1, d + 1 + dur
+        spans[unit].append((start, end))
         t = d + 1
     end = max(t + 1, eng_free, dma_free)
     # both busy: the overlap of the engine's and the DMA's (ordered, disjoint) spans
@@ -822,7 +863,8 @@ def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
     * the DMA's tasks. A load is at least its groups (:meth:`NodeTiming.groups`: an
       element in NCHW, at least a line otherwise; weights in CHWN at least a line)
       and, when it reads, its ``col_gap`` a word and ``tRP + tRCD`` for every row
-      after the first, plus :data:`LOAD_START` and the precharge; a store at least
+      after the first, plus, for a tile's weight load (its input load runs back to
+      back behind it), :data:`LOAD_START` and the precharge; a store at least
       its groups, :data:`STORE_START` and :data:`STORE_RMW` for each word it covers
       only in part. Words, rows and partly covered words are counted only where they
       are certain: where no two consecutive runs of a walk can share a unit
@@ -970,9 +1012,9 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                         else:
                             i_rows += add
     n_i = n_tiles
-    i_dur = (max(i_groups * part.groups,
-                 tm.col_gap * i_words + tm.row * i_rows - tm.row * n_i)
-             + part.groups * len(cos) * len(chunks) * n_read * (LOAD_START + trp))
+    # (an input load runs back to back behind its tile's weight load, which pays the
+    # first word's latency for both: :func:`schedule`)
+    i_dur = max(i_groups * part.groups, tm.col_gap * i_words + tm.row * i_rows - tm.row * n_i)
     # -- the stores: one a band and output-channel block
     o_lanes = C if o_layout == Layout.NCHW else 1
     o_groups = part.groups * len(cos) * part.p * q * o_lanes
