@@ -94,7 +94,7 @@ def back_to_back(cfg, exe) -> list[str]:
     n = cfg.nicepim
     R, C = n.pe_rows, n.pe_cols
     tm = NodeTiming(n)
-    lat, gap, _ = tm.pipe(1, 1)
+    lat, gap, _, _ = tm.pipe(1, 1)
     row_el = n.row_words * n.word_bytes // 2
     out = [f"back to back (model: latency {lat:.1f}, gap {gap:.1f} = tRP + tRCD):"]
     for cb, k in ((1, 3), (2, 3), (1, 1)):

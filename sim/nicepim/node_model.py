@@ -371,21 +371,23 @@ class NodeTiming:
             busy = r * self.share_period
         return busy * self.stretch
 
-    def pipe(self, words: float, rows: float) -> tuple[float, float, float] | None:
-        """``(latency, gap, bank)`` of a load that reads *words* in *rows* (None: it
+    def pipe(self, words: float, rows: float) -> tuple[float, float, float, float] | None:
+        """``(latency, gap, bank, tRC)`` of a load that reads *words* in *rows* (None: it
         reads nothing), for running back to back behind another load
         (:func:`schedule`): the first word's latency its cycles include
         (:data:`LOAD_START`, the precharge); the gap from the load before's last word to
         its own first, a row switch (``tRP + tRCD``; the RTL measures 7-13 cycles for
         weight and input loads in turn, ``scripts/nicepim/nicepim_dma_bw.py``, where
-        ``tRTP + tRP + tRCD`` would overcount the networks' layers by 0.5-8 % more); and
-        the bank's cycles for its words (``col_gap`` a word, ``tRP + tRCD`` a further
-        row)."""
+        ``tRTP + tRP + tRCD`` would overcount the networks' layers by 0.5-8 % more); the
+        bank's cycles for its words (``col_gap`` a word, ``tRP + tRCD`` a further row);
+        and ``tRC``, the least time from one row's activation to the next one's, which
+        binds behind a load of a word or two."""
         if not words:
             return None
         return ((LOAD_START + self.row - self.first_row) * self.stretch,
                 self.row * self.stretch,
-                (self.col_gap * words + max(0, rows - 1) * self.row) * self.stretch)
+                (self.col_gap * words + max(0, rows - 1) * self.row) * self.stretch,
+                self.t.tRC * self.stretch)
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019 (one per config, a handful alive)
     def dma(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int, c0: int,
@@ -778,15 +780,17 @@ def schedule(tasks) -> tuple[float, float, float, float]:
     A load after a load that reads runs back to back with it (the DMA's ``ready``): it
     is dispatched once the running load's reads are out, and its first word comes a row
     switch (``gap``) after the running load's last word or its own latency after its
-    dispatch, whichever is later; its writes follow the running load's last write. So
-    behind a load bound by its writes (a line a cycle) the next one's latency is hidden
-    whole, behind one bound by the bank all but the row switch."""
+    dispatch, whichever is later, and at least ``tRC`` after the running load's first
+    word (one row's activation to the next); its writes follow the running load's last
+    write. So behind a load bound by its writes (a line a cycle) the next one's latency
+    is hidden whole, behind one bound by the bank all but the row switch."""
     t = 0.0                 # the cycle the next task is fetched in
     eng_free = dma_free = 0.0
     eng_buf = eng_obuf = dma_obuf = -1
     dma_load = False
-    dma_pipe = None         # the running load's (latency, gap, bank), if it reads
+    dma_pipe = None         # the running load's (latency, gap, bank, tRC), if it reads
     dma_words = 0.0         # the cycle the running load's last word comes
+    dma_first = 0.0         # ... and its first
     spans = {"e": [], "d": []}
     for unit, dur, buf, obuf, is_load, *rest in tasks:
         pipe = rest[1] if len(rest) > 1 else None
@@ -797,14 +801,15 @@ def schedule(tasks) -> tuple[float, float, float, float]:
             if (eng_buf == buf) if is_load else (eng_obuf == obuf):
                 d = max(d, eng_free)
             if back and d + 1 < dma_free:
-                lat, gap, bank = pipe
-                first = max(dma_words + gap, d + 1 + lat)
+                lat, gap, bank, rc = pipe
+                first = max(dma_words + gap, dma_first + rc, d + 1 + lat)
                 start, end = dma_free, max(dma_free, first) + dur - lat
-                dma_words = first + bank
+                dma_first, dma_words = first, first + bank
             else:
                 start, end = d + 1, d + 1 + dur
                 if pipe is not None:
-                    dma_words = d + 1 + pipe[0] + pipe[2]
+                    dma_first = d + 1 + pipe[0]
+                    dma_words = dma_first + pipe[2]
             dma_free, dma_obuf, dma_load = end, obuf, is_load
             dma_pipe = pipe if is_load else None
         else:
