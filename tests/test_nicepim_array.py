@@ -420,7 +420,7 @@ def test_kblock_layout_and_weight_rows():
     assert wbuf_row_lines(32, 32, 1024, 2048) == 4        # nicepim_4x4
     assert wbuf_row_lines(128, 8, 9216, 1024) == 8        # nicepim_gpu
     assert wbuf_row_lines(3, 4, 128, 256) == 1            # 4 lines do not divide 3 rows
-    assert wbuf_row_lines(6, 4, 128, 256) == 2
+    assert wbuf_row_lines(6, 4, 128, 256) == 1            # a word of 4 lines, rows of 6
     assert wbuf_row_lines(4, 12, 128, 256) == 1           # a 192-bit line
     assert wbuf_row_lines(4, 4, 6, 256) == 1              # halves of 3 lines
     assert wbuf_row_lines(4, 16, 128, 256) == 1           # a line is the word
@@ -457,3 +457,25 @@ def test_loads_run_back_to_back(cfg, exe):
     model -= tm.t.tRP           # a run starts with the bank closed
     log.info("model: %.0f DMA busy cycles", model)
     assert abs(model - run) <= 0.1 * run, (model, run)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+@pytest.mark.parametrize("rows, cols", [(6, 4), (3, 4), (8, 2), (4, 4), (12, 8), (4, 16),
+                                        (2, 4)])
+def test_node_builds_with_the_weight_rows_it_asks_for(rows, cols):
+    """Every engine shape gets weight-buffer rows its DMA accepts (a whole DRAM word of
+    lines, or one line), and the layout the node model gives its weights matches."""
+    from dataclasses import replace
+
+    from pimforge.rtl.nicepim.node import from_config
+    from pimforge.sim.nicepim.node_model import weight_layout
+
+    cfg = load_config("nicepim_small")
+    n = replace(cfg.nicepim, pe_rows=rows, pe_cols=cols, ibuf_bytes=64 * rows * 2,
+                wbuf_bytes=64 * cols * 2, obuf_bytes=64 * cols * 4)
+    node = from_config(cfg.replace(nicepim=n))
+    nb = node._dma.wbuf_row_lines
+    assert nb == node._engine.wbuf_row_lines == wbuf_row_lines(rows, cols, n.wbuf_lines,
+                                                               n.node_bank_bits)
+    assert nb == 1 or nb * cols * 16 == n.node_bank_bits
+    assert (weight_layout(n) == Layout.KBLOCK) == (nb > 1)

@@ -148,13 +148,11 @@ def kblock_address(dims: tuple[int, int, int, int], pe_rows: int, pe_cols: int, 
 def wbuf_row_lines(pe_rows: int, pe_cols: int, wbuf_lines: int, word_bits: int) -> int:
     """Weight lines in one row of the weight buffer's SRAM: as many as fill one DRAM word
     of *word_bits* (a power of two), so that a ``LOAD_W`` in :attr:`Layout.KBLOCK` writes
-    a word a cycle; 1 when a line is a word or wider, or its width does not divide the
-    word. A row never straddles a tile's ``pe_rows`` lines of one kernel position or the
-    buffer's halves."""
+    a word a cycle; 1 when a line is a word or wider, when its width does not divide the
+    word, or when such rows would straddle a tile's ``pe_rows`` lines of one kernel
+    position or the buffer's halves (a KBLOCK word then holds lines of two rows)."""
     line = pe_cols * DATA_BITS
     if line >= word_bits or word_bits % line:
         return 1
     nb = word_bits // line
-    while nb > 1 and (pe_rows % nb or (wbuf_lines // 2) % nb):
-        nb //= 2
-    return nb
+    return 1 if pe_rows % nb or (wbuf_lines // 2) % nb else nb
