@@ -771,7 +771,7 @@ def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
 def schedule(tasks) -> tuple[float, float, float, float]:
     """(cycles, engine busy, DMA busy, both busy) of a task list of ``(unit, busy cycles,
     buf, obuf, is a load, op, pipe)`` entries (unit ``"e"``: a ``COMPUTE``, ``"d"``: a
-    DMA task; ``pipe``, for a load that reads, ``(latency, gap)``:
+    DMA task; ``pipe``, for a load that reads, ``(latency, gap, bank, tRC)``:
     :meth:`NodeTiming.pipe`) and its ``END``, dispatched as the node controller does:
     in order, each task fetched and dispatched (:data:`DISPATCH_CYCLES`) as soon as its
     unit is ready and the running task of the other unit does not use its buffer halves
@@ -920,9 +920,10 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     # -- the weights (the same for every band and group): groups, words, rows
     # groups a kernel position of a channel block: its lines (CHWN), its rows of the
     # weight buffer (KBLOCK), its elements (NCHW)
-    w_lanes = {Layout.CHWN: R, Layout.KBLOCK: tm.groups(Op.LOAD_W, Layout.KBLOCK,
-                                                        (C, R, 1, 1), 0, 0, 0, 0, 1, 1, 1)
-               }.get(w_layout, R * C)
+    if w_layout == Layout.KBLOCK:
+        w_lanes = tm.groups(Op.LOAD_W, Layout.KBLOCK, (C, R, 1, 1), 0, 0, 0, 0, 1, 1, 1)
+    else:
+        w_lanes = R if w_layout == Layout.CHWN else R * C
     w_bands = len(bands)        # a band's weight tiles are loaded for every band
     w_groups = b.blocks * part.r * s * w_lanes * w_bands * len(cos)
     w_words = w_rows = 0

@@ -260,12 +260,18 @@ def place_tensor(x: np.ndarray, layout: int, base: int, word_bits: int, *,
                  bits: int = DATA_BITS, words: dict | None = None) -> dict[int, int]:
     """DRAM words holding ``x[N, C, H, W]`` in *layout* from element *base* (elements of
     *bits*), merged into *words* (``{word address: int}``, updated and returned)."""
-    words = {} if words is None else words
     x = np.asarray(x)
+    return _pack(_flat_index(layout, x.shape) + base, x, word_bits, bits,
+                 {} if words is None else words)
+
+
+def _pack(addresses: np.ndarray, x: np.ndarray, word_bits: int, bits: int,
+          words: dict) -> dict[int, int]:
+    """*x*'s elements (of *bits*) at element *addresses* merged into *words*."""
     per = word_bits // bits
     mask = (1 << bits) - 1
-    for e, v in zip(_flat_index(layout, x.shape) + base, x.reshape(-1), strict=True):
-        a, lane = divmod(int(e), per)
+    for e, v in zip(addresses.tolist(), np.asarray(x).reshape(-1).tolist(), strict=True):
+        a, lane = divmod(e, per)
         cur = words.get(a, 0) & ~(mask << (bits * lane))
         words[a] = cur | ((int(v) & mask) << (bits * lane))
     return words
@@ -296,13 +302,8 @@ def place_weights(w: np.ndarray, groups: int, base: int, word_bits: int, *,
             words = place_tensor(wg, layout, base + g * step, word_bits, words=words)
             continue
         idx = np.indices(wg.shape).reshape(4, -1)
-        addr = kblock_address(wg.shape, *engine, *idx) + base + g * step
-        per = word_bits // DATA_BITS
-        mask = (1 << DATA_BITS) - 1
-        for e, v in zip(addr.tolist(), wg.reshape(-1).tolist(), strict=True):
-            a, lane = divmod(e, per)
-            words[a] = (words.get(a, 0) & ~(mask << (DATA_BITS * lane))) | (
-                (int(v) & mask) << (DATA_BITS * lane))
+        words = _pack(kblock_address(wg.shape, *engine, *idx) + base + g * step, wg,
+                      word_bits, DATA_BITS, words)
     return words
 
 
