@@ -210,6 +210,23 @@ def _every(model, lay, parts, wr, li, lo, *, share=True, keep=1):
     return costs[:keep]
 
 
+class _EveryRanked:
+    """:meth:`~mapcost.NodeModel.ranked` without its bound: every LM costed and sorted,
+    and no floor, so that :func:`~selection.layer_candidates` weighs all it keeps."""
+
+    def __init__(self, model, lay, parts, wr, li, lo, *, share=True):
+        self.items = _every(model, lay, parts, wr, li, lo, share=share, keep=len(parts))
+
+    def item(self, j):
+        return self.items[j] if j < len(self.items) else None
+
+    def first(self, n):
+        return self.items[:n]
+
+    def floor(self, j):
+        return -math.inf
+
+
 @pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
 def test_bounded_search_equals_costing_every_lm(preset):
     """The bound never exceeds a cost, and the bounded search returns what costing every
@@ -237,15 +254,23 @@ def test_bounded_search_equals_costing_every_lm(preset):
         want = _every(model, lay, parts, wr, li, lo, share=share, keep=keep)
         assert model.cheapest(lay, parts, wr, li, lo, share=share, keep=keep) == want, \
             (lay.name, wr, share, keep)
+        # the ranking's floor from each place on never exceeds what follows there
+        ranked = model.ranked(lay, parts, wr, li, lo, share=share)
+        every = _every(model, lay, parts, wr, li, lo, share=share, keep=len(parts))
+        for j in range(len(every)):
+            assert ranked.floor(j) <= min(c.compute + c.dram for c, _ in every[j:]) + 1e-6
+            assert ranked.item(j) == every[j], (lay.name, wr, share, j)
 
 
 def test_mapping_equals_one_that_costs_every_lm(monkeypatch):
-    """PIM-Mapper and both baselines map a network as when every LM is costed."""
+    """PIM-Mapper and both baselines map a network as when every LM is costed (and every
+    one of the fastest LMs weighed with its movement)."""
     cfg = load_config("nicepim_small")
     net = scale_network(nets.network("googlenet"), 8, layers=30)
     fast = [mapper.map_network(net, cfg).to_json(),
             *(mapper.baseline_map(net, cfg, lm_goal=g).to_json() for g in ("node", "full"))]
-    monkeypatch.setattr(mapcost.NodeModel, "cheapest", _every)
+    monkeypatch.setattr(mapcost.NodeModel, "ranked",
+                        lambda model, *args, **kw: _EveryRanked(model, *args, **kw))
     slow = [mapper.map_network(net, cfg).to_json(),
             *(mapper.baseline_map(net, cfg, lm_goal=g).to_json() for g in ("node", "full"))]
     assert fast == slow

@@ -25,6 +25,7 @@ paper's kind counts, for studies of the mapping's headroom.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ from .tiling import ConvPart, blocking
 BEST_SHARING = ("ilp", "tsp")
 
 __all__ = ["BEST_SHARING", "E_BUF_PJ_PER_BIT", "E_MAC_PJ", "WHAT_IF", "LayerCost", "NodeModel",
-           "WhatIfNodeModel", "node_model"]
+           "RankedLMs", "WhatIfNodeModel", "node_model"]
 
 #: Energy of one 16-bit multiply-accumulate, pJ (an assumption of this model: a 16-bit
 #: integer multiplier and 32-bit adder in a 28 nm class process).
@@ -68,6 +69,72 @@ class LayerCost:
     @property
     def cycles(self) -> int:
         return self.compute + self.dram + self.share
+
+
+class RankedLMs:
+    """A layer's LMs for one WR and pair of layouts in the order of their cost
+    (:meth:`NodeModel.layer_cost`'s ``compute + dram``, plus ``share`` with *share*;
+    ties in the order of the LMs), LMs that raise :class:`CapacityError` left out, costed
+    only as far as they are asked for (:meth:`item`).
+
+    The LMs wait in the order of :meth:`NodeModel.cycles_bound`; the next in cost is
+    the least of those costed once the bound of the next waiting one exceeds it (a
+    bound may sit a rounding error above its cost: a cycle of margin), so an LM is
+    costed only when its bound is within a cycle of the cost of the one asked for.
+    :meth:`NodeModel.cheapest` takes the first few; :func:`.selection.layer_candidates`
+    takes them one at a time until :meth:`floor` shows that the rest cannot matter."""
+
+    def __init__(self, model: NodeModel, lay: Layer, wr: int, layout_in: int,
+                 layout_out: int, share: bool, order: list):
+        self._cost = lambda part: model.layer_cost(lay, part, wr, layout_in, layout_out)
+        self._share = share
+        #: (bound, index, LM, bound of its compute + dram), least bound first
+        self._order = order
+        self._next = 0                                  # the first still waiting
+        # the least bound of compute + dram from each waiting position on
+        floor, self._floors = math.inf, [math.inf] * (len(order) + 1)
+        for k in range(len(order) - 1, -1, -1):
+            floor = self._floors[k] = min(floor, order[k][3])
+        self._costed: list = []     # a heap of (goal, index, cost, LM) not yet ranked
+        self._ranked: list[tuple[LayerCost, Partition]] = []
+
+    def item(self, j: int) -> tuple[LayerCost, Partition] | None:
+        """The (cost, LM) of the *j*-th least cost, None if fewer LMs fit."""
+        while len(self._ranked) <= j:
+            while self._next < len(self._order):
+                b, i, part, _ = self._order[self._next]
+                if self._costed:
+                    least, at = self._costed[0][:2]
+                    if b - 1 > least or (b - 1 == least and i > at):
+                        break       # no waiting LM can come before the least costed
+                self._next += 1
+                try:
+                    c = self._cost(part)
+                except CapacityError:
+                    continue
+                heapq.heappush(self._costed, (c.cycles if self._share else c.compute + c.dram,
+                                              i, c, part))
+            if not self._costed:
+                return None
+            _, _, c, part = heapq.heappop(self._costed)
+            self._ranked.append((c, part))
+        return self._ranked[j]
+
+    def first(self, n: int) -> list[tuple[LayerCost, Partition]]:
+        """The (cost, LM) of the *n* least costs (fewer if fewer LMs fit)."""
+        out = []
+        while len(out) < n and (got := self.item(len(out))) is not None:
+            out.append(got)
+        return out
+
+    def floor(self, j: int) -> float:
+        """A lower bound of the ``compute + dram`` of every LM from the *j*-th least
+        cost on, and so of its cycles in any spatial order: the exact one of those
+        costed, the bound of those waiting (less a cycle of margin for a bound's
+        rounding)."""
+        return min([self._floors[self._next] - 1]
+                   + [c.compute + c.dram for c, _ in self._ranked[j:]]
+                   + [c.compute + c.dram for _, _, c, _ in self._costed])
 
 
 class NodeModel:
@@ -109,6 +176,7 @@ class NodeModel:
         self._share: dict = {}              # share_cycles by its arguments
         self._bound: dict = {}              # cycles_bound's node terms by shape, layouts
         self._bound_share: dict = {}        # its sharing by shape
+        self._ranked: dict = {}             # ranked's rankings by their arguments
         self.memo: dict = {}                # the mapper's other results on this model
 
     # ---- the engine ---------------------------------------------------------------------
@@ -360,13 +428,15 @@ class NodeModel:
         shape = layer_shape(lay)
         return self._bounded(lay, part, wr, layout_in, layout_out,
                              self._bound.setdefault((shape, layout_in, layout_out), {}),
-                             self._bound_share.setdefault(shape, {}) if share else None)
+                             self._bound_share.setdefault(shape, {}) if share else None)[1]
 
     def _bounded(self, lay: Layer, part: Partition, wr: int, layout_in: int | None,
-                 layout_out: int | None, nodes: dict, shares: dict | None) -> float:
-        """:meth:`cycles_bound` of a layer with MACs, its memo's entries for the layer's
+                 layout_out: int | None, nodes: dict,
+                 shares: dict | None) -> tuple[float, float]:
+        """:meth:`cycles_bound` of a layer with MACs without and with the sharing (the
+        same twice with *shares* ``None``), through its memo's entries for the layer's
         shape and layouts (*nodes*, by the LM's sizes) and for its shape (*shares*, by
-        the LM and its weights' sharing set; ``None``: without the sharing)."""
+        the LM and its weights' sharing set)."""
         sizes = part.sizes
         got = nodes.get(sizes)
         if got is None:
@@ -379,13 +449,13 @@ class NodeModel:
             raise type(got)(*got.args)
         node, nb, node_bytes = got
         if shares is None:
-            return node
+            return node, node
         pb, _, pp, pq, _ = sizes
         key = (part, math.ceil(pb * pp * pq / max(1, wr)))
         cyc = shares.get(key)
         if cyc is None:
             cyc = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)[0]
-        return float(node + cyc)
+        return node, float(node + cyc)
 
     def _node_bound(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
                     layout_out: int | None) -> tuple[float, int, tuple[int, int, int]]:
@@ -405,43 +475,38 @@ class NodeModel:
         """The *keep* (cost, LM) of *parts* with the least ``compute + dram`` (plus
         ``share`` with *share*), least first and, among equal ones, in the order of
         *parts*: what sorting every LM's :meth:`layer_cost` would give, LMs that raise
-        :class:`CapacityError` left out. LMs are costed in the order of
-        :meth:`cycles_bound`, and those whose bound exceeds the *keep*-th least cost
-        found are not costed at all."""
-        def goal(c: LayerCost) -> float:
-            return c.cycles if share else c.compute + c.dram
+        :class:`CapacityError` left out (the first *keep* of :meth:`ranked`)."""
+        return self.ranked(lay, parts, wr, layout_in, layout_out, share=share).first(keep)
 
-        order = []
+    def ranked(self, lay: Layer, parts, wr: int, layout_in: int, layout_out: int, *,
+               share: bool = True) -> RankedLMs:
+        """*parts* in the order of their cost, costed as far as they are asked for
+        (:class:`RankedLMs`); one ranking per layer shape, LMs, WR, layouts and goal,
+        shared by the layers of one shape and by whoever asks again."""
+        shape = layer_shape(lay)
+        parts = tuple(parts)
+        key = (shape, parts, wr, int(layout_in), int(layout_out), share)
+        got = self._ranked.get(key)
+        if got is not None:
+            return got
         macs = lay.kind in ("conv", "fc", "matmul")
         if macs:                # (cycles_bound, its memo's entries looked up once)
-            shape = layer_shape(lay)
             nodes = self._bound.setdefault((shape, layout_in, layout_out), {})
             shares = self._bound_share.setdefault(shape, {}) if share else None
+        order = []
         for i, part in enumerate(parts):
-            try:
-                b = (self._bounded(lay, part, wr, layout_in, layout_out, nodes, shares)
-                     if macs else 0.0)
-            except CapacityError:
-                b = -math.inf           # the task list decides (it may still fit)
-            order.append((b, i, part))
+            node = b = 0.0      # layers without MACs are cheap to cost: bound at 0
+            if macs:
+                try:
+                    node, b = self._bounded(lay, part, wr, layout_in, layout_out, nodes,
+                                            shares)
+                except CapacityError:
+                    node = b = -math.inf    # the task list decides (it may still fit)
+            order.append((b, i, part, node))
         order.sort(key=lambda t: (t[0], t[1]))
-        found: list[tuple[float, int, LayerCost, Partition]] = []
-        for b, i, part in order:
-            if len(found) >= keep:
-                worst = found[-1]
-                # a bound may sit a rounding error above its cost: a cycle of margin
-                if b - 1 > worst[0]:
-                    break
-                if b - 1 == worst[0] and i > worst[1]:
-                    continue
-            try:
-                c = self.layer_cost(lay, part, wr, layout_in, layout_out)
-            except CapacityError:
-                continue
-            found.append((goal(c), i, c, part))
-            found.sort(key=lambda t: (t[0], t[1]))
-            del found[keep:]
-        return [(c, part) for _, _, c, part in found]
+        got = self._ranked[key] = RankedLMs(self, lay, wr, layout_in, layout_out, share,
+                                            order)
+        return got
 
     def _conv_part(self, lay: Layer, c: int, k: int, p: int, q: int,
                    groups: int) -> ConvPart:

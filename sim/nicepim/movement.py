@@ -177,13 +177,17 @@ def traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
         amount = samples * share[:, None] * size[None, :] * per / max(
             1, lay.c * lay.h * lay.w)
     else:
-        lo = np.maximum(own[:, None, 0::2], home[None, :, 0::2])
-        hi = np.minimum(own[:, None, 1::2], home[None, :, 1::2])
-        amount = np.prod(np.maximum(hi - lo, 0), axis=2).astype(float)
+        # the boxes' overlaps, the four extents multiplied out (integers: exact)
+        ext = np.maximum(np.minimum(own[:, None, 1::2], home[None, :, 1::2])
+                         - np.maximum(own[:, None, 0::2], home[None, :, 0::2]), 0)
+        amount = (ext[:, :, 0] * ext[:, :, 1] * ext[:, :, 2] * ext[:, :, 3]).astype(float)
     i, j = np.nonzero((amount > 0) & ((ns["y"][:, None] != nd["y"][None, :])
                                       | (ns["x"][:, None] != nd["x"][None, :])))
-    return np.stack([ns["y"][i], ns["x"][i], nd["y"][j], nd["x"][j], np.ceil(amount[i, j])],
-                    axis=1)
+    out = np.empty((len(i), 5))
+    out[:, 0], out[:, 1] = ns["y"][i], ns["x"][i]
+    out[:, 2], out[:, 3] = nd["y"][j], nd["x"][j]
+    out[:, 4] = np.ceil(amount[i, j])
+    return out
 
 
 def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> tuple[int, float]:
@@ -200,34 +204,34 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
     ys, xs, yd, xd = (rows[:, i].astype(np.int64) for i in range(4))
     words = np.ceil(rows[:, 4] / model.word_bytes)
     flits = words * MESSAGE_FLITS
-    # link loads by difference arrays: east/west links of row ys between xs and xd, then
-    # north/south links of column xd between ys and yd; link i joins i and i + 1
-    load = 0.0
-    for a, b, fixed, n_fix, n_run in ((xs, xd, ys, H, W), (ys, yd, xd, W, H)):
-        for sign in (1, -1):
-            sel = (b - a) * sign > 0
-            lo = np.where(sign > 0, a, b)[sel]
-            hi = np.where(sign > 0, b, a)[sel]
-            if not sel.any():
-                continue
-            f = flits[sel]
-            at = fixed[sel] * (n_run + 1)
-            diff = (np.bincount(at + lo, f, n_fix * (n_run + 1))
-                    - np.bincount(at + hi, f, n_fix * (n_run + 1)))
-            load = max(load, float(np.cumsum(diff.reshape(n_fix, n_run + 1), axis=1).max()))
-    port = 0.0
-    per_node = []
-    for y, x in ((ys, xs), (yd, xd)):
-        per = np.bincount(y * W + x, flits, H * W)
-        port = max(port, float(per.max()))
-        per_node.append(per / MESSAGE_FLITS)
-    sent, recv = per_node
-    tm = model.timing
-    # nodes that send and receive alike keep their units equally busy: each pair once
-    pairs = dict.fromkeys(zip(sent, recv, strict=True))
+    # link loads by difference arrays, all the mesh's lines in one: the east- or
+    # westbound links of row ys between xs and xd, then the south- or northbound links
+    # of column xd between ys and yd; link i of a line joins its nodes i and i + 1. Each
+    # line has max(H, W) + 1 entries (its differences sum to 0: the padding stays 0).
+    M = max(H, W) + 1
+    line = np.concatenate((ys + H * (xd > xs), 2 * H + xd + W * (yd > ys)))
+    lo = np.concatenate((np.minimum(xs, xd), np.minimum(ys, yd)))
+    hi = np.concatenate((np.maximum(xs, xd), np.maximum(ys, yd)))
+    both = np.concatenate((flits, flits))
+    size = 2 * (H + W) * M
+    diff = np.bincount(line * M + lo, both, size) - np.bincount(line * M + hi, both, size)
+    load = float(np.cumsum(diff.reshape(-1, M), axis=1).max())
+    # the injection ports, then the ejection ports
+    per = np.bincount(np.concatenate((ys * W + xs, H * W + yd * W + xd)), both, 2 * H * W)
+    port = float(per.max())
+    sent, recv = per[:H * W] / MESSAGE_FLITS, per[H * W:] / MESSAGE_FLITS
     hops = np.abs(ys - yd) + np.abs(xs - xd)
-    unit = max(tm.share_busy(s, r, int(hops.max())) for s, r in pairs)
-    pipe = HEAD_CYCLES_PER_HOP * (int(hops.max()) + 1) - 1
+    far = int(hops.max())
+    # nodes that send and receive alike keep their units equally busy: each pair once
+    # (and once per model: the busy cycles of a pair recur in other transfers)
+    unit = 0.0
+    for s, r in dict.fromkeys(zip(sent.tolist(), recv.tolist(), strict=True)):
+        key = ("share_busy", s, r, far)
+        busy = model.memo.get(key)
+        if busy is None:
+            busy = model.memo[key] = model.timing.share_busy(s, r, far)
+        unit = max(unit, busy)
+    pipe = HEAD_CYCLES_PER_HOP * (far + 1) - 1
     bit_hops = float((flits * model.flit_bytes * 8 * hops).sum())
     return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
 

@@ -180,12 +180,16 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
     """The (WR, LM) candidates of *lay* on *region*: for each WR the LM of least latency.
     With *preds* (where the predecessors ran in the previous iteration of Algorithm 1)
     a candidate's latency includes moving their outputs to its nodes
-    (:func:`redistribution`), weighed for the *keep* fastest LMs of each WR and for
-    those equal to a predecessor's on the same region.
+    (:func:`redistribution`), weighed for the *keep* fastest LMs of each WR (in every
+    spatial order) and for those equal to a predecessor's on the same region.
 
-    *cache* keeps the LMs of each WR sorted by cost, keyed by the layer's shape
+    The fastest LMs are taken one at a time from the cost model's ranking
+    (:meth:`.mapcost.NodeModel.ranked`) and only while one of the rest could still be
+    faster than the best found, movement included (:meth:`.mapcost.RankedLMs.floor`):
+    what weighing all *keep* of them would give, since a movement is never negative.
+    *cache* keeps the rankings, keyed by the layer's shape
     (:func:`.mapspace.layer_shape`), the region's size, the layouts and *wrs*, so
-    that it may be shared by the layers of one shape, the iterations of Algorithm 1
+    that they may be shared by the layers of one shape, the iterations of Algorithm 1
     and the networks mapped with one *model*."""
     _, _, h, w = region
     if lay.kind == "input":              # already in DRAM where its readers need it
@@ -197,10 +201,9 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
     if key not in cache:
         per_wr = []
         for wr in wrs:
-            # the *keep* fastest LMs, as sorting all of them by cycles would give
-            costs = model.cheapest(lay, parts, wr, li, lo, keep=keep)
-            if costs:
-                per_wr.append((wr, costs))
+            ranked = model.ranked(lay, parts, wr, li, lo)
+            if ranked.item(0) is not None:
+                per_wr.append((wr, ranked))
             if lay.weights == 0 or lay.dynamic_weights:
                 break
         if not per_wr:
@@ -208,20 +211,45 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
         cache[key] = per_wr
     preds = [p for p in preds if p.layer.kind != "input"]
     same = {p.part for p in preds if p.region == tuple(region)}
+    moves: dict[Partition, int] = {}    # the movement into each LM, the same for every WR
+
+    def weigh(c, part, best):
+        """*best* (latency, movement, cost, LM) or the LM *part* of cost *c*, whichever
+        is faster (*best* on a tie)."""
+        if best is not None and c.cycles >= best[0]:
+            return best         # a movement (never negative) cannot make it faster
+        move = 0
+        if preds:               # memoized by the model (:func:`.movement.redistribution`)
+            move = moves.get(part)
+            if move is None:
+                move = moves[part] = redistribution(
+                    model, array, preds, Placement(lay, part, tuple(region)))[0]
+        if best is None or c.cycles + move < best[0]:
+            return (c.cycles + move, move, c, part)
+        return best
+
     cands = []
-    for wr, costs in cache[key]:
+    for wr, ranked in cache[key]:
         best = None
-        tries = []
-        for c, part in costs:
-            # the spatial orders of the fastest LMs (the node part is the same)
+        fastest = set()
+        for j in range(keep):
+            if best is not None and ranked.floor(j) >= best[0]:
+                break           # none of the rest is faster, in any spatial order
+            got = ranked.item(j)
+            if got is None:
+                break
+            c, part = got
+            fastest.add(part)
+            best = weigh(c, part, best)
+            # its other spatial orders (the node part is the same)
             ok = ("orders", key, wr, part)
             if ok not in cache:
                 cache[ok] = [(model.layer_cost(lay, alt, wr, li, lo), alt)
                              for alt in orders(part)[1:]]
-            tries += [(c, part), *cache[ok]]
-        # a predecessor's LM on the same region, slower than those: by cycles, then
-        # in the order of the LMs
-        fastest = {part for _, part in costs}
+            for alt_cost, alt in cache[ok]:
+                best = weigh(alt_cost, alt, best)
+        # a predecessor's LM on the same region, not among those: by cycles, then in
+        # the order of the LMs
         rest = []
         for i, part in enumerate(parts):
             if part in same and part not in fastest:
@@ -230,15 +258,8 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
                 except CapacityError:
                     continue
                 rest.append((c.cycles, i, c, part))
-        tries += [(c, part) for _, _, c, part in sorted(rest, key=lambda t: t[:2])]
-        for c, part in tries:
-            if best is not None and c.cycles >= best[0]:
-                continue        # a movement (never negative) cannot make it faster
-            move = 0
-            if preds:           # memoized by the model (:func:`.movement.redistribution`)
-                move = redistribution(model, array, preds, Placement(lay, part, tuple(region)))[0]
-            if best is None or c.cycles + move < best[0]:
-                best = (c.cycles + move, move, c, part)
+        for _, _, c, part in sorted(rest, key=lambda t: t[:2]):
+            best = weigh(c, part, best)
         _, move, c, part = best
         cands.append(Candidate(c.cycles + move, c.weight_bytes, wr, part, c.energy_pj, move))
     return cands
