@@ -14,13 +14,14 @@ import pytest
 
 from pimforge.gen.config import ConfigError, load_config
 from pimforge.gen.errors import CapacityError
-from pimforge.rtl.nicepim.params import Layout, Op, wbuf_row_lines
+from pimforge.rtl.nicepim.params import Layout, Op, ibuf_row_lines, wbuf_row_lines
 from pimforge.sim.nicepim.node_model import LOAD_START, NodeTiming
 from pimforge.sim.nicepim.rtl_run import (
     WORD_FLITS,
     build_array_driver,
     conv_layer_tasks,
     conv_tasks,
+    group_stride,
     link_names,
     place_tensor,
     place_weights,
@@ -110,11 +111,14 @@ def test_conv_tiles_bit_exact(cfg, exe, layout):
                           groups=groups, x_layout=layout, x_base=X_BASE, w_base=W_BASE,
                           o_base=O_BASE, w_layout=w_layout)
         tasks[node], dram[node], tiles[node] = plan.tasks + [END], words, plan.tiles
-        want[node] = wrap32(conv2d(x[0], w, stride=stride, pad=pad, groups=groups))
+        want[node] = (wrap32(conv2d(x[0], w, stride=stride, pad=pad, groups=groups)), groups)
     run = run_array(cfg, tasks, dram, exe=exe)
-    for node, ref in want.items():
-        got = read_tensor(run.dram[node], Layout.NCHW, (1, *ref.shape), O_BASE,
-                          n.node_bank_bits)[0]
+    for node, (ref, groups) in want.items():
+        # (each group's output from a DRAM word of its own: rtl_run.group_stride)
+        dims = (1, ref.shape[0] // groups, *ref.shape[1:])
+        step = group_stride(Layout.NCHW, dims, n.node_bank_bits)
+        got = np.concatenate([read_tensor(run.dram[node], Layout.NCHW, dims, O_BASE + g * step,
+                                          n.node_bank_bits)[0] for g in range(groups)])
         assert np.array_equal(got, ref), f"seed {seed}, node {node}"
     check_counters(cfg, run, tiles)
     log.info("cycles %d, engine busy %s", run.cycles, run.perf["eng_busy"])
@@ -127,7 +131,7 @@ def test_conv_parts_bit_exact_in_every_layout_in_and_out(cfg, exe, o_layout):
     in *o_layout* (stores gather whole words and read-modify-write the partly covered
     ones); bit-exact, counters add up."""
     from pimforge.sim.nicepim.node_model import weight_layout
-    from pimforge.sim.nicepim.rtl_run import part_tasks, tensor_elems
+    from pimforge.sim.nicepim.rtl_run import part_tasks
     from pimforge.sim.nicepim.tiling import ConvPart, blocking
 
     n = cfg.nicepim
@@ -165,12 +169,70 @@ def test_conv_parts_bit_exact_in_every_layout_in_and_out(cfg, exe, o_layout):
     run = run_array(cfg, tasks, dram, exe=exe)
     for node, ref in want.items():
         og, pp, qq, groups = outs[node]
-        step = tensor_elems(o_layout, (1, og, pp, qq))
+        step = group_stride(o_layout, (1, og, pp, qq), n.node_bank_bits)
         got = np.concatenate([read_tensor(run.dram[node], o_layout, (1, og, pp, qq),
                                           O_BASE + g * step, n.node_bank_bits)[0]
                               for g in range(groups)])
         assert np.array_equal(got, ref), f"seed {seed}, node {node}"
     check_counters(cfg, run, tiles)
+
+
+@pytest.mark.parametrize("k, r", [(16, 1), (8, 3)], ids=["1x1-reused", "3x3-rows-open"])
+def test_loads_reuse_halves_and_keep_rows_open(cfg, exe, k, r):
+    """A 1x1 image, as a network's last layers have: with a 1x1 kernel the input of
+    every output-channel block is the same, so it is loaded once per buffer half; with a
+    3x3 kernel the tiles' loads alternate in order (weights, input, input, weights, ...)
+    so that back to back they find their DRAM row open. Bit-exact, the loads are the
+    ones :func:`tiling.tiles` asks for, the RTL is faster than the same tasks with
+    every tile's weights first, and the node model is within 5 % of the RTL (8 % for the
+    1x1 kernel)."""
+    from pimforge.sim.nicepim.node_model import part_cost, weight_layout
+    from pimforge.sim.nicepim.rtl_run import part_tasks
+    from pimforge.sim.nicepim.tiling import ConvPart, tiles
+
+    n = cfg.nicepim
+    rnd = random.Random(SEED * 1000 + 41 + r)
+    c = 24
+    x = np.array([rnd.randint(-3000, 3000) for _ in range(c)]).reshape(1, c, 1, 1)
+    w = np.array([rnd.randint(-3000, 3000) for _ in range(k * c * r * r)]).reshape(k, c, r, r)
+    part = ConvPart(c=c, k=k, h=1, w=1, r=r, s=r, stride=1, pad=r // 2, groups=1,
+                    rows=(0, 1), cols=(0, 1))
+    ts = list(tiles(n, part))
+    words = place_tensor(x, Layout.NHWC, X_BASE, n.node_bank_bits)
+    place_weights(w, 1, W_BASE, n.node_bank_bits, words=words, layout=weight_layout(n),
+                  engine=(n.pe_rows, n.pe_cols))
+    plan = part_tasks(cfg, part, x_layout=Layout.NHWC, x_base=X_BASE, w_base=W_BASE,
+                      o_base=O_BASE, o_layout=Layout.NHWC, w_layout=weight_layout(n))
+    ops = [(t >> 0) & 0xF for t in plan.tasks]
+    assert ops.count(Op.LOAD_I) == sum(t.load_i for t in ts)
+    assert ops.count(Op.LOAD_W) == sum(t.load_w for t in ts)
+    if r == 1:
+        assert sum(t.load_i for t in ts) == 2 < len(ts), ts
+    else:
+        loads = [o for o in ops if o in (Op.LOAD_I, Op.LOAD_W)]
+        assert loads[:6] == [Op.LOAD_W, Op.LOAD_I, Op.LOAD_I, Op.LOAD_W, Op.LOAD_W,
+                             Op.LOAD_I], loads
+    run = run_array(cfg, {0: plan.tasks + [END]}, {0: words}, exe=exe)
+    got = read_tensor(run.dram[0], Layout.NHWC, (1, k, 1, 1), O_BASE, n.node_bank_bits)[0]
+    assert np.array_equal(got, wrap32(conv2d(x[0], w, stride=1, pad=r // 2)))
+    check_counters(cfg, run, {0: plan.tiles})
+    cycles = run.perf["cycles"][0]
+    model = part_cost(n, part, Layout.NHWC, Layout.NHWC).cycles
+    log.info("k %d r %d: %d tiles, RTL %d cycles, model %.0f", k, r, len(ts), cycles, model)
+    # (the 1x1 case is four stores that read-modify-write one word each, and a weight
+    # load behind each: the model's wait of a load behind a store, fitted where stores
+    # write whole words, is 3-6 cycles long here, 6 % in all)
+    assert abs(model - cycles) <= (0.08 if r == 1 else 0.05) * cycles, (model, cycles)
+    if r == 3:      # every tile's weights first: the rows switch at every load
+        fixed, i = list(plan.tasks), 0
+        while i + 1 < len(fixed):
+            if ((fixed[i] & 0xF, fixed[i + 1] & 0xF) == (Op.LOAD_I, Op.LOAD_W)):
+                fixed[i], fixed[i + 1] = fixed[i + 1], fixed[i]
+                i += 1
+            i += 1
+        slow = run_array(cfg, {0: fixed + [END]}, {0: words}, exe=exe).perf["cycles"][0]
+        log.info("every tile's weights first: %d cycles", slow)
+        assert cycles < slow, (cycles, slow)
 
 
 def test_dma_moves_a_line_a_cycle(cfg, exe):
@@ -199,6 +261,20 @@ def test_dma_moves_a_line_a_cycle(cfg, exe):
                   nh=nh, nw=nw))
     log.info("LOAD_I NCHW: %d elements in %.0f cycles", lines * R, b)
     assert b <= 1.25 * lines * R
+    # inputs in NHWC whose pixels hold whole groups of ibuf_row_lines blocks: a DRAM word
+    # a step (a pixel's blocks of a group written as one row), at the bank's pace
+    tm = NodeTiming(n)
+    ni = ibuf_row_lines(R, n.ibuf_lines, n.node_bank_bits)
+    assert ni > 1
+    cbi = ni * max(1, n.ibuf_lines // (2 * ni * 16))
+    px = n.ibuf_lines // cbi
+    b = busy(task(Op.LOAD_I, base=0, layout=Layout.NHWC, dn=1, dc=cbi * R, dh=1, dw=px,
+                  cb=cbi, nh=1, nw=px))
+    words = px * cbi // ni
+    log.info("LOAD_I NHWC, whole words: %d lines, %d words in %.0f cycles", px * cbi,
+             words, b)
+    assert b <= 1.1 * max(words, tm.col_gap * words) + LOAD_START + tm.row, (b, words)
+    assert b <= 0.6 * px * cbi, (b, px * cbi)      # (a line a cycle: px * cbi)
     oh, ow = 4, n.obuf_lines // 4
     b = busy(task(Op.STORE, base=0, layout=Layout.NHWC, dn=1, dc=C, dh=oh, dw=ow, cb=1, nh=oh,
                   nw=ow))
@@ -207,7 +283,6 @@ def test_dma_moves_a_line_a_cycle(cfg, exe):
     # weights in KBLOCK: a DRAM word (wbuf_row_lines lines) at the bank's pace (a word
     # every col_gap cycles), the first word's latency once (a 3x3 kernel over the whole
     # weight buffer); in CHWN the same tile goes a line a cycle
-    tm = NodeTiming(n)
     nb = wbuf_row_lines(R, C, n.wbuf_lines, n.node_bank_bits)
     assert nb > 1
     cbw = n.wbuf_lines // (9 * R)
@@ -424,6 +499,32 @@ def test_kblock_layout_and_weight_rows():
     assert wbuf_row_lines(4, 12, 128, 256) == 1           # a 192-bit line
     assert wbuf_row_lines(4, 4, 6, 256) == 1              # halves of 3 lines
     assert wbuf_row_lines(4, 16, 128, 256) == 1           # a line is the word
+    assert ibuf_row_lines(4, 128, 256) == 4               # nicepim_small
+    assert ibuf_row_lines(32, 512, 2048) == 4             # nicepim_4x4
+    assert ibuf_row_lines(128, 64, 1024) == 1             # nicepim_gpu: a line is 2 words
+    assert ibuf_row_lines(8, 64, 128) == 1                # nicepim_16x16: a line is a word
+    assert ibuf_row_lines(3, 128, 256) == 1               # a 48-bit line
+    assert ibuf_row_lines(4, 6, 256) == 1                 # halves of 3 lines
+
+
+def test_input_buffer_lines_of_groups():
+    """With input-buffer rows of nb lines, a tile's (block, pixel) lines are one-to-one,
+    fill exactly ``cb * window`` lines, and a pixel's blocks of one group are
+    consecutive lines starting at a multiple of nb where the group is whole."""
+    from pimforge.rtl.nicepim.params import ibuf_line
+
+    r = random.Random(SEED * 1000 + 902)
+    for _ in range(40):
+        nb, cb, window = r.choice([1, 2, 4, 8]), r.randint(1, 20), r.randint(1, 30)
+        lines = [[ibuf_line(b, p, cb, window, nb) for p in range(window)] for b in range(cb)]
+        flat = sorted(x for row in lines for x in row)
+        assert flat == list(range(cb * window)), (nb, cb, window)
+        for b in range(0, cb, nb):
+            g = min(nb, cb - b)
+            for p in range(window):
+                run = [lines[b + k][p] for k in range(g)]
+                assert run == list(range(run[0], run[0] + g)), (nb, cb, window, b, p)
+                assert g < nb or run[0] % nb == 0, (nb, cb, window, b, p)
 
 
 def test_loads_run_back_to_back(cfg, exe):
@@ -474,6 +575,10 @@ def test_node_builds_with_the_weight_rows_it_asks_for(rows, cols):
     n = replace(cfg.nicepim, pe_rows=rows, pe_cols=cols, ibuf_bytes=64 * rows * 2,
                 wbuf_bytes=64 * cols * 2, obuf_bytes=64 * cols * 4)
     node = from_config(cfg.replace(nicepim=n))
+    ni = node._dma.ibuf_row_lines
+    assert ni == node._engine.ibuf_row_lines == ibuf_row_lines(rows, n.ibuf_lines,
+                                                               n.node_bank_bits)
+    assert ni == 1 or ni * rows * 16 == n.node_bank_bits
     nb = node._dma.wbuf_row_lines
     assert nb == node._engine.wbuf_row_lines == wbuf_row_lines(rows, cols, n.wbuf_lines,
                                                                n.node_bank_bits)

@@ -25,22 +25,25 @@ def _unpack_signed(word, n, bits):
     return [v - (1 << bits) if v >> (bits - 1) else v for v in vals]
 
 
-def run_tile(R, C, x, w, *, stride, pad, oh, ow, acc_from=None, nb=1):
+def run_tile(R, C, x, w, *, stride, pad, oh, ow, acc_from=None, nb=1, ni=1):
     """Run one tile on an engine of R x C PEs whose weight buffer has rows of *nb* lines
-    (each line written into its slot); (output [oh*ow, C], cycles)."""
+    and whose input buffer rows of *ni* (each line written into its slot); (output
+    [oh*ow, C], cycles)."""
     _, nh, nw = x.shape
     _, _, kh, kw = w.shape
-    ilines, wlines, cb = engine_buffers(R, C, x, w)
+    ilines, wlines, cb = engine_buffers(R, C, x, w, ni)
     wdepth = -(-max(R, 2, len(wlines)) // (2 * nb)) * 2 * nb
-    dut = NNEngine(pe_rows=R, pe_cols=C, ibuf_lines=max(2, len(ilines)),
-                   wbuf_lines=wdepth, obuf_lines=max(2, oh * ow), wbuf_row_lines=nb)
+    idepth = -(-max(2, len(ilines)) // (2 * ni)) * 2 * ni
+    dut = NNEngine(pe_rows=R, pe_cols=C, ibuf_lines=idepth, wbuf_lines=wdepth,
+                   obuf_lines=max(2, oh * ow), wbuf_row_lines=nb, ibuf_row_lines=ni)
     out = {}
 
     async def bench(ctx):
         for a, line in enumerate(ilines):
-            ctx.set(dut.ibuf_w.addr, a)
-            ctx.set(dut.ibuf_w.data, line)
-            ctx.set(dut.ibuf_w.en, (1 << R) - 1)
+            row, slot = divmod(a, ni)
+            ctx.set(dut.ibuf_w.addr, row)
+            ctx.set(dut.ibuf_w.data, line << (slot * R * 16))
+            ctx.set(dut.ibuf_w.en, ((1 << R) - 1) << (slot * R))
             await ctx.tick()
         ctx.set(dut.ibuf_w.en, 0)
         for a, line in enumerate(wlines):
@@ -124,6 +127,28 @@ def test_weight_rows_of_several_lines(R, C, nb, k):
     y, (cycles,) = run_tile(R, C, x, w, nb=nb, **geo)
     assert np.array_equal(y[:, :w.shape[0]], engine_tile(x, w, **geo)), f"seed {seed}"
     assert cycles == tile_cycles(pe_rows=R, pe_cols=C, cb=-(-x.shape[0] // R), kh=w.shape[2],
+                                 kw=w.shape[3], oh=geo["oh"], ow=geo["ow"]), f"seed {seed}"
+
+
+@pytest.mark.parametrize("R, C, ni, k", [(4, 4, 4, 0), (2, 3, 2, 1), (4, 2, 8, 2),
+                                         (1, 4, 4, 3), (2, 2, 4, 4)])
+def test_input_rows_of_several_lines(R, C, ni, k):
+    """An input buffer whose SRAM rows hold *ni* lines (a DRAM word of inputs), a pixel's
+    channel blocks of a group of *ni* consecutive (the last group smaller): every pass
+    reads its block of its pixel, bit-exact and at the formula's cycles."""
+    seed = SEED * 1000 + 800 + k
+    r = random.Random(seed)
+    x, w, geo = _random_tile(r, R, C)
+    # channels for several groups, the last one partial
+    K = r.randint(ni * R + 1, 3 * ni * R - 1)
+    x = np.array([[[r.randint(-2000, 2000) for _ in range(x.shape[2])]
+                   for _ in range(x.shape[1])] for _ in range(K)])
+    w = np.array([[[[r.randint(-2000, 2000) for _ in range(w.shape[3])]
+                    for _ in range(w.shape[2])] for _ in range(K)] for _ in range(w.shape[0])])
+    log.info("seed %d: R %d C %d ni %d x %s w %s %s", seed, R, C, ni, x.shape, w.shape, geo)
+    y, (cycles,) = run_tile(R, C, x, w, ni=ni, **geo)
+    assert np.array_equal(y[:, :w.shape[0]], engine_tile(x, w, **geo)), f"seed {seed}"
+    assert cycles == tile_cycles(pe_rows=R, pe_cols=C, cb=-(-K // R), kh=w.shape[2],
                                  kw=w.shape[3], oh=geo["oh"], ow=geo["ow"]), f"seed {seed}"
 
 

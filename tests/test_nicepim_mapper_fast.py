@@ -356,3 +356,48 @@ def test_node_bound_never_exceeds_the_task_lists_cycles(preset):
         single += not b_.double
         above += b > c.engine + 1
     assert above > checked // 4
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
+def test_loads_held_over_counted_in_closed_form(preset):
+    """The loads :func:`~tiling.tiles` leaves out (a buffer half that still holds the
+    tile's weights or input) are the ones :func:`~tiling.loaded` counts for the lower
+    bound, over random parts; every half is loaded before a tile uses it; and a tile's
+    first load reads the tensor the load before it read last."""
+    from pimforge.sim.nicepim.tiling import loaded, tiles
+
+    n = load_config(preset).nicepim
+    rng = random.Random(SEED + 7)
+    log.info("seed %d", SEED + 7)
+    checked = reused = 0
+    while checked < 300:
+        part = _random_part(rng, rng.choice([7, 60]))
+        try:
+            b = blocking(n, part)
+        except CapacityError:
+            continue
+        ts = list(tiles(n, part))
+        bands = math.ceil(part.p / b.per_rows)
+        per_band = math.ceil(b.blocks / b.cbs) * math.ceil(part.r / b.kr)
+        cos = math.ceil(part.k // part.groups / n.pe_cols)
+        w_bands, i_cos = loaded(n, part)
+        assert sum(t.load_w for t in ts) == part.groups * cos * w_bands * per_band, part
+        if b.kr >= part.r:      # (kernel bands may read a window again: not counted)
+            assert sum(t.load_i for t in ts) == part.groups * i_cos * bands * per_band, part
+        held: dict = {}
+        last = None
+        for i, t in enumerate(ts):
+            half = i % 2 if b.double else 0
+            wkey = (t.g, t.co, t.b0, t.u0)
+            ikey = (t.g, t.b0, t.o0 * part.stride + t.u0, (t.oh - 1) * part.stride + t.kh)
+            assert t.load_w or held.get(("w", half)) == wkey, (part, i)
+            assert t.load_i or held.get(("i", half)) == ikey, (part, i)
+            held["w", half], held["i", half] = wkey, ikey
+            order = (["i", "w"] if t.i_first else ["w", "i"])
+            order = [k for k in order if (t.load_w if k == "w" else t.load_i)]
+            if order and last is not None and len(order) == 2:
+                assert order[0] == last, (part, i)
+            last = order[-1] if order else last
+        checked += 1
+        reused += len(ts) > sum(t.load_i for t in ts)
+    assert reused > 10

@@ -39,11 +39,12 @@ class _Walk:
     the lanes are walked outermost (consecutive elements are consecutive pixels).
     """
 
-    def __init__(self, m: Module, t, *, R: int, C: int, WB: int, NB: int, name: str):
+    def __init__(self, m: Module, t, *, R: int, C: int, WB: int, NB: int, NI: int,
+                 name: str):
         D, P = DATA_BITS, PSUM_BITS
         is_i, is_w, is_s = t.op == Op.LOAD_I, t.op == Op.LOAD_W, t.op == Op.STORE
         is_kb = t.layout == Layout.KBLOCK
-        L = max(R, C)
+        L = max(R * NI, C)
         self.b, self.i, self.j = (Signal(16, name=f"{name}_{x}") for x in "bij")
         self.r = Signal(range(max(2, R)), name=f"{name}_r")
         self.lane = Signal(range(max(2, L)), name=f"{name}_lane")
@@ -57,9 +58,24 @@ class _Walk:
         m.d.comb += wide.eq(is_w & is_kb if NB > 1 else 0)
         r_step = Mux(wide, NB, 1)
         n_r = Mux(is_w, R, 1)
-        n_l = Mux(is_i, R, C)
+        # inputs with rows of NI > 1 lines: block b is line bs of its pixel's run of
+        # gsize lines in its group of NI blocks (from block bg); in NHWC, where a pixel's
+        # channels are consecutive in DRAM, a line of the walk is that whole run (the
+        # other layouts walk block by block: NCHW[C8] would switch channel planes)
+        self.gsize = gsize = Signal(range(NI + 1), name=f"{name}_gsize")
+        grp = Signal(name=f"{name}_grp")
+        if NI > 1:
+            sb = exact_log2(NI)
+            bg, bs = Cat(Const(0, sb), b[sb:]), b[:sb]
+            left = Signal(17, name=f"{name}_left")
+            m.d.comb += [left.eq(t.cb - bg), gsize.eq(Mux(left >= NI, NI, left)),
+                         grp.eq(is_i & (t.layout == Layout.NHWC))]
+        else:
+            m.d.comb += gsize.eq(1)
+        n_l = Mux(is_i, Mux(grp, gsize * R, R), C)
+        b_step = Mux(grp, NI, 1)
         last_r, last_j, last_i, last_b = (r + r_step == n_r, j + 1 == t.nw, i + 1 == t.nh,
-                                          b + 1 == t.cb)
+                                          b + b_step >= t.cb)
 
         # ---- coordinates and range checks -------------------------------------------
         n, c, h, w = (Signal(18, name=f"{name}_{x}") for x in "nchw")
@@ -109,32 +125,43 @@ class _Walk:
 
         # ---- the group's length ----------------------------------------------------
         self.k = k = Signal(range(L + 1), name=f"{name}_k")
+        k0 = Signal(range(L + 1), name=f"{name}_k0")
         rem = n_l - lane
         with m.If(~lane_inner):
-            m.d.comb += k.eq(1)
+            m.d.comb += k0.eq(1)
         with m.Elif(~pix_in | (~x[17] & ~x_in)):
-            m.d.comb += k.eq(rem)                       # the rest of the line is outside
+            m.d.comb += k0.eq(rem)                      # the rest of the line is outside
         with m.Elif(x[17]):
-            m.d.comb += k.eq(_min(rem, (-x)[:16]))      # below channel 0
+            m.d.comb += k0.eq(_min(rem, (-x)[:16]))     # below channel 0
         with m.Else():
             run = _min(_min(rem, dx - x[:16]), per - self.wl)
             with m.If(t.layout == Layout.NCHWC8):
-                m.d.comb += k.eq(_min(run, C_BLOCK - cc[:exact_log2(C_BLOCK)]))
+                m.d.comb += k0.eq(_min(run, C_BLOCK - cc[:exact_log2(C_BLOCK)]))
             with m.Else():
-                m.d.comb += k.eq(run)
+                m.d.comb += k0.eq(run)
 
         self.line = Signal(32, name=f"{name}_line")
         m.d.comb += self.line.eq(((b * t.nh + i) * t.nw + j) * n_r + r)
+        if NI > 1:
+            # an input's lanes from the first lane of the tile's buffer: the pixel's
+            # first line of its group, then the lane; a run ends at its row's end
+            si = exact_log2(NI * R)
+            self.flat = flat = Signal(40, name=f"{name}_flat")
+            m.d.comb += flat.eq((bg * (t.nh * t.nw) + (i * t.nw + j) * gsize + bs) * R + lane)
+            self.rowlane = flat[:si]
+            m.d.comb += k.eq(Mux(is_i, _min(k0, (NI * R) - self.rowlane), k0))
+        else:
+            m.d.comb += k.eq(k0)
         lane_end = lane + k == n_l
         self.last = lane_end & last_r & last_j & last_i & last_b
         self._order_inner = [(r, last_r, r_step), (j, last_j, 1), (i, last_i, 1),
-                             (b, last_b, 1)]
+                             (b, last_b, b_step)]
         # CHWN weights: input channels outside the kernel positions, in address order
         # (KBLOCK weights are in the buffer's line order, the inner order)
         self._order_weights = [(j, last_j, 1), (i, last_i, 1), (r, last_r, 1), (b, last_b, 1)]
         self._is_w_chwn = is_w & ~is_kb
         self._order_outer = [(j, last_j, 1), (i, last_i, 1), (r, last_r, 1),
-                             (lane, lane_end, 1), (b, last_b, 1)]
+                             (lane, lane_end, 1), (b, last_b, b_step)]
         self._m, self._lane_end = m, lane_end
 
     def reset(self):
@@ -248,7 +275,7 @@ class TensorDMA(wiring.Component):
 
     def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
                  obuf_lines: int, port: VaultPortSignature, inflight: int = 8,
-                 wbuf_row_lines: int = 1):
+                 wbuf_row_lines: int = 1, ibuf_row_lines: int = 1):
         check_int("pe_rows", pe_rows, 1, 256)
         check_int("pe_cols", pe_cols, 1, 256)
         check(wbuf_row_lines == 1 or (wbuf_row_lines * pe_cols * DATA_BITS == port.data_bits
@@ -257,6 +284,11 @@ class TensorDMA(wiring.Component):
               "wbuf_row_lines", wbuf_row_lines,
               "1 or the weight lines of one DRAM word, dividing pe_rows and half the buffer")
         self.wbuf_row_lines = wbuf_row_lines
+        check(ibuf_row_lines == 1 or (ibuf_row_lines * pe_rows * DATA_BITS == port.data_bits
+                                      and ibuf_lines % (2 * ibuf_row_lines) == 0),
+              "ibuf_row_lines", ibuf_row_lines,
+              "1 or the input lines of one DRAM word, dividing half the buffer")
+        self.ibuf_row_lines = ibuf_row_lines
         check_pow2("inflight", inflight, 2, 64)
         if not isinstance(port, VaultPortSignature):
             raise TypeError(f"port must be a VaultPortSignature, not {port!r}")
@@ -272,8 +304,9 @@ class TensorDMA(wiring.Component):
             "task": In(TASK_LAYOUT), "start": In(1), "busy": Out(1), "stall": Out(1),
             "ready": Out(1),
             "dram": Out(port),
-            "ibuf_w": In(WritePort.Signature(addr_width=ceil_log2(ibuf_lines),
-                                             shape=pe_rows * D, granularity=D)),
+            "ibuf_w": In(WritePort.Signature(
+                addr_width=ceil_log2(ibuf_lines // ibuf_row_lines),
+                shape=ibuf_row_lines * pe_rows * D, granularity=D)),
             "wbuf_w": In(WritePort.Signature(
                 addr_width=ceil_log2(wbuf_lines // wbuf_row_lines),
                 shape=wbuf_row_lines * pe_cols * D, granularity=D)),
@@ -301,9 +334,9 @@ class TensorDMA(wiring.Component):
                     req.payload.row.eq(a[col_bits:col_bits + row_bits]),
                     req.payload.bank.eq(0), req.payload.cls.eq(1), req.payload.tag.eq(tag)]
 
-        NB = self.wbuf_row_lines
-        iw = _Walk(m, self.task, R=R, C=C, WB=WB, NB=NB, name="iss")  # loads: issue walk
-        cw = _Walk(m, t, R=R, C=C, WB=WB, NB=NB, name="wr")     # loads: writes; stores: walk
+        NB, NI = self.wbuf_row_lines, self.ibuf_row_lines
+        iw = _Walk(m, self.task, R=R, C=C, WB=WB, NB=NB, NI=NI, name="iss")  # loads: issue
+        cw = _Walk(m, t, R=R, C=C, WB=WB, NB=NB, NI=NI, name="wr")  # loads: writes; stores
 
         # ---- reorder buffer: a slot per read in flight ---------------------------------
         rob = m.submodules.rob = Memory(shape=WB, depth=Q, init=[])
@@ -344,13 +377,33 @@ class TensorDMA(wiring.Component):
             m.d.comb += data.eq(Mux(cw.inside, Cat(*sel), 0))
             return data, _span(n, cw.lane, cw.lane + cw.k)
 
-        idata, ien = lanes(R)
         wdata, wen = lanes(C)
         # the buffer halves of the task (TASK_LAYOUT's buf, obuf)
         ioff = Mux(t.buf, self.ibuf_lines // 2, 0)
         woff = Mux(t.buf, self.wbuf_lines // 2, 0)
         ooff = Mux(t.obuf, self.obuf_lines // 2, 0)
-        m.d.comb += [self.ibuf_w.addr.eq(ioff + cw.line), self.ibuf_w.data.eq(idata)]
+        if NI > 1:
+            # a row is a DRAM word of lanes: the group's lanes from its row lane on take
+            # the word's elements from wl on, i.e. the word rotated by wl - rowlane (in
+            # log2 stages of fixed rotations, cheap to elaborate)
+            n_lanes = NI * R
+            sh = Signal(exact_log2(n_lanes), name="ibuf_rot")
+            m.d.comb += sh.eq(cw.wl - cw.rowlane)
+            # (each stage a Signal: an expression is emitted again at every use, and each
+            # stage uses the one before twice)
+            rot = Signal(WB, name="ibuf_rot_0")
+            m.d.comb += rot.eq(Mux(cw.inside, src, 0))
+            for k in range(exact_log2(n_lanes)):
+                nxt = Signal(WB, name=f"ibuf_rot_{k + 1}")
+                m.d.comb += nxt.eq(Mux(sh[k], rot.rotate_right((1 << k) * D), rot))
+                rot = nxt
+            ien = _span(n_lanes, cw.rowlane, cw.rowlane + cw.k)
+            m.d.comb += [self.ibuf_w.addr.eq(Mux(t.buf, self.ibuf_lines // 2 // NI, 0)
+                                             + (cw.flat >> exact_log2(n_lanes))),
+                         self.ibuf_w.data.eq(rot)]
+        else:
+            idata, ien = lanes(R)
+            m.d.comb += [self.ibuf_w.addr.eq(ioff + cw.line), self.ibuf_w.data.eq(idata)]
         # the weight buffer's rows: a whole word (KBLOCK, wide) or the group's line in its
         # slot of the row
         wline = Signal(32)

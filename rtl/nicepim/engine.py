@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from ..params import check, check_int, check_pow2
-from .params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, wbuf_row_lines
+from .params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, ibuf_row_lines, wbuf_row_lines
 from .pe_array import PEArray
 
 __all__ = ["NNEngine", "from_config", "pass_gap", "tile_cycles"]
@@ -39,7 +39,10 @@ class NNEngine(wiring.Component):
     of an ``nh x nw`` input window into ``pe_cols`` output channels over
     ``oh x ow`` output pixels, with a ``kh x kw`` kernel, ``stride`` and
     ``pad``. The input buffer holds line ``(b * nh + i) * nw + j`` = the block
-    ``b`` channels of pixel ``(i, j)``; the weight buffer line
+    ``b`` channels of pixel ``(i, j)`` (with rows of ``ibuf_row_lines = nb > 1``
+    lines: line ``(b - b % nb) * nh * nw + (i * nw + j) * g + b % nb``, ``g`` the
+    blocks of ``b``'s group of ``nb``, so that a pixel's blocks of a group are one run
+    of lines; :func:`~pimforge.rtl.nicepim.params.ibuf_row_lines`); the weight buffer line
     ``((b * kh + u) * kw + v) * pe_rows + r`` = the ``pe_cols`` weights of input
     channel ``b * pe_rows + r`` at kernel position ``(u, v)``; output pixel
     ``(o, q)`` accumulates into output-buffer line ``o * ow + q`` (32-bit lanes).
@@ -77,6 +80,11 @@ class NNEngine(wiring.Component):
     ibuf_lines, wbuf_lines, obuf_lines : int
         Buffer depths in lines of ``pe_rows`` inputs, ``pe_cols`` weights and
         ``pe_cols`` partial sums.
+    ibuf_row_lines : int
+        Input lines in one row of the input buffer's SRAM (a power of two dividing
+        ``ibuf_lines / 2``): line ``l`` is slot ``l % ibuf_row_lines`` of row
+        ``l / ibuf_row_lines``. The DMA writes runs of lanes within a row (up to a DRAM
+        word a cycle); the engine reads a row and takes the slot of its line.
     wbuf_row_lines : int
         Weight lines in one row of the weight buffer's SRAM (a power of two dividing
         ``wbuf_lines / 2``; :func:`~pimforge.rtl.nicepim.params.wbuf_row_lines`): line
@@ -94,15 +102,15 @@ class NNEngine(wiring.Component):
     busy, streaming : Out(1)
         A tile is running; input pixels are entering the array this cycle.
     ibuf_w, wbuf_w : Out(WritePort.Signature)
-        Write ports of the input buffer (a line) and of the weight buffer (a row of
-        ``wbuf_row_lines`` lines), in 16-bit lanes, for the DMA (the memory's own port
-        signature: its members are inputs).
+        Write ports of the input buffer (a row of ``ibuf_row_lines`` lines) and of the
+        weight buffer (a row of ``wbuf_row_lines`` lines), in 16-bit lanes, for the DMA
+        (the memory's own port signature: its members are inputs).
     obuf_r : Out(ReadPort.Signature)
         A read port of the output buffer, for the DMA.
     """
 
     def __init__(self, *, pe_rows: int, pe_cols: int, ibuf_lines: int, wbuf_lines: int,
-                 obuf_lines: int, wbuf_row_lines: int = 1):
+                 obuf_lines: int, wbuf_row_lines: int = 1, ibuf_row_lines: int = 1):
         check_int("pe_rows", pe_rows, 1, 256)
         check_int("pe_cols", pe_cols, 1, 256)
         for n, v in (("ibuf_lines", ibuf_lines), ("wbuf_lines", wbuf_lines),
@@ -113,15 +121,19 @@ class NNEngine(wiring.Component):
         check_pow2("wbuf_row_lines", wbuf_row_lines, 1, 256)
         check(wbuf_lines % (2 * wbuf_row_lines) == 0 or wbuf_row_lines == 1, "wbuf_row_lines",
               wbuf_row_lines, f"a divisor of half of wbuf_lines = {wbuf_lines}")
-        self.wbuf_row_lines = wbuf_row_lines
+        check_pow2("ibuf_row_lines", ibuf_row_lines, 1, 256)
+        check(ibuf_lines % (2 * ibuf_row_lines) == 0 or ibuf_row_lines == 1, "ibuf_row_lines",
+              ibuf_row_lines, f"a divisor of half of ibuf_lines = {ibuf_lines}")
+        self.wbuf_row_lines, self.ibuf_row_lines = wbuf_row_lines, ibuf_row_lines
         self.pe_rows, self.pe_cols = pe_rows, pe_cols
         self.ibuf_lines, self.wbuf_lines, self.obuf_lines = ibuf_lines, wbuf_lines, obuf_lines
         D, P = DATA_BITS, PSUM_BITS
         self.latencies = {"pe_array": pe_rows + pe_cols - 1}
         super().__init__({
             "task": In(TASK_LAYOUT), "start": In(1), "busy": Out(1), "streaming": Out(1),
-            "ibuf_w": Out(WritePort.Signature(addr_width=ceil_log2(ibuf_lines),
-                                             shape=pe_rows * D, granularity=D)),
+            "ibuf_w": Out(WritePort.Signature(
+                addr_width=ceil_log2(ibuf_lines // ibuf_row_lines),
+                shape=ibuf_row_lines * pe_rows * D, granularity=D)),
             "wbuf_w": Out(WritePort.Signature(
                 addr_width=ceil_log2(wbuf_lines // wbuf_row_lines),
                 shape=wbuf_row_lines * pe_cols * D, granularity=D)),
@@ -135,7 +147,9 @@ class NNEngine(wiring.Component):
         D, P = DATA_BITS, PSUM_BITS
         t = self.task
 
-        ibuf = m.submodules.ibuf = Memory(shape=R * D, depth=self.ibuf_lines, init=[])
+        NI = self.ibuf_row_lines
+        ibuf = m.submodules.ibuf = Memory(shape=NI * R * D, depth=self.ibuf_lines // NI,
+                                          init=[])
         NB = self.wbuf_row_lines
         wbuf = m.submodules.wbuf = Memory(shape=NB * C * D, depth=self.wbuf_lines // NB,
                                           init=[])
@@ -176,7 +190,23 @@ class NNEngine(wiring.Component):
 
         # ---- stream: input pixel -> array -> output buffer --------------------------
         inside = (ih0 >= 0) & (ih0 < t.nh) & (iw >= 0) & (iw < t.nw)
-        m.d.comb += ir.addr.eq(ioff + ibase + ih0.as_unsigned() * t.nw + iw.as_unsigned())
+        pixel = ih0.as_unsigned() * t.nw + iw.as_unsigned()
+        if NI > 1:
+            # block b's group: its first line ibase, g = its blocks, b's slot in it
+            si = exact_log2(NI)
+            bslot = b[:si]
+            gsize = Signal(range(NI + 1))
+            left = t.cb - Cat(Const(0, si), b[si:])
+            m.d.comb += gsize.eq(Mux(left >= NI, NI, left))
+            iline = Signal(32)
+            islot = Signal(si)
+            m.d.comb += [iline.eq(ioff + ibase + pixel * gsize + bslot),
+                         ir.addr.eq(iline >> si)]
+            m.d.sync += islot.eq(iline[:si])
+            idata = ir.data.word_select(islot, R * D)
+        else:
+            m.d.comb += ir.addr.eq(ioff + ibase + pixel)
+            idata = ir.data
         streaming = Signal()
         m.d.comb += self.streaming.eq(streaming)
         # Metadata of the pixel read in cycle s: stage 0 holds it at s + 1 (array input).
@@ -185,7 +215,7 @@ class NNEngine(wiring.Component):
         for i in range(1, L + 1):
             m.d.sync += meta[i].eq(meta[i - 1])
         zero = meta[0][1]
-        m.d.comb += [pea.x_valid.eq(meta[0][0]), pea.x.eq(Mux(zero, 0, ir.data)),
+        m.d.comb += [pea.x_valid.eq(meta[0][0]), pea.x.eq(Mux(zero, 0, idata)),
                      pea.x_sel.eq(meta[0][19])]
         m.d.comb += orp.addr.eq(ooff + meta[L - 1][2:18])
         out_pix, out_first = meta[L][2:18], meta[L][18]
@@ -235,8 +265,12 @@ class NNEngine(wiring.Component):
             with m.If(v + 1 == t.kw):
                 m.d.sync += [v.eq(0), iw.eq(0 - t.pad)]
                 with m.If(u + 1 == t.kh):
-                    m.d.sync += [u.eq(0), b.eq(b + 1), ibase.eq(ibase + window),
-                                 ih0.eq(0 - t.pad)]
+                    m.d.sync += [u.eq(0), b.eq(b + 1), ih0.eq(0 - t.pad)]
+                    if NI > 1:      # the next group's lines follow this group's
+                        with m.If(b[:exact_log2(NI)] == NI - 1):
+                            m.d.sync += ibase.eq(ibase + (window << exact_log2(NI)))
+                    else:
+                        m.d.sync += ibase.eq(ibase + window)
                 with m.Else():
                     m.d.sync += [u.eq(u + 1), ih0.eq(u + 1 - t.pad)]
             with m.Else():
@@ -299,4 +333,5 @@ def from_config(cfg) -> NNEngine:
     return NNEngine(pe_rows=n.pe_rows, pe_cols=n.pe_cols, ibuf_lines=n.ibuf_lines,
                     wbuf_lines=n.wbuf_lines, obuf_lines=n.obuf_lines,
                     wbuf_row_lines=wbuf_row_lines(n.pe_rows, n.pe_cols, n.wbuf_lines,
-                                                  n.node_bank_bits))
+                                                  n.node_bank_bits),
+                    ibuf_row_lines=ibuf_row_lines(n.pe_rows, n.ibuf_lines, n.node_bank_bits))

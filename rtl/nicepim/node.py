@@ -21,7 +21,7 @@ from ..params import check, check_int
 from .dma import TensorDMA
 from .engine import NNEngine
 from .node_ctrl import NodeController
-from .params import TASK_LAYOUT, wbuf_row_lines
+from .params import TASK_LAYOUT, ibuf_row_lines, wbuf_row_lines
 from .share import DataShare
 
 __all__ = ["COUNTERS", "PIMNode", "from_config", "node_kwargs", "node_leaf"]
@@ -139,13 +139,15 @@ class PIMNode(wiring.Component):
         port = probe.port_signature
         # The parts, built here so that a bad parameter is reported at construction.
         # a row of the weight buffer holds a DRAM word of weight lines
+        # and a row of the input buffer a word of input lines
         nb = wbuf_row_lines(pe_rows, pe_cols, wbuf_lines, word_bytes * 8)
+        ni = ibuf_row_lines(pe_rows, ibuf_lines, word_bytes * 8)
         self._engine = NNEngine(pe_rows=pe_rows, pe_cols=pe_cols, ibuf_lines=ibuf_lines,
                                 wbuf_lines=wbuf_lines, obuf_lines=obuf_lines,
-                                wbuf_row_lines=nb)
+                                wbuf_row_lines=nb, ibuf_row_lines=ni)
         self._dma = TensorDMA(pe_rows=pe_rows, pe_cols=pe_cols, ibuf_lines=ibuf_lines,
                               wbuf_lines=wbuf_lines, obuf_lines=obuf_lines, port=port,
-                              inflight=DMA_INFLIGHT, wbuf_row_lines=nb)
+                              inflight=DMA_INFLIGHT, wbuf_row_lines=nb, ibuf_row_lines=ni)
         self._share = DataShare(link=link, packet_flits=packet_flits, port=port,
                                 inflight=DMA_INFLIGHT)
         self._ni = NetworkInterface(link=link, depth=depth, packet_flits=packet_flits)

@@ -18,8 +18,8 @@ import enum
 from amaranth.lib import data
 
 __all__ = ["C_BLOCK", "DATA_BITS", "PSUM_BITS", "SIGNED_FIELDS", "TASK_LAYOUT", "TASK_WORDS",
-           "Layout", "Op", "element_address", "kblock_address", "kblock_elems",
-           "wbuf_row_lines"]
+           "Layout", "Op", "element_address", "ibuf_line", "ibuf_row_lines", "kblock_address",
+           "kblock_elems", "wbuf_row_lines"]
 
 #: Inputs, weights and outputs (NicePIM Sec. VIII-B).
 DATA_BITS = 16
@@ -156,3 +156,30 @@ def wbuf_row_lines(pe_rows: int, pe_cols: int, wbuf_lines: int, word_bits: int) 
         return 1
     nb = word_bits // line
     return 1 if pe_rows % nb or (wbuf_lines // 2) % nb else nb
+
+
+def ibuf_row_lines(pe_rows: int, ibuf_lines: int, word_bits: int) -> int:
+    """Input lines in one row of the input buffer's SRAM: as many as fill one DRAM word
+    of *word_bits* (a power of two), so that a ``LOAD_I`` in NHWC or NCHW[C8] writes a
+    pixel's channel blocks, up to a word, in one cycle; 1 when a line is a word or
+    wider, when its width does not divide the word, or when such rows would straddle
+    the buffer's halves.
+
+    With rows of ``nb > 1`` lines a tile's input is held block-group by block-group:
+    channel block ``b`` of pixel ``p`` (of the tile's ``window`` pixels) is line
+    ``(b - b % nb) * window + p * g + b % nb``, ``g = min(nb, cb - (b - b % nb))`` the
+    blocks of its group, so that a pixel's blocks of one group are consecutive lines
+    (:class:`~pimforge.rtl.nicepim.engine.NNEngine`, :func:`ibuf_line`)."""
+    line = pe_rows * DATA_BITS
+    if line >= word_bits or word_bits % line:
+        return 1
+    nb = word_bits // line
+    return 1 if (ibuf_lines // 2) % nb or ibuf_lines % nb else nb
+
+
+def ibuf_line(b: int, pixel: int, cb: int, window: int, nb: int) -> int:
+    """The input-buffer line (from the tile's half) of channel block *b* of the tile's
+    pixel *pixel* (of *window*), for a tile of *cb* blocks and rows of *nb* lines
+    (:func:`ibuf_row_lines`; with ``nb = 1``, ``b * window + pixel``)."""
+    g0 = b - b % nb
+    return g0 * window + pixel * min(nb, cb - g0) + b % nb

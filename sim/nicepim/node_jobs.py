@@ -30,6 +30,8 @@ from .node_model import (
     weight_layout,
 )
 from .rtl_run import (
+    drop_held_loads,
+    group_stride,
     part_tasks,
     place_tensor,
     place_weights,
@@ -121,7 +123,7 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
         w_base = _row_align(x_el, DATA_BITS, n)
         w_el = p.groups * weight_elems(w_layout, (og, p.c // p.groups, p.r, p.s), engine)
         o_base16 = w_base + _row_align(w_el, DATA_BITS, n)
-        o_el = p.groups * tensor_elems(j.o_layout, (1, og, p.p, p.q))
+        o_el = p.groups * group_stride(j.o_layout, (1, og, p.p, p.q), bits)
         end_bits = o_base16 * DATA_BITS + o_el * PSUM_BITS
         if end_bits > n.node_words * bits:
             raise CapacityError(f"node {node}'s part needs {end_bits // 8} bytes of DRAM but "
@@ -132,10 +134,12 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
         place_weights(j.w, p.groups, w_base, bits, words=words, layout=w_layout,
                       engine=engine)
         plan = part_tasks(cfg, p, x_layout=j.x_layout, x_base=0, w_base=w_base,
-                          o_base=o_base, o_layout=j.o_layout, w_layout=w_layout)
+                          o_base=o_base, o_layout=j.o_layout, w_layout=w_layout, hold=False)
         lists[node], dram[node], layout[node] = plan.tasks, words, o_base
-    # A run starts from reset: the output buffer is empty, so a piece ends after a STORE.
-    pieces_of = {node: _pieces(t, n.task_entries - 1, node) for node, t in lists.items()}
+    # A run starts from reset: the output buffer is empty, so a piece ends after a STORE,
+    # and each piece loads what its buffer halves do not hold yet.
+    pieces_of = {node: [drop_held_loads(p) for p in _pieces(t, n.task_entries - 1, node)]
+                 for node, t in lists.items()}
     n_pieces = max((len(p) for p in pieces_of.values()), default=0)
     perf = {node: dict.fromkeys(COUNTERS, 0) for node in jobs}
     for i in range(n_pieces):
@@ -149,7 +153,7 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
     o_words = {}
     for node, j in jobs.items():
         p = j.part
-        o_el = p.groups * tensor_elems(j.o_layout, (1, p.k // p.groups, p.p, p.q))
+        o_el = p.groups * group_stride(j.o_layout, (1, p.k // p.groups, p.p, p.q), bits)
         o_words[node] = (layout[node] // word_el, -(-(layout[node] + o_el) // word_el))
     # node -> (the node whose DRAM holds its output, element base there)
     where = {node: (node, base) for node, base in layout.items()}
@@ -184,11 +188,12 @@ def run_jobs(cfg, jobs: dict[int, NodeJob], *, exe=None,
     for node, j in jobs.items():
         p = j.part
         og = p.k // p.groups
-        o_group = tensor_elems(j.o_layout, (1, og, p.p, p.q))
+        o_group = group_stride(j.o_layout, (1, og, p.p, p.q), bits)
         holder, base = where[node]
         res = [read_tensor(dram.get(holder, {}), j.o_layout, (1, og, p.p, p.q),
                            base + g * o_group, bits)[0] for g in range(p.groups)]
         out[node] = JobResult(np.concatenate(res), perf[node],
-                              part_cost(n, p, j.x_layout, j.o_layout, tm), len(lists[node]),
+                              part_cost(n, p, j.x_layout, j.o_layout, tm),
+                              sum(len(x) for x in pieces_of[node]),
                               len(pieces_of[node]), gather_perf[node])
     return out

@@ -24,7 +24,14 @@ It follows the node's RTL (:mod:`pimforge.rtl.nicepim`) unit by unit:
   ``max(groups, col_gap * words) + STORE_START + rmw * STORE_RMW`` (words written
   whole; the ``rmw`` visits that cover only part of a word read it first, the walk
   held meanwhile). A load right after a store waits ``tCWL + tBL + tWR + 3`` more for
-  the store's last write to land before its row closes.
+  the store's last write to land before its row closes; a load whose first row is the
+  one the DMA's last access left open (the tensor the load before read, in the same
+  row: :attr:`~.tiling.Tile.i_first`) saves the precharge and the activation
+  (``tRP + tRCD``), and back to back its first word follows the last one's by
+  ``col_gap``. NHWC inputs into an input buffer whose rows hold a word of lines
+  (:func:`~pimforge.rtl.nicepim.params.ibuf_row_lines`) are walked a pixel's group of
+  blocks at a time (one run of lanes, cut at words and rows). Loads a buffer half
+  already holds are left out run by run (:func:`~.tiling.drop_held`).
 * **refresh**: every ``tREFI`` the bank controller refreshes (``tRFC``) and the row is
   opened again (``tRCD``); the DMA's busy time stretches by that share.
 
@@ -57,13 +64,15 @@ from pimforge.rtl.nicepim.params import (
     PSUM_BITS,
     Layout,
     Op,
+    element_address,
+    ibuf_row_lines,
     wbuf_row_lines,
 )
 from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
 from . import share_port
-from .tiling import ConvPart, blocking, tiles
+from .tiling import ConvPart, blocking, drop_held, loaded, tiles
 
 __all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "SHARE_FIXED", "STORE_RMW",
            "STORE_START", "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces",
@@ -300,6 +309,7 @@ class NodeTiming:
         self.t = t
         self.word_bits = n.node_bank_bits
         self.wbuf_row = wbuf_row_lines(n.pe_rows, n.pe_cols, n.wbuf_lines, n.node_bank_bits)
+        self.ibuf_row = ibuf_row_lines(n.pe_rows, n.ibuf_lines, n.node_bank_bits)
         self.row_words = n.row_words
         self.col_gap = t.col_gap
         # a load after a store: the store's last write lands and its row is closed
@@ -445,8 +455,14 @@ class NodeTiming:
                         seqs.append((vw, ((vh, dw), (vr, dh * dw), (vn, dc * dh * dw)),
                                      ((n0 * dc + cs) * dh + hs) * dw + ws, True))
             else:
-                lanes = [(_clip(c0 + b * (R if op == Op.LOAD_I else C), n_l, dc))
-                         for b in range(cb)]
+                if op == Op.LOAD_I and layout == Layout.NHWC and self.ibuf_row > 1:
+                    # the walk takes a pixel's blocks of a group of ibuf_row together
+                    ni = self.ibuf_row
+                    lanes = [_clip(c0 + b * R, min(ni, cb - b) * R, dc)
+                             for b in range(0, cb, ni)]
+                else:
+                    lanes = [(_clip(c0 + b * (R if op == Op.LOAD_I else C), n_l, dc))
+                             for b in range(cb)]
                 lanes = [(cs, v) for cs, v in lanes if v]
                 if layout == Layout.NCHW:
                     v = sum(x for _, x in lanes)
@@ -483,6 +499,12 @@ class NodeTiming:
                 else:   # a walk that restarts: counted on its first outer indices
                     words += _prefix(L, levels, off, per)
                     rows += _prefix(L, levels, off, row_el)
+        restarts = max((lv[0][0] for _, lv, _, mono in seqs if not mono), default=0)
+        if restarts > 1 and op != Op.STORE:
+            # a pixel's lanes in several 8-channel planes (NCHW[C8]): the reads switch
+            # planes, and so rows, every few words, but the bank controller serves the
+            # reads in flight row by row (FR-FCFS): a row per plane each DMA_INFLIGHT reads
+            rows = min(rows, -(-words // DMA_INFLIGHT) * restarts)
         groups = self.groups(op, layout, dims, n0, c0, h0, w0, cb, nh, nw)
         if op == Op.STORE:
             rmw = self.store_rmw(layout, dims, n0, c0, h0, w0, nh, nw)
@@ -492,6 +514,35 @@ class NodeTiming:
             cyc = (max(groups, self.col_gap * words + max(0, rows - 1) * self.row) + LOAD_START
                    + self.row - self.first_row if words else groups)
         return cyc, words, rows, elements
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def span_rows(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int,
+                  c0: int, h0: int, w0: int, cb: int, nh: int,
+                  nw: int) -> tuple[int, int] | None:
+        """The DRAM rows (counted from the tensor's first element, at a row's start) of the
+        first and the last element a task reads or writes, the corners of its window
+        clipped to the tensor (None: it touches none)."""
+        R, C = self.n.pe_rows, self.n.pe_cols
+        row_el = self.row_words * (self.word_bits // (PSUM_BITS if op == Op.STORE
+                                                      else DATA_BITS))
+        dn, dc, dh, dw = dims
+        if op == Op.LOAD_W and layout == Layout.KBLOCK:
+            line = R * C
+            pos = dh * dw * line
+            a = ((n0 // C) * -(-dc // R) + c0 // R) * pos + h0 * dw * line
+            return a // row_el, (a + (cb - 1) * pos + nh * nw * line - 1) // row_el
+        hs, vh = _clip(h0, nh, dh)
+        ws, vw = _clip(w0, nw, dw)
+        if op == Op.LOAD_W:
+            (ns, vn), (cs, vc) = _clip(n0, C, dn), _clip(c0, cb * R, dc)
+        else:
+            (ns, vn), (cs, vc) = _clip(n0, 1, dn), _clip(c0, cb * (C if op == Op.STORE
+                                                                 else R), dc)
+        if not (vh and vw and vn and vc):
+            return None
+        a = element_address(layout, dims, ns, cs, hs, ws)
+        e = element_address(layout, dims, ns + vn - 1, cs + vc - 1, hs + vh - 1, ws + vw - 1)
+        return a // row_el, e // row_el
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019
     def groups(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int, c0: int,
@@ -512,6 +563,8 @@ class NodeTiming:
             return lines * -(-C // (self.word_bits // DATA_BITS))
         if layout not in (Layout.NHWC, Layout.NCHWC8) or op == Op.LOAD_W:
             return cb * nh * nw * n_r * n_l
+        if op == Op.LOAD_I and layout == Layout.NHWC and self.ibuf_row > 1:
+            return self._input_row_groups(dims, n0, c0, h0, w0, cb, nh, nw)
         U = self.word_bits // (PSUM_BITS if op == Op.STORE else DATA_BITS)
         hs, vh = _clip(h0, nh, dh)
         ws, vw = _clip(w0, nw, dw)
@@ -549,6 +602,33 @@ class NodeTiming:
                     a = ((n0 * blocks + blk) * dh * dw + pix - n0 * dh * dw) * C_BLOCK \
                         + x % C_BLOCK
                     total += int(((a + y - x - 1) // U - a // U + 1).sum())
+        return total
+
+    def _input_row_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
+        """Groups of a ``LOAD_I`` in NHWC into an input buffer whose rows hold
+        ``ibuf_row`` lines (:func:`~pimforge.rtl.nicepim.params.ibuf_row_lines`): per
+        pixel and group of ``ibuf_row`` channel blocks, the group's lanes (one run of the
+        buffer's lanes) cut where the channels leave or enter the tensor, at the DRAM
+        words' ends and at the rows' ends."""
+        R, NI = self.n.pe_rows, self.ibuf_row
+        U = self.word_bits // DATA_BITS
+        dn, dc, dh, dw = dims
+        ii, jj = np.divmod(np.arange(nh * nw, dtype=np.int64), nw)
+        h, w = h0 + ii, w0 + jj
+        pin = ((0 <= n0 < dn) & (h >= 0) & (h < dh) & (w >= 0) & (w < dw))[:, None]
+        total = 0
+        for b in range(0, cb, NI):
+            g = min(NI, cb - b)
+            lanes = np.arange(g * R, dtype=np.int64)
+            c = (c0 + b * R + lanes)[None, :]
+            # the buffer's lane of each: the pixel's first line of the group, the lane
+            flat = (b * nh * nw + np.arange(nh * nw, dtype=np.int64)[:, None] * g) * R + lanes
+            cut = (flat % (NI * R) == 0) | (lanes == 0)[None, :]
+            inside = (c >= 0) & (c < dc)
+            a = ((n0 * dh + h[:, None]) * dw + w[:, None]) * dc + c
+            cut |= pin & (((c == 0) & (c0 + b * R < 0)) | (c == dc)
+                          | (inside & (a % U == 0)))
+            total += int(cut.sum())
         return total
 
     def _weight_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
@@ -666,20 +746,23 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     # (the ops as plain ints: an IntEnum hashes slowly, and the DMA's caches hash them)
     op_w, op_i, op_s, op_c = int(Op.LOAD_W), int(Op.LOAD_I), int(Op.STORE), int(Op.COMPUTE)
     dims_w, dims_i, dims_o = (og, cg, part.r, part.s), (1, ci, hi, wi), (1, og, P, Q)
-    dma, stretch = tm.dma, tm.stretch
+    dma, span, stretch = tm.dma, tm.span_rows, tm.stretch
     engine: dict = {}       # tile_cycles by (cb, kh, oh)
     for i, t in enumerate(tiles(n, part)):
         buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
         nh = (t.oh - 1) * st + t.kh
-        cw, ww, rw, ew = dma(op_w, w_layout, dims_w, t.co, t.b0 * R, t.u0, 0, t.cb, t.kh,
-                             part.s)
-        ck, wk, rk, ek = dma(op_i, x_layout, dims_i, 0, t.g * cg + t.b0 * R,
-                             t.o0 * st - pad + t.u0 - xr, w0, t.cb, nh, b.nw)
-        loads.append([("d", cw * stretch, buf, obuf, True, op_w, tm.pipe(ww, rw)),
-                      ("d", ck * stretch, buf, obuf, True, op_i, tm.pipe(wk, rk))])
-        wrd += ww + wk
-        rows += rw + rk
-        el += ew + ek
+        # (every load, with its words, rows and elements; a run leaves out the ones its
+        # buffer halves hold, :func:`drop_held`)
+        wt = (op_w, w_layout, dims_w, t.co, t.b0 * R, t.u0, 0, t.cb, t.kh, part.s)
+        cw, ww, rw, ew = dma(*wt)
+        it = (op_i, x_layout, dims_i, 0, t.g * cg + t.b0 * R, t.o0 * st - pad + t.u0 - xr,
+              w0, t.cb, nh, b.nw)
+        ck, wk, rk, ek = dma(*it)
+        ld = [("d", cw * stretch, buf, obuf, True, op_w, tm.pipe(ww, rw), ("w", span(*wt)),
+               (t.g, wt), (ww, rw, ew)),
+              ("d", ck * stretch, buf, obuf, True, op_i, tm.pipe(wk, rk), ("x", span(*it)),
+               it, (wk, rk, ek))]
+        loads.append(ld[::-1] if t.i_first else ld)
         ekey = (t.cb, t.kh, t.oh)
         cyc = engine.get(ekey)
         if cyc is None:
@@ -687,9 +770,11 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                                              kw=part.s, oh=t.oh, ow=Q)
         computes.append(("e", cyc, buf, obuf, False, op_c))
         if t.store:
-            cs, ws_, rs, es = dma(op_s, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1, t.oh, Q)
+            st_ = (op_s, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1, t.oh, Q)
+            cs, ws_, rs, es = dma(*st_)
             rmw = tm.store_rmw(o_layout, dims_o, 0, t.co, t.o0 - lo, 0, t.oh, Q)
-            stores.append([("d", cs * stretch, buf, obuf, False, op_s)])
+            stores.append([("d", cs * stretch, buf, obuf, False, op_s, None, ("o", span(*st_)),
+                            rmw)])
             wrd += rmw
             wwr += ws_
             rows += rs
@@ -705,16 +790,42 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         for ld, c, sto in zip(loads, computes, stores, strict=True):
             tasks += ld + [c] + sto
     cycles = eng_busy = dma_busy = overlap = 0.0
+    n_tasks = 0
     # the runs the task memory cuts the list into (:func:`cut_pieces`), one after another
     for piece in cut_pieces(tasks, n.task_entries - 1, lambda x: x[5], strict=False):
+        piece = drop_held(piece, lambda x: (x[5], x[2], x[8]) if x[0] == "d" and x[4]
+                          else None)
+        n_tasks += len(piece)
+        for x in piece:
+            if x[0] == "d" and x[4]:
+                wrd, rows, el = wrd + x[9][0], rows + x[9][1], el + x[9][2]
         prev = None
-        for k, x in enumerate(piece):      # a load after a store waits for its writes
-            if x[0] == "d":
-                if x[4] and prev == op_s:       # (its first word comes that much later)
-                    wait = tm.after_store * tm.stretch
-                    pipe = x[6] and (x[6][0] + wait, *x[6][1:])
-                    piece[k] = (x[0], x[1] + wait, *x[2:6], pipe)
-                prev = x[5]
+        open_row = None     # (tensor, row) the DMA's last access left open
+        for k, x in enumerate(piece):
+            if x[0] != "d":
+                continue
+            tensor, rows_ = x[7]
+            if x[4] and prev == op_s:       # a load after a store waits for its writes
+                wait = tm.after_store * tm.stretch      # (its first word that much later)
+                pipe = x[6] and (x[6][0] + wait, *x[6][1:])
+                piece[k] = (x[0], x[1] + wait, *x[2:6], pipe, x[7])
+            elif not x[4] and x[8] and rows_ and open_row == (tensor, rows_[0]):
+                # a store that reads a word first, in the row the store before left open:
+                # no activation (the store's start constants are measured with the bank
+                # closed, so the precharge is not in them)
+                piece[k] = (x[0], x[1] - tm.first_row * tm.stretch, *x[2:])
+                rows -= 1
+            elif x[4] and x[6] and rows_ and open_row == (tensor, rows_[0]):
+                # its first row is open: no precharge or activation, and back to back its
+                # first word follows the last one's by a column gap
+                hit = tm.row * tm.stretch
+                rows -= 1                   # (the row is not activated again)
+                lat, _, bank, _ = x[6]
+                piece[k] = (x[0], x[1] - hit, *x[2:6],
+                            (lat - hit, tm.col_gap * tm.stretch, bank, 0.0), x[7])
+            prev = x[5]
+            if rows_:
+                open_row = (tensor, rows_[1])
         c_, e_, d_, o_ = schedule(piece)
         if rows:        # a run starts with the bank closed: its first load precharges nothing
             c_, d_ = c_ - tm.t.tRP, d_ - tm.t.tRP
@@ -725,7 +836,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     refreshes = dma_busy / tm.stretch / tm.tREFI
     return NodeCost(engine=eng_busy, dma=dma_only, overhead=cycles - eng_busy - dma_only,
                     refresh=0.0, words_rd=wrd, words_wr=wwr, rows=rows, refreshes=refreshes,
-                    elements=el, tasks=len(tasks) + 1, macs=macs, dma_busy=dma_busy)
+                    elements=el, tasks=n_tasks + 1, macs=macs, dma_busy=dma_busy)
 
 
 def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
@@ -778,7 +889,9 @@ def schedule(tasks) -> tuple[float, float, float, float]:
     in conflict; a unit is busy from the cycle after its dispatch.
 
     A load after a load that reads runs back to back with it (the DMA's ``ready``): it
-    is dispatched once the running load's reads are out, and its first word comes a row
+    is dispatched once the running load's issue walk is done (from its own dispatch, at
+    its stream's pace: the bank's, or its writes' for a load bound by them), and its
+    first word comes a row
     switch (``gap``) after the running load's last word or its own latency after its
     dispatch, whichever is later, and at least ``tRC`` after the running load's first
     word (one row's activation to the next); its writes follow the running load's last
@@ -791,13 +904,14 @@ def schedule(tasks) -> tuple[float, float, float, float]:
     dma_pipe = None         # the running load's (latency, gap, bank, tRC), if it reads
     dma_words = 0.0         # the cycle the running load's last word comes
     dma_first = 0.0         # ... and its first
+    dma_issued = 0.0        # the cycle its issue walk is done
     spans = {"e": [], "d": []}
     for unit, dur, buf, obuf, is_load, *rest in tasks:
         pipe = rest[1] if len(rest) > 1 else None
         d = t + 1
         if unit == "d":
             back = is_load and dma_pipe is not None and pipe is not None
-            d = max(d, dma_words - dma_pipe[0] if back else dma_free)
+            d = max(d, dma_issued if back else dma_free)
             if (eng_buf == buf) if is_load else (eng_obuf == obuf):
                 d = max(d, eng_free)
             if back and d + 1 < dma_free:
@@ -812,6 +926,8 @@ def schedule(tasks) -> tuple[float, float, float, float]:
                     dma_words = dma_first + pipe[2]
             dma_free, dma_obuf, dma_load = end, obuf, is_load
             dma_pipe = pipe if is_load else None
+            if pipe is not None:    # its issue walk, from its dispatch at its stream's pace
+                dma_issued = d + 1 + dur - pipe[0]
         else:
             d = max(d, eng_free)
             if dma_load or dma_obuf == obuf:
@@ -924,7 +1040,12 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         w_lanes = tm.groups(Op.LOAD_W, Layout.KBLOCK, (C, R, 1, 1), 0, 0, 0, 0, 1, 1, 1)
     else:
         w_lanes = R if w_layout == Layout.CHWN else R * C
-    w_bands = len(bands)        # a band's weight tiles are loaded for every band
+    # the bands whose weight tiles each output-channel block loads, and the blocks each
+    # group loads its input tiles for (a buffer half that still holds them is not
+    # loaded again: :func:`~.tiling.loaded`)
+    w_bands, i_cos = loaded(n, part)
+    if len(kbands) > 1:     # inputs held beyond loaded()'s count: none counted
+        i_cos = 0
     w_groups = b.blocks * part.r * s * w_lanes * w_bands * len(cos)
     w_words = w_rows = 0
     if w_layout == Layout.CHWN:
@@ -956,10 +1077,14 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                     w_rows += units - joins
                 else:
                     w_words += units - joins
-    n_w = n_tiles
+    n_w = part.groups * len(cos) * w_bands * per_band
+    n_i = part.groups * i_cos * len(bands) * per_band
+    # weight loads that may find their row open (behind a weight load: every other tile's
+    # when each tile loads both, :attr:`~.tiling.Tile.i_first`; any when inputs are held)
+    w_hits = n_w if n_i < n_tiles else -(-n_w // 2)
     w_dur = (max(w_groups * part.groups,
                  (tm.col_gap * w_words + tm.row * w_rows) * part.groups - tm.row * n_w)
-             + n_w * (LOAD_START + trp))
+             + n_w * (LOAD_START + trp) - w_hits * tm.row)
     # -- the input: the rows of each (band, kernel band) inside the sub-tensor
     nw = b.nw
     w0 = part.cols[0] * st - pad - xc
@@ -972,8 +1097,15 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
             if vh > 0:
                 vh_sum += vh
                 n_read += vw > 0
+    # groups a pixel and channel block: its elements (NCHW), else at least one a line,
+    # or in NHWC one a group of ibuf_row blocks (the lines of a row of the input buffer)
     i_lanes = R if x_layout == Layout.NCHW else 1
-    i_groups = len(cos) * nw * i_lanes * b.blocks * sum(
+    ni = tm.ibuf_row if x_layout == Layout.NHWC else 1
+
+    def i_blocks(cb: int) -> int:
+        return -(-cb // ni)
+
+    i_groups = i_cos * nw * i_lanes * sum(i_blocks(cb) for _, cb in chunks) * sum(
         len(kbands) * (oh - 1) * st + part.r for _, oh in bands)
     i_words = i_rows = 0
     if vw and x_layout != Layout.NCHW:
@@ -983,8 +1115,8 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
             for b0, cb in chunks:
                 seqs = 0
                 rw = [0, 0]
-                for k in range(cb):
-                    cs, v = _clip(g * cg + (b0 + k) * R, R, ci)
+                for k in range(0, cb, ni):      # (a pixel's group of blocks: one run)
+                    cs, v = _clip(g * cg + (b0 + k) * R, min(ni, cb - k) * R, ci)
                     if not v:
                         continue
                     seqs += 1
@@ -1000,6 +1132,8 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                                               (2, wi * C_BLOCK))
                         per_pix = 1 if first == last_ else last_ - first + 1
                     for j, U in enumerate((per_i, row_i)):
+                        if j == 1 and per_pix > 1:
+                            continue    # (rows across planes: served row by row, FR-FCFS)
                         if _apart(L, lv, U, off if i_exact else None):
                             rw[j] += per_pix * vw * -(-L // U)
                         elif per_pix > 1 and plane < U + L - 1:
@@ -1012,12 +1146,11 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                 # every tile of this chunk: its rows inside, less the joins of its walks
                 for j in range(2):
                     if rw[j]:
-                        add = len(cos) * (rw[j] * vh_sum - max(0, seqs - 1) * n_read)
+                        add = i_cos * (rw[j] * vh_sum - max(0, seqs - 1) * n_read)
                         if j == 0:
                             i_words += add
                         else:
                             i_rows += add
-    n_i = n_tiles
     # (an input load runs back to back behind its tile's weight load, which pays the
     # first word's latency for both: :func:`schedule`)
     i_dur = max(i_groups * part.groups, tm.col_gap * i_words + tm.row * i_rows - tm.row * n_i)
@@ -1049,7 +1182,7 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
             if L < per_o and _apart(L, lv, per_o, off):
                 rmw += times * runs
     s_dur = o_groups + n_stores * STORE_START + part.groups * rmw * STORE_RMW
-    dma = (tm.stretch * (w_dur + i_dur + s_dur) + 2 * n_tiles + n_stores
+    dma = (tm.stretch * (w_dur + i_dur + s_dur) + n_w + n_i + n_stores
            - n_stores * max(0, trp - 2))
     # -- the engine between the first loads and the last store
     eng = part.groups * len(cos) * sum(
@@ -1059,17 +1192,19 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         return eng + dma
     cb0, kh0, oh0 = chunks[0][1], kbands[0][1], bands[0][1]
     first = tm.stretch * (cb0 * kh0 * s * w_lanes + LOAD_START + trp
-                          + cb0 * ((oh0 - 1) * st + kh0) * nw * i_lanes)
+                          + i_blocks(cb0) * ((oh0 - 1) * st + kh0) * nw * i_lanes)
     store = tm.stretch * (bands[-1][1] * q * o_lanes + STORE_START)
     chain = eng + first - trp + store - (n_stores - 1) * max(0, trp - 3)
     most = n.task_entries - 1
     if 3 * per_band + 5 <= most:
         # no band fills the task memory: at least ceil(tasks / most) runs, each with
-        # a tile's loads before its first tile and a band's store after its last
+        # a tile's loads before its first tile (unless a half may still hold them) and a
+        # band's store after its last
         cb1, kh1 = min(cb for _, cb in chunks), min(kh for _, kh in kbands)
         oh1 = min(oh for _, oh in bands)
-        ends = tm.stretch * (cb1 * kh1 * s * w_lanes + LOAD_START + trp
-                             + cb1 * ((oh1 - 1) * st + kh1) * nw * i_lanes
-                             + oh1 * q * o_lanes + STORE_START) - trp
-        chain = max(chain, eng + -(-(3 * n_tiles + n_stores) // most) * ends)
+        loads = (tm.stretch * (cb1 * kh1 * s * w_lanes + LOAD_START + trp
+                               + i_blocks(cb1) * ((oh1 - 1) * st + kh1) * nw * i_lanes) - trp
+                 if n_w == n_i == n_tiles else 0)
+        ends = loads + tm.stretch * (oh1 * q * o_lanes + STORE_START)
+        chain = max(chain, eng + -(-(n_tiles + n_w + n_i + n_stores) // most) * ends)
     return max(dma, chain)

@@ -54,7 +54,7 @@ from ..drivers import params_header, sources
 from ..drivers.io import read_fields, write_fields, write_table
 from ..drivers.pins import driver_top
 from ..drivers.waves import DriverWaves
-from .tiling import ConvPart, blocking, tiles
+from .tiling import ConvPart, blocking, drop_held, tiles
 
 __all__ = ["WORD_FLITS", "ArrayRun", "ConvPlan", "LayerPlan", "build_array_driver",
            "conv_layer_tasks", "conv_tasks", "part_tasks",
@@ -251,6 +251,14 @@ def tensor_elems(layout: int, dims: tuple[int, int, int, int]) -> int:
     return n * c * h * w
 
 
+def group_stride(layout: int, dims: tuple[int, int, int, int], word_bits: int) -> int:
+    """32-bit elements from one group's output tensor of *dims* to the next one's: the
+    tensor rounded up to whole DRAM words of *word_bits*, so that every group's output
+    starts at a word (as the node model counts a store's words and partly covered ones)."""
+    per = word_bits // PSUM_BITS
+    return -(-tensor_elems(layout, dims) // per) * per
+
+
 def _flat_index(layout: int, dims: tuple[int, int, int, int]) -> np.ndarray:
     idx = np.indices(dims).reshape(4, -1)
     return np.array([element_address(layout, dims, *e) for e in idx.T], dtype=np.int64)
@@ -350,7 +358,8 @@ class ConvPlan:
 
 def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, o_base: int,
                o_layout: int = Layout.NCHW, x_box: tuple | None = None,
-               o_box: tuple | None = None, w_layout: int = Layout.CHWN) -> ConvPlan:
+               o_box: tuple | None = None, w_layout: int = Layout.CHWN,
+               hold: bool = True) -> ConvPlan:
     """Tasks computing one node's *part* of a convolution (:mod:`.tiling`'s loop).
 
     With double buffering (:attr:`.tiling.Blocking.double`) the list is software
@@ -358,6 +367,11 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
     ``i`` in input and weight half ``i % 2`` and band ``j`` in output half ``j % 2``, so
     the node controller runs each tile's loads and each band's store beside a compute;
     else ``LOAD(i) COMPUTE(i) [STORE(i)]`` one after the other.
+
+    A load that would fill a buffer half with what it holds is left out
+    (:func:`drop_held_loads`; e.g. a small image's input, the same for every ``pe_cols``
+    output channels), unless *hold* is False: a list the task memory runs in pieces, each
+    from reset, is cut first and each piece then leaves out its own held loads.
 
     Weights in KBLOCK (:func:`place_weights` with the engine's ``(pe_rows, pe_cols)``)
     are read a DRAM word a cycle: each tile's ``LOAD_W`` starts at its block.
@@ -380,7 +394,7 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
     (ci, hi, wi), (xr, xc) = x_box or (part.x_dims, (part.x_rows[0], part.x_cols[0]))
     (_, P, Q), (orow, ocol) = o_box or ((og, part.p, part.q), part.rows[:1] + part.cols[:1])
     st, pad = part.stride, part.pad
-    o_group = tensor_elems(o_layout, (1, og, P, Q))
+    o_group = group_stride(o_layout, (1, og, P, Q), n.node_bank_bits)
     shapes = []
     loads, computes, stores = [], [], []
     band = 0
@@ -397,13 +411,13 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
             ld_w = task(Op.LOAD_W, base=w_base + t.g * w_step, buf=buf, layout=w_layout,
                         dn=og, dc=cg, dh=part.r, dw=part.s, n0=t.co, c0=t.b0 * R, h0=t.u0,
                         w0=0, cb=t.cb, nh=t.kh, nw=part.s)
-        loads.append([
-            ld_w,
-            # Channels of the block beyond the group read the next group's inputs; their
-            # weights (beyond cg in the group's view) are 0.
-            task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi, buf=buf,
-                 n0=0, c0=t.g * cg + t.b0 * R, h0=t.o0 * st - pad + t.u0 - xr,
-                 w0=part.cols[0] * st - pad - xc, cb=t.cb, nh=nh, nw=b.nw)])
+        # Channels of the block beyond the group read the next group's inputs; their
+        # weights (beyond cg in the group's view) are 0.
+        ld_i = task(Op.LOAD_I, base=x_base, layout=x_layout, dn=1, dc=ci, dh=hi, dw=wi,
+                    buf=buf, n0=0, c0=t.g * cg + t.b0 * R, h0=t.o0 * st - pad + t.u0 - xr,
+                    w0=part.cols[0] * st - pad - xc, cb=t.cb, nh=nh, nw=b.nw)
+        # (the first load reads the tensor the load before read last: its DRAM row is open)
+        loads.append([ld_i, ld_w] if t.i_first else [ld_w, ld_i])
         computes.append(task(Op.COMPUTE, acc=int(t.b0 > 0 or t.u0 > 0), cb=t.cb, nh=nh,
                              nw=b.nw, kh=t.kh, kw=part.s, stride=st, pad=0, oh=t.oh,
                              ow=part.q, buf=buf, obuf=obuf))
@@ -421,7 +435,22 @@ def part_tasks(cfg, part: ConvPart, *, x_layout: int, x_base: int, w_base: int, 
     else:
         for ld, c, sto in zip(loads, computes, stores, strict=True):
             out += ld + [c] + sto
-    return ConvPlan(out, shapes)
+    return ConvPlan(drop_held_loads(out) if hold else out, shapes)
+
+
+def drop_held_loads(tasks: list[int]) -> list[int]:
+    """*tasks* (one run of the task memory) without the loads that would fill a buffer
+    half with what it holds (:func:`~.tiling.drop_held`): a ``LOAD_I`` or ``LOAD_W``
+    the same as the last one of its kind into its half."""
+    op, buf = TASK_LAYOUT["op"], TASK_LAYOUT["buf"]
+
+    def key(t):
+        o = (t >> op.offset) & ((1 << op.width) - 1)
+        if o not in (Op.LOAD_I, Op.LOAD_W):
+            return None
+        return o, (t >> buf.offset) & 1, t
+
+    return drop_held(tasks, key)
 
 
 def conv_tasks(cfg, *, x_dims: tuple[int, int, int], w_dims: tuple[int, int, int, int],

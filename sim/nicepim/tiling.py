@@ -14,7 +14,13 @@ The one description of the node's tile loop, used by the lowering to task lists
   the weight buffer, or whose input rows for one output row exceed the input buffer,
   in bands of its rows; each (chunk, kernel band) is a
   ``LOAD_W``, ``LOAD_I``, ``COMPUTE`` (the later ones accumulate) and each band ends
-  with a ``STORE``;
+  with a ``STORE``; a load is left out when the buffer half the tile uses still holds
+  the same weights or input from the last tile in that half (:attr:`Tile.load_w`,
+  :attr:`Tile.load_i`: e.g. the same input for every ``pe_cols`` output channels of a
+  small image, the same weights for every band of rows), and a tile's two loads go in
+  the order that reads the tensor the load before read last first
+  (:attr:`Tile.i_first`: weights, input, input, weights, ...), so that back-to-back
+  loads find their DRAM row open;
 * padding is read by the input load (the window reaches outside the sub-tensor,
   which reads 0), so tiles have ``pad = 0``;
 * the tiles are sized to half of each buffer when the part fits that way (double
@@ -32,7 +38,7 @@ from typing import NamedTuple
 
 from pimforge.gen.errors import CapacityError
 
-__all__ = ["Blocking", "ConvPart", "blocking", "tiles"]
+__all__ = ["Blocking", "ConvPart", "blocking", "drop_held", "loaded", "tiles"]
 
 
 @dataclass(frozen=True)
@@ -164,8 +170,11 @@ def _blocking(n, part: ConvPart, split: int) -> Blocking:
 class Tile(NamedTuple):
     """One tile of the loop: group ``g``, output channels from ``co``, output rows
     ``[o0, o0 + oh)`` (layer coordinates), channel blocks ``[b0, b0 + cb)``, kernel rows
-    ``[u0, u0 + kh)``; ``store``: the band's last tile (a ``STORE`` follows). A named
-    tuple: the cost model makes one per tile of every part it costs."""
+    ``[u0, u0 + kh)``; ``store``: the band's last tile (a ``STORE`` follows);
+    ``load_w``, ``load_i``: its weights, its input are not already in the buffer half it
+    uses (the last tile in that half had others); ``i_first``: its input is loaded before
+    its weights (the load before it read the input). A named tuple: the cost model makes
+    one per tile of every part it costs."""
 
     g: int
     co: int
@@ -176,6 +185,9 @@ class Tile(NamedTuple):
     u0: int
     kh: int
     store: bool
+    load_w: bool = True
+    load_i: bool = True
+    i_first: bool = False
 
 
 def tiles(n, part: ConvPart):
@@ -185,11 +197,70 @@ def tiles(n, part: ConvPart):
     lo, hi = part.rows
     chunks = [(b0, min(b.cbs, b.blocks - b0)) for b0 in range(0, b.blocks, b.cbs)]
     kbands = [(u0, min(b.kr, part.r - u0)) for u0 in range(0, part.r, b.kr)]
+    # what each buffer half holds: the (weights, input) of the last tile that used it
+    held: list[tuple | None] = [None, None]
+    i = 0
+    last_i = False      # the last load read the input
     for g in range(part.groups):
         for co in range(0, og, n.pe_cols):
             for o0 in range(lo, hi, b.per_rows):
                 oh = min(b.per_rows, hi - o0)
-                for i, (b0, cb) in enumerate(chunks):
+                for ci, (b0, cb) in enumerate(chunks):
                     for j, (u0, kh) in enumerate(kbands):
+                        # (an input is its window: kernel bands of later rows can
+                        # read the window of an earlier band's later kernel rows)
+                        wkey = (g, co, b0, cb, u0, kh)
+                        ikey = (g, b0, cb, o0 * part.stride + u0, (oh - 1) * part.stride + kh)
+                        half = i % 2 if b.double else 0
+                        last = held[half]
+                        held[half] = (wkey, ikey)
+                        i += 1
+                        load_w = last is None or last[0] != wkey
+                        load_i = last is None or last[1] != ikey
+                        i_first = last_i and load_w and load_i
+                        if load_w or load_i:
+                            last_i = load_i and not i_first
                         yield Tile(g, co, o0, oh, b0, cb, u0, kh,
-                                   i == len(chunks) - 1 and j == len(kbands) - 1)
+                                   ci == len(chunks) - 1 and j == len(kbands) - 1,
+                                   load_w, load_i, i_first)
+
+
+def loaded(n, part: ConvPart) -> tuple[int, int]:
+    """How many times :func:`tiles` loads the weights and the input of *part* (the
+    flags :attr:`Tile.load_w` and :attr:`Tile.load_i`, in closed form for the cost
+    model's lower bound): ``(bands, cos)``, the number of bands whose weight tiles each
+    output-channel block loads and the number of output-channel blocks each group loads
+    its input tiles for (``len(bands)`` and the blocks when nothing is held over).
+
+    A half holds the same weights again only where a band has at most two tiles (one
+    per half, with double buffering; one without), and the same input only where an
+    output-channel block has at most that many tiles; with the kernel in bands of rows a
+    band's window can also be one a band of earlier rows read (not counted here: the
+    lower bound then leaves the input out)."""
+    b = blocking(n, part)
+    bands = -(-part.p // b.per_rows)
+    per_band = -(-b.blocks // b.cbs) * -(-part.r // b.kr)
+    cos = -(-(part.k // part.groups) // n.pe_cols)
+    halves = 2 if b.double else 1
+    w_bands = bands if per_band > halves else (min(bands, 2) if per_band < halves else 1)
+    per_co = bands * per_band
+    i_cos = cos if per_co > halves else (min(cos, 2) if per_co < halves else 1)
+    return w_bands, i_cos
+
+
+def drop_held(tasks: list, load_key) -> list:
+    """*tasks* without the loads that would fill a buffer half with what it already
+    holds: ``load_key(task)`` is None for a task that loads nothing, else ``(op, half,
+    what)``; a load whose ``what`` is the last one loaded by its ``op`` into its ``half``
+    is left out (the engine's tasks only read the input and weight buffers). Applied to
+    each run of the task memory on its own, since a run starts from reset."""
+    held: dict = {}
+    out = []
+    for t in tasks:
+        k = load_key(t)
+        if k is not None:
+            if held.get(k[:2]) == k[2]:
+                continue
+            held[k[:2]] = k[2]
+        out.append(t)
+    return out

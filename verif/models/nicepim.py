@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from pimforge.rtl.nicepim.engine import tile_cycles
-from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS
+from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, ibuf_line
 
 __all__ = ["ELEMENT_BITS", "conv2d", "engine_buffers", "engine_tile", "matmul", "tile_cycles",
            "wrap32"]
@@ -73,10 +73,12 @@ def engine_tile(x: np.ndarray, w: np.ndarray, *, stride: int, pad: int, oh: int,
 
 
 def engine_buffers(pe_rows: int, pe_cols: int, x: np.ndarray,
-                   w: np.ndarray) -> tuple[list[int], list[int], int]:
+                   w: np.ndarray, ibuf_row: int = 1) -> tuple[list[int], list[int], int]:
     """The input- and weight-buffer lines of a tile (:class:`~pimforge.rtl.nicepim.engine.NNEngine`
     order, 16-bit lanes, channels padded with zeros to whole blocks) of the window
-    ``x[K, nh, nw]`` and the weights ``w[CO, K, kh, kw]`` (``CO <= pe_cols``), and ``cb``."""
+    ``x[K, nh, nw]`` and the weights ``w[CO, K, kh, kw]`` (``CO <= pe_cols``), and ``cb``;
+    the input lines in the order of an input buffer whose rows hold *ibuf_row* lines
+    (:func:`~pimforge.rtl.nicepim.params.ibuf_line`)."""
     R, C = pe_rows, pe_cols
     K, nh, nw = x.shape
     CO, _, kh, kw = w.shape
@@ -89,8 +91,11 @@ def engine_buffers(pe_rows: int, pe_cols: int, x: np.ndarray,
     def pack(values):
         return sum((int(v) & 0xFFFF) << (DATA_BITS * i) for i, v in enumerate(values))
 
-    ilines = [pack(xs[b * R:(b + 1) * R, i, j])
-              for b in range(cb) for i in range(nh) for j in range(nw)]
+    ilines = [0] * (cb * nh * nw)
+    for b in range(cb):
+        for p in range(nh * nw):
+            ilines[ibuf_line(b, p, cb, nh * nw, ibuf_row)] = pack(xs[b * R:(b + 1) * R,
+                                                                    p // nw, p % nw])
     wlines = [pack(ws[:, b * R + r, u, v])
               for b in range(cb) for u in range(kh) for v in range(kw) for r in range(R)]
     return ilines, wlines, cb

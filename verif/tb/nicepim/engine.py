@@ -14,7 +14,14 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 
-from pimforge.rtl.nicepim.params import DATA_BITS, PSUM_BITS, TASK_LAYOUT, Op, wbuf_row_lines
+from pimforge.rtl.nicepim.params import (
+    DATA_BITS,
+    PSUM_BITS,
+    TASK_LAYOUT,
+    Op,
+    ibuf_row_lines,
+    wbuf_row_lines,
+)
 
 from ...models.nicepim import engine_buffers, engine_tile, tile_cycles, wrap32
 from ..common import bench, rng, start
@@ -30,6 +37,14 @@ def _wbuf_row_lines() -> int:
     n = bench()["config"]["nicepim"]
     C = n["pe_cols"]
     return wbuf_row_lines(n["pe_rows"], C, n["wbuf_bytes"] // (C * DATA_BITS // 8),
+                          n["banks_per_node"] * n["bank_width_bits"])
+
+
+def _ibuf_row_lines() -> int:
+    """Input lines per row of the input buffer, as the engine of the config builds it."""
+    n = bench()["config"]["nicepim"]
+    R = n["pe_rows"]
+    return ibuf_row_lines(R, n["ibuf_bytes"] // (R * DATA_BITS // 8),
                           n["banks_per_node"] * n["bank_width_bits"])
 
 
@@ -80,8 +95,8 @@ async def _read(dut, lines, C):
 
 async def _tile(dut, x, w, stride, pad, oh, ow, acc_twice=False):
     R, C = _geometry()
-    ilines, wlines, cb = engine_buffers(R, C, x, w)
-    await _write(dut, "ibuf_w", ilines, R)
+    ilines, wlines, cb = engine_buffers(R, C, x, w, _ibuf_row_lines())
+    await _write(dut, "ibuf_w", ilines, R, _ibuf_row_lines())
     await _write(dut, "wbuf_w", wlines, C, _wbuf_row_lines())
     kh, kw = w.shape[2:]
     geo = dict(cb=cb, nh=x.shape[1], nw=x.shape[2], kh=kh, kw=kw, stride=stride, pad=pad,
