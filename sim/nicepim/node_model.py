@@ -608,27 +608,38 @@ class NodeTiming:
         """Groups of a ``LOAD_I`` in NHWC into an input buffer whose rows hold
         ``ibuf_row`` lines (:func:`~pimforge.rtl.nicepim.params.ibuf_row_lines`): per
         pixel and group of ``ibuf_row`` channel blocks, the group's lanes (one run of the
-        buffer's lanes) cut where the channels leave or enter the tensor, at the DRAM
-        words' ends and at the rows' ends."""
+        buffer's lanes) cut where the channels enter or leave the tensor, at the DRAM
+        words' ends and at the rows' ends: one group and a group per cut, the cuts counted
+        pixel by pixel (a row's end falls inside a pixel's lanes at most once)."""
         R, NI = self.n.pe_rows, self.ibuf_row
         U = self.word_bits // DATA_BITS
         dn, dc, dh, dw = dims
-        ii, jj = np.divmod(np.arange(nh * nw, dtype=np.int64), nw)
+        p = np.arange(nh * nw, dtype=np.int64)
+        ii, jj = np.divmod(p, nw)
         h, w = h0 + ii, w0 + jj
-        pin = ((0 <= n0 < dn) & (h >= 0) & (h < dh) & (w >= 0) & (w < dw))[:, None]
+        pin = (0 <= n0 < dn) & (h >= 0) & (h < dh) & (w >= 0) & (w < dw)
+        base = ((n0 * dh + h) * dw + w) * dc       # each pixel's channel 0
         total = 0
         for b in range(0, cb, NI):
             g = min(NI, cb - b)
-            lanes = np.arange(g * R, dtype=np.int64)
-            c = (c0 + b * R + lanes)[None, :]
-            # the buffer's lane of each: the pixel's first line of the group, the lane
-            flat = (b * nh * nw + np.arange(nh * nw, dtype=np.int64)[:, None] * g) * R + lanes
-            cut = (flat % (NI * R) == 0) | (lanes == 0)[None, :]
-            inside = (c >= 0) & (c < dc)
-            a = ((n0 * dh + h[:, None]) * dw + w[:, None]) * dc + c
-            cut |= pin & (((c == 0) & (c0 + b * R < 0)) | (c == dc)
-                          | (inside & (a % U == 0)))
-            total += int(cut.sum())
+            n_l, cs = g * R, c0 + b * R
+            lo, hi = max(cs, 0), min(cs + n_l, dc)          # the lanes inside: [lo, hi)
+            cuts = np.ones(nh * nw, dtype=np.int64)
+            # a row's end inside the pixel's lanes, unless another cut falls there
+            first = (b * nh * nw + p * g) * R
+            lr = (-first) % (NI * R)
+            row = (lr > 0) & (lr < n_l)
+            if hi > lo:
+                ch = int(cs < 0 < cs + n_l) + int(cs < dc < cs + n_l)
+                a_lo, a_hi = base + lo, base + hi
+                words = (a_hi - 1) // U - a_lo // U       # word ends strictly inside
+                cuts += np.where(pin, ch + words, 0)
+                c_r = cs + lr
+                other = ((c_r == 0) | (c_r == dc)
+                         | ((c_r > lo) & (c_r < hi) & ((base + c_r) % U == 0)))
+                row &= ~(pin & other)
+            cuts += row
+            total += int(cuts.sum())
         return total
 
     def _weight_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
