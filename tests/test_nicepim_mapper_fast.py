@@ -440,3 +440,37 @@ def test_input_row_groups_equal_a_lane_by_lane_count():
                     rng.randint(-2, dh), rng.randint(-2, dw), rng.randint(1, 11),
                     rng.randint(1, 5), rng.randint(1, 5))
             assert tm._input_row_groups(*args) == lanes(tm, *args), (preset, args)
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_row_class_costs_what_its_window_costs(preset):
+    """A task whose window is moved up by whole DRAM rows of its tensor's row stride
+    (:meth:`~node_model.NodeTiming.row_class`, what the cost model caches by) costs the
+    same words, rows, groups, cycles and partly covered words, over random loads and
+    stores in every layout."""
+    from pimforge.rtl.nicepim.params import Layout, Op
+
+    n = load_config(preset).nicepim
+    tm = node_model.NodeTiming(n)
+    dma = node_model.NodeTiming.dma.__wrapped__
+    rng = random.Random(SEED + 13)
+    log.info("seed %d", SEED + 13)
+    moved = 0
+    while moved < 150:
+        op = rng.choice([Op.LOAD_I, Op.STORE])
+        lay = rng.choice([Layout.NCHW, Layout.NHWC, Layout.NCHWC8])
+        dc, dh, dw = rng.choice([3, 8, 16, 24, 64, 128]), rng.randint(20, 300), rng.randint(1, 60)
+        nh, nw = rng.randint(1, 8), rng.randint(1, dw + 1)
+        h0 = rng.randint(1, dh - nh)
+        c0, cb = rng.randint(0, dc - 1), (rng.randint(1, 4) if op == Op.LOAD_I else 1)
+        w0 = rng.randint(-1, max(0, dw - nw))
+        dims = (1, dc, dh, dw)
+        h1 = tm.row_class(int(op), int(lay), dims, h0, nh)
+        if h1 == h0:
+            continue
+        moved += 1
+        a = (int(op), int(lay), dims, 0, c0)
+        assert dma(tm, *a, h0, w0, cb, nh, nw) == dma(tm, *a, h1, w0, cb, nh, nw), (a, h0, h1)
+        if op == Op.STORE:
+            assert (tm.store_rmw(int(lay), dims, 0, c0, h0, w0, nh, nw)
+                    == tm.store_rmw(int(lay), dims, 0, c0, h1, w0, nh, nw)), (a, h0, h1)

@@ -515,6 +515,22 @@ class NodeTiming:
                    + self.row - self.first_row if words else groups)
         return cyc, words, rows, elements
 
+    def row_class(self, op: int, layout: int, dims: tuple[int, int, int, int], h0: int,
+                  nh: int) -> int:
+        """The first row *h0* of a window that lies inside its tensor's rows, moved up by
+        whole periods of the tensor's row stride that are whole DRAM rows: the words,
+        rows, groups and partly covered words of a task depend on its addresses only
+        modulo a DRAM row, so the window of the returned row costs exactly the same (the
+        cost model's caches then hit for the bands of a part that differ only there)."""
+        if h0 <= 0 or h0 + nh > dims[2]:
+            return h0
+        _, dc, _, dw = dims
+        stride = dw * (dc if layout == Layout.NHWC else C_BLOCK if layout == Layout.NCHWC8
+                       else 1)
+        row_el = self.row_words * (self.word_bits // (PSUM_BITS if op == Op.STORE
+                                                      else DATA_BITS))
+        return h0 % (row_el // math.gcd(row_el, stride))
+
     @functools.lru_cache(maxsize=65536)  # noqa: B019
     def span_rows(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int,
                   c0: int, h0: int, w0: int, cb: int, nh: int,
@@ -757,7 +773,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     # (the ops as plain ints: an IntEnum hashes slowly, and the DMA's caches hash them)
     op_w, op_i, op_s, op_c = int(Op.LOAD_W), int(Op.LOAD_I), int(Op.STORE), int(Op.COMPUTE)
     dims_w, dims_i, dims_o = (og, cg, part.r, part.s), (1, ci, hi, wi), (1, og, P, Q)
-    dma, span, stretch = tm.dma, tm.span_rows, tm.stretch
+    dma, span, stretch, row_class = tm.dma, tm.span_rows, tm.stretch, tm.row_class
     engine: dict = {}       # tile_cycles by (cb, kh, oh)
     for i, t in enumerate(tiles(n, part)):
         buf, obuf = (i % 2, band % 2) if b.double else (0, 0)
@@ -768,7 +784,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         cw, ww, rw, ew = dma(*wt)
         it = (op_i, x_layout, dims_i, 0, t.g * cg + t.b0 * R, t.o0 * st - pad + t.u0 - xr,
               w0, t.cb, nh, b.nw)
-        ck, wk, rk, ek = dma(*it)
+        ck, wk, rk, ek = dma(*it[:5], row_class(op_i, x_layout, dims_i, it[5], nh), *it[6:])
         ld = [("d", cw * stretch, buf, obuf, True, op_w, tm.pipe(ww, rw), ("w", span(*wt)),
                (t.g, wt), (ww, rw, ew)),
               ("d", ck * stretch, buf, obuf, True, op_i, tm.pipe(wk, rk), ("x", span(*it)),
@@ -782,8 +798,9 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         computes.append(("e", cyc, buf, obuf, False, op_c))
         if t.store:
             st_ = (op_s, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1, t.oh, Q)
-            cs, ws_, rs, es = dma(*st_)
-            rmw = tm.store_rmw(o_layout, dims_o, 0, t.co, t.o0 - lo, 0, t.oh, Q)
+            h0s = row_class(op_s, o_layout, dims_o, t.o0 - lo, t.oh)
+            cs, ws_, rs, es = dma(*st_[:5], h0s, *st_[6:])
+            rmw = tm.store_rmw(o_layout, dims_o, 0, t.co, h0s, 0, t.oh, Q)
             stores.append([("d", cs * stretch, buf, obuf, False, op_s, None, ("o", span(*st_)),
                             rmw)])
             wrd += rmw
