@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -107,6 +108,29 @@ def weight_layout(n) -> Layout:
     (a line a cycle, which then is a word or more)."""
     rows = wbuf_row_lines(n.pe_rows, n.pe_cols, n.wbuf_lines, n.node_bank_bits)
     return Layout.KBLOCK if rows > 1 else Layout.CHWN
+
+
+class _Task(NamedTuple):
+    """One task of a node's task list as the cost model replays it (:func:`schedule`
+    reads the first seven fields): its unit (``"e"`` the engine, ``"d"`` the DMA), busy
+    cycles, buffer halves, whether it is a load, its :class:`Op`, and for the DMA's
+    tasks what the replay needs besides: ``pipe`` (a load that reads,
+    :meth:`NodeTiming.pipe`), ``span`` (its tensor and the rows of its first and last
+    element, :meth:`NodeTiming.span_rows`), ``held`` (a load's identity, what
+    :func:`~.tiling.drop_held` compares), ``counts`` (a load's words, rows and
+    elements) and ``rmw`` (a store's partly covered words)."""
+
+    unit: str
+    dur: float
+    buf: int
+    obuf: int
+    is_load: bool
+    op: int
+    pipe: tuple | None = None
+    span: tuple = ("", None)
+    held: tuple | None = None
+    counts: tuple = (0, 0, 0)
+    rmw: int = 0
 
 
 @dataclass(frozen=True)
@@ -767,7 +791,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     w0 = part.cols[0] * st - pad - xc
 
     wrd = wwr = rows = el = 0.0
-    tasks = []      # (unit, busy cycles, buf, obuf, is a load) in list order
+    tasks: list[_Task] = []     # in list order
     band = 0
     loads, computes, stores = [], [], []
     # (the ops as plain ints: an IntEnum hashes slowly, and the DMA's caches hash them)
@@ -785,24 +809,24 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
         it = (op_i, x_layout, dims_i, 0, t.g * cg + t.b0 * R, t.o0 * st - pad + t.u0 - xr,
               w0, t.cb, nh, b.nw)
         ck, wk, rk, ek = dma(*it[:5], row_class(op_i, x_layout, dims_i, it[5], nh), *it[6:])
-        ld = [("d", cw * stretch, buf, obuf, True, op_w, tm.pipe(ww, rw), ("w", span(*wt)),
-               (t.g, wt), (ww, rw, ew)),
-              ("d", ck * stretch, buf, obuf, True, op_i, tm.pipe(wk, rk), ("x", span(*it)),
-               it, (wk, rk, ek))]
+        ld = [_Task("d", cw * stretch, buf, obuf, True, op_w, tm.pipe(ww, rw),
+                    ("w", span(*wt)), (t.g, wt), (ww, rw, ew)),
+              _Task("d", ck * stretch, buf, obuf, True, op_i, tm.pipe(wk, rk),
+                    ("x", span(*it)), it, (wk, rk, ek))]
         loads.append(ld[::-1] if t.i_first else ld)
         ekey = (t.cb, t.kh, t.oh)
         cyc = engine.get(ekey)
         if cyc is None:
             cyc = engine[ekey] = tile_cycles(pe_rows=R, pe_cols=C, cb=t.cb, kh=t.kh,
                                              kw=part.s, oh=t.oh, ow=Q)
-        computes.append(("e", cyc, buf, obuf, False, op_c))
+        computes.append(_Task("e", cyc, buf, obuf, False, op_c))
         if t.store:
             st_ = (op_s, o_layout, dims_o, 0, t.co, t.o0 - lo, 0, 1, t.oh, Q)
             h0s = row_class(op_s, o_layout, dims_o, t.o0 - lo, t.oh)
             cs, ws_, rs, es = dma(*st_[:5], h0s, *st_[6:])
             rmw = tm.store_rmw(o_layout, dims_o, 0, t.co, h0s, 0, t.oh, Q)
-            stores.append([("d", cs * stretch, buf, obuf, False, op_s, None, ("o", span(*st_)),
-                            rmw)])
+            stores.append([_Task("d", cs * stretch, buf, obuf, False, op_s,
+                                 span=("o", span(*st_)), rmw=rmw)])
             wrd += rmw
             wwr += ws_
             rows += rs
@@ -820,38 +844,36 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     cycles = eng_busy = dma_busy = overlap = 0.0
     n_tasks = 0
     # the runs the task memory cuts the list into (:func:`cut_pieces`), one after another
-    for piece in cut_pieces(tasks, n.task_entries - 1, lambda x: x[5], strict=False):
-        piece = drop_held(piece, lambda x: (x[5], x[2], x[8]) if x[0] == "d" and x[4]
-                          else None)
+    for piece in cut_pieces(tasks, n.task_entries - 1, lambda x: x.op, strict=False):
+        piece = drop_held(piece, lambda x: (x.op, x.buf, x.held) if x.held else None)
         n_tasks += len(piece)
         for x in piece:
-            if x[0] == "d" and x[4]:
-                wrd, rows, el = wrd + x[9][0], rows + x[9][1], el + x[9][2]
+            wrd, rows, el = wrd + x.counts[0], rows + x.counts[1], el + x.counts[2]
         prev = None
         open_row = None     # (tensor, row) the DMA's last access left open
         for k, x in enumerate(piece):
-            if x[0] != "d":
+            if x.unit != "d":
                 continue
-            tensor, rows_ = x[7]
-            if x[4] and prev == op_s:       # a load after a store waits for its writes
+            tensor, rows_ = x.span
+            if x.is_load and prev == op_s:  # a load after a store waits for its writes
                 wait = tm.after_store * tm.stretch      # (its first word that much later)
-                pipe = x[6] and (x[6][0] + wait, *x[6][1:])
-                piece[k] = (x[0], x[1] + wait, *x[2:6], pipe, x[7])
-            elif not x[4] and x[8] and rows_ and open_row == (tensor, rows_[0]):
+                piece[k] = x._replace(dur=x.dur + wait,
+                                      pipe=x.pipe and (x.pipe[0] + wait, *x.pipe[1:]))
+            elif not x.is_load and x.rmw and rows_ and open_row == (tensor, rows_[0]):
                 # a store that reads a word first, in the row the store before left open:
                 # no activation (the store's start constants are measured with the bank
                 # closed, so the precharge is not in them)
-                piece[k] = (x[0], x[1] - tm.first_row * tm.stretch, *x[2:])
+                piece[k] = x._replace(dur=x.dur - tm.first_row * tm.stretch)
                 rows -= 1
-            elif x[4] and x[6] and rows_ and open_row == (tensor, rows_[0]):
+            elif x.is_load and x.pipe and rows_ and open_row == (tensor, rows_[0]):
                 # its first row is open: no precharge or activation, and back to back its
                 # first word follows the last one's by a column gap
                 hit = tm.row * tm.stretch
                 rows -= 1                   # (the row is not activated again)
-                lat, _, bank, _ = x[6]
-                piece[k] = (x[0], x[1] - hit, *x[2:6],
-                            (lat - hit, tm.col_gap * tm.stretch, bank, 0.0), x[7])
-            prev = x[5]
+                lat, _, bank, _ = x.pipe
+                piece[k] = x._replace(dur=x.dur - hit,
+                                      pipe=(lat - hit, tm.col_gap * tm.stretch, bank, 0.0))
+            prev = x.op
             if rows_:
                 open_row = (tensor, rows_[1])
         c_, e_, d_, o_ = schedule(piece)
