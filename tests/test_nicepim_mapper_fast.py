@@ -474,3 +474,36 @@ def test_row_class_costs_what_its_window_costs(preset):
         if op == Op.STORE:
             assert (tm.store_rmw(int(lay), dims, 0, c0, h0, w0, nh, nw)
                     == tm.store_rmw(int(lay), dims, 0, c0, h1, w0, nh, nw)), (a, h0, h1)
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
+def test_part_cost_equals_the_task_by_task_replay(preset):
+    """:func:`~node_model._part_cost` (each distinct task made once, a run's held loads,
+    open rows and dispatch replayed in one pass) equals
+    :func:`~node_model._part_cost_replay` (the task list built and replayed task by
+    task) to the last bit, over random parts in random layouts: double and single
+    buffering, held loads, parts cut into several runs of the task memory."""
+    n = load_config(preset).nicepim
+    tm = node_model.NodeTiming(n)
+    rng = random.Random(SEED + 17)
+    log.info("seed %d", SEED + 17)
+    checked = single = runs = 0
+    while checked < 150 or single < 10:
+        part = _random_part(rng, rng.choice([7, 60, 60 if checked < 150 else 16 * n.obuf_lines]))
+        try:
+            b = blocking(n, part)
+        except CapacityError:
+            continue
+        if (part.k * math.ceil(part.p / b.per_rows) * math.ceil(b.blocks / b.cbs)
+                * math.ceil(part.r / b.kr)) > 200 * n.pe_cols:
+            continue            # slow to replay task by task
+        if checked >= 150 and b.double:
+            continue
+        args = (tm, part, int(rng.choice(mapspace.LAYOUTS)), int(rng.choice(mapspace.LAYOUTS)),
+                int(rng.choice([Layout.KBLOCK, Layout.CHWN, node_model.weight_layout(n)])))
+        fast = node_model._part_cost.__wrapped__(*args)
+        assert fast == node_model._part_cost_replay(*args), args
+        checked += 1
+        single += not b.double
+        runs += fast.tasks > n.task_entries
+    assert runs > 5

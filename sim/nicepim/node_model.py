@@ -772,13 +772,13 @@ def part_cost(n, part: ConvPart, x_layout: int = Layout.NCHW, o_layout: int = La
                       int(w_layout))
 
 
-@functools.lru_cache(maxsize=65536)
-def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
-               w_layout: int) -> NodeCost:
+def _part_cost_replay(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
+                      w_layout: int) -> NodeCost:
     """The modelled cost of the task list :func:`~pimforge.sim.nicepim.rtl_run.part_tasks`
     lowers *part* to (its input sub-tensor in *x_layout*, its output in *o_layout*): its
     tasks in the lowering's order, replayed through the controller's dispatch
-    (:func:`schedule`)."""
+    (:func:`schedule`), task by task as the model describes it. :func:`_part_cost`
+    computes the same numbers faster (and the tests check it against this)."""
     n = tm.n
     R, C = n.pe_rows, n.pe_cols
     b = blocking(n, part)
@@ -887,6 +887,220 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     return NodeCost(engine=eng_busy, dma=dma_only, overhead=cycles - eng_busy - dma_only,
                     refresh=0.0, words_rd=wrd, words_wr=wwr, rows=rows, refreshes=refreshes,
                     elements=el, tasks=n_tasks + 1, macs=macs, dma_busy=dma_busy)
+
+
+@functools.lru_cache(maxsize=65536)
+def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
+               w_layout: int) -> NodeCost:
+    """:func:`_part_cost_replay`'s cost of *part*, the same numbers computed with less
+    work a task: each distinct load, store and tile of the part is made into a task
+    once (by what it depends on besides its buffer halves), the task list is cut into
+    the task memory's runs (:func:`cut_pieces`), and each run's held loads are left
+    out (:func:`~.tiling.drop_held`) and its open rows and dispatch replayed in one pass
+    (:func:`_replay`). Every sum is taken in the same order as there, so the result is
+    equal to the last bit."""
+    n = tm.n
+    R, C = n.pe_rows, n.pe_cols
+    b = blocking(n, part)
+    cg, og = part.c // part.groups, part.k // part.groups
+    ci, hi, wi = part.x_dims
+    xr = part.x_rows[0]
+    st, pad = part.stride, part.pad
+    P, Q, S = part.p, part.q, part.s
+    lo = part.rows[0]
+    w0 = part.cols[0] * st - pad - part.x_cols[0]
+    nw = b.nw
+    double = b.double
+    op_w, op_i, op_s, op_c = int(Op.LOAD_W), int(Op.LOAD_I), int(Op.STORE), int(Op.COMPUTE)
+    dims_w, dims_i, dims_o = (og, cg, part.r, part.s), (1, ci, hi, wi), (1, og, P, Q)
+    dma, span, stretch, row_class = tm.dma, tm.span_rows, tm.stretch, tm.row_class
+    wrd = wwr = rows = el = 0.0
+    # a task: (unit, cycles, buf, obuf, is_load, op, pipe, tensor, its first and last
+    # rows (None: it touches none), held (a load's identity), words, rows, elements,
+    # partly covered words), made once per distinct one
+    w_tasks: dict = {}
+    i_tasks: dict = {}
+    s_tasks: dict = {}
+    c_tasks: dict = {}
+    engine: dict = {}
+    tasks: list = []
+    last_store = None       # (double buffering) the band's store after the next loads
+    band = 0
+    for i, (g, co, o0, oh, b0, cb, u0, kh, store, _, _, i_first) in enumerate(tiles(n, part)):
+        if double:
+            buf, obuf = i % 2, band % 2
+        else:
+            buf = obuf = 0
+        key = (g, co, b0, cb, u0, kh, buf, obuf)
+        tw = w_tasks.get(key)
+        if tw is None:
+            wt = (op_w, w_layout, dims_w, co, b0 * R, u0, 0, cb, kh, S)
+            cw, ww, rw, ew = dma(*wt)
+            tw = w_tasks[key] = ("d", cw * stretch, buf, obuf, True, op_w, tm.pipe(ww, rw),
+                                 "w", span(*wt), key[:6], ww, rw, ew, 0)
+        nh = (oh - 1) * st + kh
+        h0 = o0 * st - pad + u0 - xr
+        key = (g, b0, cb, h0, nh, buf, obuf)
+        ti = i_tasks.get(key)
+        if ti is None:
+            it = (op_i, x_layout, dims_i, 0, g * cg + b0 * R, h0, w0, cb, nh, nw)
+            ck, wk, rk, ek = dma(op_i, x_layout, dims_i, 0, it[4],
+                                 row_class(op_i, x_layout, dims_i, h0, nh), w0, cb, nh, nw)
+            ti = i_tasks[key] = ("d", ck * stretch, buf, obuf, True, op_i, tm.pipe(wk, rk),
+                                 "x", span(*it), key[:5], wk, rk, ek, 0)
+        key = (cb, kh, oh, buf, obuf)
+        tc = c_tasks.get(key)
+        if tc is None:
+            ekey = key[:3]
+            cyc = engine.get(ekey)
+            if cyc is None:
+                cyc = engine[ekey] = tile_cycles(pe_rows=R, pe_cols=C, cb=cb, kh=kh, kw=S,
+                                                 oh=oh, ow=Q)
+            tc = c_tasks[key] = ("e", cyc, buf, obuf, False, op_c, None, "", None, None,
+                                 0, 0, 0, 0)
+        if i_first:
+            tasks += (ti, tw)
+        else:
+            tasks += (tw, ti)
+        if double and last_store is not None:   # the band before's store, behind them
+            tasks.append(last_store)
+            last_store = None
+        tasks.append(tc)
+        if store:
+            key = (co, o0, oh, buf, obuf)
+            ts = s_tasks.get(key)
+            if ts is None:
+                h0s = row_class(op_s, o_layout, dims_o, o0 - lo, oh)
+                cs, ws_, rs, es = dma(op_s, o_layout, dims_o, 0, co, h0s, 0, 1, oh, Q)
+                rmw = tm.store_rmw(o_layout, dims_o, 0, co, h0s, 0, oh, Q)
+                ts = s_tasks[key] = ("d", cs * stretch, buf, obuf, False, op_s, None, "o",
+                                     span(op_s, o_layout, dims_o, 0, co, o0 - lo, 0, 1, oh,
+                                          Q), None, ws_, rs, es, rmw)
+            wrd += ts[13]
+            wwr += ts[10]
+            rows += ts[11]
+            el += ts[12]
+            band += 1
+            if double:
+                last_store = ts
+            else:
+                tasks.append(ts)
+    if last_store is not None:
+        tasks.append(last_store)
+    cycles = eng_busy = dma_busy = overlap = 0.0
+    n_tasks = 0
+    for piece in cut_pieces(tasks, n.task_entries - 1, _op, strict=False):
+        held: dict = {}
+        kept = []
+        for x in piece:
+            h = x[9]
+            if h is not None:
+                hk = (x[5], x[2])
+                if held.get(hk) == h:
+                    continue
+                held[hk] = h
+                wrd, rows, el = wrd + x[10], rows + x[11], el + x[12]
+            kept.append(x)
+        n_tasks += len(kept)
+        c_, e_, d_, o_, hits = _replay(tm, kept)
+        for _ in range(hits):
+            rows -= 1
+        if rows:        # a run starts with the bank closed: its first load precharges nothing
+            c_, d_ = c_ - tm.t.tRP, d_ - tm.t.tRP
+        cycles, eng_busy, dma_busy, overlap = (cycles + c_, eng_busy + e_, dma_busy + d_,
+                                               overlap + o_)
+    macs = part.k * cg * part.r * part.s * P * Q
+    dma_only = dma_busy - overlap
+    refreshes = dma_busy / tm.stretch / tm.tREFI
+    return NodeCost(engine=eng_busy, dma=dma_only, overhead=cycles - eng_busy - dma_only,
+                    refresh=0.0, words_rd=wrd, words_wr=wwr, rows=rows, refreshes=refreshes,
+                    elements=el, tasks=n_tasks + 1, macs=macs, dma_busy=dma_busy)
+
+
+def _op(task: tuple) -> int:
+    return task[5]
+
+
+def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, int]:
+    """:func:`schedule` of one run of :func:`_part_cost`'s tasks, each DMA task first
+    adjusted for what the one before it left (as :func:`_part_cost_replay` does: a load
+    after a store waits for its writes, a load or a read-modify-writing store that finds
+    its first row open neither precharges nor activates it), and the number of row
+    activations so saved."""
+    op_s = int(Op.STORE)
+    wait = tm.after_store * tm.stretch
+    hit_rmw = tm.first_row * tm.stretch
+    hit = tm.row * tm.stretch
+    hit_gap = tm.col_gap * tm.stretch
+    hits = 0
+    prev = None
+    open_tensor = open_row = None   # the row the DMA's last access left open
+    t = 0.0                 # the cycle the next task is fetched in
+    eng_free = dma_free = 0.0
+    eng_buf = eng_obuf = dma_obuf = -1
+    dma_load = False
+    dma_pipe = None         # the running load's (latency, gap, bank, tRC), if it reads
+    dma_words = 0.0         # the cycle the running load's last word comes
+    dma_first = 0.0         # ... and its first
+    dma_issued = 0.0        # the cycle its issue walk is done
+    e_spans: list = []
+    d_spans: list = []
+    for unit, dur, buf, obuf, is_load, op, pipe, tensor, rows_, _, _, _, _, rmw in tasks:
+        d = t + 1
+        if unit == "d":
+            if is_load and prev == op_s:        # (see _part_cost_replay)
+                dur = dur + wait
+                pipe = pipe and (pipe[0] + wait, *pipe[1:])
+            elif (not is_load and rmw and rows_ and open_tensor == tensor
+                  and open_row == rows_[0]):
+                dur = dur - hit_rmw
+                hits += 1
+            elif (is_load and pipe and rows_ and open_tensor == tensor
+                  and open_row == rows_[0]):
+                hits += 1
+                dur = dur - hit
+                pipe = (pipe[0] - hit, hit_gap, pipe[2], 0.0)
+            prev = op
+            if rows_:
+                open_tensor, open_row = tensor, rows_[1]
+            back = is_load and dma_pipe is not None and pipe is not None
+            d = max(d, dma_issued if back else dma_free)
+            if (eng_buf == buf) if is_load else (eng_obuf == obuf):
+                d = max(d, eng_free)
+            if back and d + 1 < dma_free:
+                lat, gap, bank, rc = pipe
+                first = max(dma_words + gap, dma_first + rc, d + 1 + lat)
+                start, end = dma_free, max(dma_free, first) + dur - lat
+                dma_first, dma_words = first, first + bank
+            else:
+                start, end = d + 1, d + 1 + dur
+                if pipe is not None:
+                    dma_first = d + 1 + pipe[0]
+                    dma_words = dma_first + pipe[2]
+            dma_free, dma_obuf, dma_load = end, obuf, is_load
+            dma_pipe = pipe if is_load else None
+            if pipe is not None:    # its issue walk, from its dispatch at its stream's pace
+                dma_issued = d + 1 + dur - pipe[0]
+            d_spans.append((start, end))
+        else:
+            d = max(d, eng_free)
+            if dma_load or dma_obuf == obuf:
+                d = max(d, dma_free)
+            eng_free, eng_buf, eng_obuf = d + 1 + dur, buf, obuf
+            e_spans.append((d + 1, d + 1 + dur))
+        t = d + 1
+    end = max(t + 1, eng_free, dma_free)
+    # both busy: the overlap of the engine's and the DMA's (ordered, disjoint) spans
+    both, k = 0.0, 0
+    for a, b_ in e_spans:
+        while k < len(d_spans) and d_spans[k][1] <= a:
+            k += 1
+        j = k
+        while j < len(d_spans) and d_spans[j][0] < b_:
+            both += min(b_, d_spans[j][1]) - max(a, d_spans[j][0])
+            j += 1
+    return (end + 1, sum(b_ - a for a, b_ in e_spans), sum(b_ - a for a, b_ in d_spans), both,
+            hits)
 
 
 def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
