@@ -507,3 +507,81 @@ def test_part_cost_equals_the_task_by_task_replay(preset):
         single += not b.double
         runs += fast.tasks > n.task_entries
     assert runs > 5
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_word_class_counts_what_its_window_counts(preset):
+    """A task whose window is moved up by whole DRAM words of its tensor's row stride
+    (:meth:`~node_model.NodeTiming.word_class`, what the groups and partly covered words
+    are cached by) reads and writes the same words in as many groups and partly covered
+    words, over random loads and stores in every layout (each count on a fresh model: no
+    cache shared between the two windows)."""
+    n = load_config(preset).nicepim
+    dma = node_model.NodeTiming.dma.__wrapped__
+    groups = node_model.NodeTiming.groups.__wrapped__
+    store_rmw = node_model.NodeTiming.store_rmw.__wrapped__
+    rng = random.Random(SEED + 19)
+    log.info("seed %d", SEED + 19)
+    moved = 0
+    while moved < 200:
+        tm = node_model.NodeTiming(n)
+        op = rng.choice([Op.LOAD_I, Op.STORE])
+        lay = rng.choice([Layout.NCHW, Layout.NHWC, Layout.NCHWC8])
+        dc = rng.choice([3, 8, 16, 24, 40, 64, 128])
+        dh, dw = rng.randint(20, 300), rng.randint(1, 60)
+        nh, nw = rng.randint(1, 8), rng.randint(1, dw + 1)
+        h0 = rng.randint(1, dh - nh)
+        c0, cb = rng.randint(0, dc - 1), (rng.randint(1, 4) if op == Op.LOAD_I else 1)
+        w0 = rng.randint(-1, max(0, dw - nw))
+        dims = (1, dc, dh, dw)
+        h1 = tm.word_class(int(op), int(lay), dims, h0, nh)
+        if h1 == h0:
+            continue
+        moved += 1
+        a = (int(op), int(lay), dims, 0, c0)
+        assert (dma(tm, *a, h0, w0, cb, nh, nw)[1]
+                == dma(node_model.NodeTiming(n), *a, h1, w0, cb, nh, nw)[1]), (a, h0, h1)
+        assert (groups(tm, *a, h0, w0, cb, nh, nw)
+                == groups(tm, *a, h1, w0, cb, nh, nw)), (a, h0, h1)
+        if op == Op.STORE:
+            assert (store_rmw(tm, int(lay), dims, 0, c0, h0, w0, nh, nw)
+                    == store_rmw(tm, int(lay), dims, 0, c0, h1, w0, nh, nw)), (a, h0, h1)
+
+
+def test_memoized_walk_counts_equal_the_run_by_run_count():
+    """:func:`~node_model._walk_units_memo` (a forward walk's first to last unit, else a
+    count kept by the offsets modulo the unit) equals :func:`~node_model._walk_units`'
+    run-by-run count for random walks: one or several, forward and restarting, short
+    (counted in Python) and long (numpy), gaps around a unit, offsets anywhere, the
+    same walks at many offsets sharing one memo."""
+    rng = random.Random(SEED + 23)
+    log.info("seed %d", SEED + 23)
+    memo: dict = {}
+    found = kept = 0
+    shapes = []
+    for _ in range(300):
+        U = rng.choice([4, 8, 64, 128])
+        walks = []
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            L = rng.randint(1, 2 * U)
+            lv, ext = [], L
+            for _ in range(rng.randint(0, 3)):
+                cnt = rng.randint(2, 12)
+                step = rng.choice([0, 1, U - 1, U, U + 1, rng.randint(-ext, 3 * U)])
+                stride = max(1, ext + step)
+                lv.append((cnt, stride))
+                ext += (cnt - 1) * stride
+            walks.append((L, tuple(lv), rng.randint(0, 5 * U)))
+        shapes.append((U, walks))
+    for U, walks in shapes * 3:
+        shift = rng.randint(0, 40) * U + rng.choice([0, 0, rng.randint(0, U - 1)])
+        walks = [(L, lv, off + shift) for L, lv, off in walks]
+        V = U * rng.choice([1, 2, 8])
+        want = node_model._walk_units(walks, U, V)
+        before = len(memo)
+        got = (node_model._walk_units_memo(walks, U, memo),
+               node_model._walk_units_memo(walks, V, memo))
+        assert got == want, (walks, U, V)
+        found += len(memo) == before
+        kept += len(memo) > before
+    assert found > 50 and kept > 50

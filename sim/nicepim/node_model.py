@@ -265,6 +265,49 @@ def _walk_units(walks: list[tuple[int, tuple, int]], U: int, V: int) -> tuple[in
     return nu, nv
 
 
+def _walk_count(walks: tuple, U: int) -> int:
+    """:func:`_walk_units`' count for units of ``U`` elements alone."""
+    if sum(math.prod(c for c, _ in lv) for _, lv, _ in walks) > PYTHON_RUNS:
+        starts = [_starts(L, lv, off) for L, lv, off in walks]
+        lengths = np.concatenate([np.full(len(st), L) for st, (L, _, _) in
+                                  zip(starts, walks, strict=True)])
+        return _exact(np.concatenate(starts), lengths, U)
+    nu = 0
+    pu = None
+    for L, lv, off in walks:
+        starts = [off]
+        for cnt, stride in lv:          # inner first: the inner index varies fastest
+            starts = [s + i * stride for i in range(cnt) for s in starts]
+        for st in starts:
+            fu, lu = st // U, (st + L - 1) // U
+            nu += lu - fu + (fu != pu)
+            pu = lu
+    return nu
+
+
+def _walk_units_memo(walks: list[tuple[int, tuple, int]], U: int, memo: dict) -> int:
+    """:func:`_walk_units`' count for units of ``U`` elements, the same number found with
+    less work: a single walk that only moves forward and skips less than a unit at each
+    step touches every unit from its first element's to its last one's; else the count
+    depends on the offsets only modulo ``U`` (all moved by whole units, every unit index
+    moves alike), and *memo* keeps it by the walks moved to the first one's unit."""
+    if len(walks) == 1:
+        L, lv, off = walks[0]
+        ext = L                         # elements from the first run's start to the end
+        for cnt, stride in lv:
+            if not 0 <= stride - ext < U:
+                break
+            ext += (cnt - 1) * stride
+        else:
+            return (off + ext - 1) // U - off // U + 1
+    base = walks[0][2] // U * U
+    key = (U, tuple((L, lv, off - base) for L, lv, off in walks))
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = _walk_count(key[1], U)
+    return got
+
+
 def _partial_visits(L: int, levels: tuple, off: int, U: int) -> int:
     """Visits to a unit of ``U`` elements (consecutive elements of the walk in one unit)
     that cover fewer than ``U`` elements, by the walk of runs of ``L`` at ``off`` repeated
@@ -323,6 +366,7 @@ class NodeTiming:
 
     def __init__(self, n):
         self.n = n
+        self._walks: dict = {}      # walks' unit counts (:func:`_walk_units_memo`)
         t = resolve_timing(n.timing, n.tck_ns)
         self.word = t.rd_latency + 4
         self.write = t.tCWL + t.tBL + t.tWTR
@@ -512,8 +556,9 @@ class NodeTiming:
         words = rows = 0.0
         runs = sum(math.prod(c for c, _ in lv) for _, lv, _, _ in seqs)
         if seqs and runs <= EXACT_RUNS:
-            words, rows = _walk_units([(*_fold(L, lv), off) for L, lv, off, _ in seqs],
-                                      per, row_el)
+            walks = [(*_fold(L, lv), off) for L, lv, off, _ in seqs]
+            words = _walk_units_memo(walks, per, self._walks)
+            rows = _walk_units_memo(walks, row_el, self._walks)
         else:
             for L, levels, off, monotonic in seqs:
                 if monotonic:
@@ -529,9 +574,11 @@ class NodeTiming:
             # planes, and so rows, every few words, but the bank controller serves the
             # reads in flight row by row (FR-FCFS): a row per plane each DMA_INFLIGHT reads
             rows = min(rows, -(-words // DMA_INFLIGHT) * restarts)
-        groups = self.groups(op, layout, dims, n0, c0, h0, w0, cb, nh, nw)
+        # (groups and partly covered words count words: the same in every word class)
+        hw = self.word_class(op, layout, dims, h0, nh) if op != Op.LOAD_W else h0
+        groups = self.groups(op, layout, dims, n0, c0, hw, w0, cb, nh, nw)
         if op == Op.STORE:
-            rmw = self.store_rmw(layout, dims, n0, c0, h0, w0, nh, nw)
+            rmw = self.store_rmw(layout, dims, n0, c0, hw, w0, nh, nw)
             cyc = max(groups, self.col_gap * words) + STORE_START + rmw * STORE_RMW
         else:
             # (the row the task before left open is precharged first)
@@ -554,6 +601,19 @@ class NodeTiming:
         row_el = self.row_words * (self.word_bits // (PSUM_BITS if op == Op.STORE
                                                       else DATA_BITS))
         return h0 % (row_el // math.gcd(row_el, stride))
+
+    def word_class(self, op: int, layout: int, dims: tuple[int, int, int, int], h0: int,
+                   nh: int) -> int:
+        """:meth:`row_class` for what counts DRAM words alone (a task's words, groups and
+        partly covered words): the first row *h0* of a window inside its tensor's rows,
+        moved up by whole periods of the row stride that are whole DRAM words."""
+        if h0 <= 0 or h0 + nh > dims[2]:
+            return h0
+        _, dc, _, dw = dims
+        stride = dw * (dc if layout == Layout.NHWC else C_BLOCK if layout == Layout.NCHWC8
+                       else 1)
+        per = self.word_bits // (PSUM_BITS if op == Op.STORE else DATA_BITS)
+        return h0 % (per // math.gcd(per, stride))
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019
     def span_rows(self, op: int, layout: int, dims: tuple[int, int, int, int], n0: int,
@@ -972,7 +1032,8 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
             if ts is None:
                 h0s = row_class(op_s, o_layout, dims_o, o0 - lo, oh)
                 cs, ws_, rs, es = dma(op_s, o_layout, dims_o, 0, co, h0s, 0, 1, oh, Q)
-                rmw = tm.store_rmw(o_layout, dims_o, 0, co, h0s, 0, oh, Q)
+                rmw = tm.store_rmw(o_layout, dims_o, 0, co,
+                                   tm.word_class(op_s, o_layout, dims_o, o0 - lo, oh), 0, oh, Q)
                 ts = s_tasks[key] = ("d", cs * stretch, buf, obuf, False, op_s, None, "o",
                                      span(op_s, o_layout, dims_o, 0, co, o0 - lo, 0, 1, oh,
                                           Q), None, ws_, rs, es, rmw)
