@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from operator import itemgetter
 
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.engine import tile_cycles
@@ -503,7 +504,7 @@ class NodeModel:
                 except CapacityError:
                     node = b = -math.inf    # the task list decides (it may still fit)
             order.append((b, i, part, node))
-        order.sort(key=lambda t: (t[0], t[1]))
+        order.sort(key=itemgetter(0, 1))
         got = self._ranked[key] = RankedLMs(self, lay, wr, layout_in, layout_out, share,
                                             order)
         return got
