@@ -548,14 +548,22 @@ def test_word_class_counts_what_its_window_counts(preset):
                     == store_rmw(tm, int(lay), dims, 0, c0, h1, w0, nh, nw)), (a, h0, h1)
 
 
-def test_memoized_walk_counts_equal_the_run_by_run_count():
-    """:func:`~node_model._walk_units_memo` (a forward walk's first to last unit, else a
-    count kept by the offsets modulo the unit) equals :func:`~node_model._walk_units`'
-    run-by-run count for random walks: one or several, forward and restarting, short
-    (counted in Python) and long (numpy), gaps around a unit, offsets anywhere, the
-    same walks at many offsets sharing one memo."""
+def test_memoized_walk_counts_equal_the_run_by_run_count(monkeypatch):
+    """:func:`~node_model._walk_units_memo` (a forward walk's first to last unit, a walk
+    whose runs share no unit summed in closed form, else a count kept by the offsets
+    modulo the unit) equals :func:`~node_model._walk_units`' run-by-run count for random
+    walks: one or several, forward and restarting, short (counted in Python) and long
+    (numpy), gaps around a unit, offsets anywhere, the same walks at many offsets
+    sharing one memo."""
+    sums = []
+    floor_sum = node_model._floor_sum
+    monkeypatch.setattr(node_model, "_floor_sum", lambda *a: sums.append(a) or floor_sum(*a))
     rng = random.Random(SEED + 23)
     log.info("seed %d", SEED + 23)
+    for _ in range(2000):
+        n, m, a, b = (rng.randint(0, 40), rng.randint(1, 200), rng.randint(0, 900),
+                      rng.randint(-900, 3000))
+        assert floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n)), (n, m, a, b)
     memo: dict = {}
     found = kept = 0
     shapes = []
@@ -584,4 +592,4 @@ def test_memoized_walk_counts_equal_the_run_by_run_count():
         assert got == want, (walks, U, V)
         found += len(memo) == before
         kept += len(memo) > before
-    assert found > 50 and kept > 50
+    assert found > 50 and kept > 50 and len(sums) > 100

@@ -285,6 +285,31 @@ def _walk_count(walks: tuple, U: int) -> int:
     return nu
 
 
+#: A walk whose runs share no unit is counted in closed form along one level when its
+#: other levels make at most this many starts.
+FOLD_BASES = 16
+
+
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """``sum(floor((a * i + b) / m) for i in range(n))`` for ``a >= 0``, ``m > 0``, in
+    O(log m) steps (the Euclidean-like reduction)."""
+    q, b = divmod(b, m)
+    total = n * q
+    while n:
+        if a >= m:
+            total += n * (n - 1) // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y = a * n + b
+        if y < m:
+            break
+        n, b = divmod(y, m)
+        m, a = a, m
+    return total
+
+
 def _walk_units_memo(walks: list[tuple[int, tuple, int]], U: int, memo: dict) -> int:
     """:func:`_walk_units`' count for units of ``U`` elements, the same number found with
     less work: a single walk that only moves forward and skips less than a unit at each
@@ -293,13 +318,26 @@ def _walk_units_memo(walks: list[tuple[int, tuple, int]], U: int, memo: dict) ->
     moves alike), and *memo* keeps it by the walks moved to the first one's unit."""
     if len(walks) == 1:
         L, lv, off = walks[0]
-        ext = L                         # elements from the first run's start to the end
-        for cnt, stride in lv:
-            if not 0 <= stride - ext < U:
-                break
-            ext += (cnt - 1) * stride
-        else:
+        ext, k = L, 0                   # elements from the first run's start to the end
+        while k < len(lv) and 0 <= lv[k][1] - ext < U:
+            ext += (lv[k][0] - 1) * lv[k][1]
+            k += 1
+        if k == len(lv):
             return (off + ext - 1) // U - off // U + 1
+        # the levels folded so far touch every unit from their first element to their
+        # last, like one run of ext elements; where no two consecutive such runs can
+        # share a unit (:func:`_apart`), the count is each run's units, summed over
+        # the runs in closed form along the longest level
+        outer = lv[k:]
+        if _apart(ext, outer, U):
+            i = max(range(len(outer)), key=lambda j: outer[j][0])
+            cnt, stride = outer[i]
+            bases = [off]
+            for c, st in outer[:i] + outer[i + 1:]:
+                bases = [b + j * st for j in range(c) for b in bases]
+            if len(bases) <= FOLD_BASES:
+                return sum(_floor_sum(cnt, U, stride, b + ext - 1)
+                           - _floor_sum(cnt, U, stride, b) + cnt for b in bases)
     base = walks[0][2] // U * U
     key = (U, tuple((L, lv, off - base) for L, lv, off in walks))
     got = memo.get(key)
