@@ -593,3 +593,17 @@ def test_memoized_walk_counts_equal_the_run_by_run_count(monkeypatch):
         found += len(memo) == before
         kept += len(memo) > before
     assert found > 50 and kept > 50 and len(sums) > 100
+
+
+def test_movement_clip_equals_numpys_clip():
+    """:func:`~movement._clip` (the home boxes' bounds) gives numpy's ``clip``: the same
+    values and dtype, bounds crossed or not."""
+    import numpy as np
+
+    rng = random.Random(SEED + 29)
+    log.info("seed %d", SEED + 29)
+    for _ in range(500):
+        a = np.array([rng.randint(-60, 60) for _ in range(rng.randint(0, 20))], dtype=np.int64)
+        lo, hi = rng.randint(-10, 10), rng.randint(-10, 40)
+        want, got = np.clip(a, lo, hi), movement._clip(a, lo, hi)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), (a, lo, hi)
