@@ -607,3 +607,19 @@ def test_movement_clip_equals_numpys_clip():
         lo, hi = rng.randint(-10, 10), rng.randint(-10, 40)
         want, got = np.clip(a, lo, hi), movement._clip(a, lo, hi)
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), (a, lo, hi)
+
+
+def test_memoized_parse_partition_equals_a_fresh_parse():
+    """:func:`~mapspace.parse_partition` (memoized) gives partitions equal to a fresh
+    parse of the same text, with the same hash, sizes and text, for every LM of a few
+    layers (the memo shares immutable objects only)."""
+    lay = nets.network("resnet152").layers[5]
+    for h, w in ((4, 4), (2, 4), (1, 1)):
+        for part in mapspace.layer_partitions(lay, h, w):
+            for alt in mapspace.orders(part):
+                text = str(alt)
+                got = mapspace.parse_partition(text)
+                fresh = mapspace.parse_partition.__wrapped__(text)
+                assert got is mapspace.parse_partition(text)
+                assert (got == fresh and hash(got) == hash(fresh) and got.sizes == fresh.sizes
+                        and str(got) == str(fresh) == text), text

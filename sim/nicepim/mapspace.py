@@ -161,10 +161,12 @@ def _layer_partitions(macs: bool, n: int, k: int, p: int, q: int, c: int, h: int
     return every if macs else tuple(pt for pt in every if pt.parts("c") == 1)
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_partition(text: str) -> Partition:
     """The :class:`Partition` of a mapping's ``partition`` text (``"K2x1 Q1x2"``: the
     split loops in ``P_order`` with their row and column parts, or ``"whole"``:
-    nothing split), as :meth:`Mapping.to_json` writes it.
+    nothing split), as :meth:`Mapping.to_json` writes it. Memoized (a partition is
+    immutable): the mapper reads every layer's partition back in each iteration.
 
     Raises
     ------

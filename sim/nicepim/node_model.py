@@ -1144,6 +1144,8 @@ def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, in
     dma_issued = 0.0        # the cycle its issue walk is done
     e_spans: list = []
     d_spans: list = []
+    e_busy: list = []       # each span's length, for the sums (in the same order)
+    d_busy: list = []
     for unit, dur, buf, obuf, is_load, op, pipe, tensor, rows_, _, _, _, _, rmw in tasks:
         d = t + 1
         if unit == "d":
@@ -1181,12 +1183,16 @@ def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, in
             if pipe is not None:    # its issue walk, from its dispatch at its stream's pace
                 dma_issued = d + 1 + dur - pipe[0]
             d_spans.append((start, end))
+            d_busy.append(end - start)
         else:
             d = max(d, eng_free)
             if dma_load or dma_obuf == obuf:
                 d = max(d, dma_free)
             eng_free, eng_buf, eng_obuf = d + 1 + dur, buf, obuf
-            e_spans.append((d + 1, d + 1 + dur))
+            a = d + 1
+            b_ = a + dur
+            e_spans.append((a, b_))
+            e_busy.append(b_ - a)
         t = d + 1
     end = max(t + 1, eng_free, dma_free)
     # both busy: the overlap of the engine's and the DMA's (ordered, disjoint) spans
@@ -1198,8 +1204,7 @@ def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, in
         while j < len(d_spans) and d_spans[j][0] < b_:
             both += min(b_, d_spans[j][1]) - max(a, d_spans[j][0])
             j += 1
-    return (end + 1, sum(b_ - a for a, b_ in e_spans), sum(b_ - a for a, b_ in d_spans), both,
-            hits)
+    return end + 1, sum(e_busy), sum(d_busy), both, hits
 
 
 def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
