@@ -11,8 +11,8 @@ function from one IR value to the next that prints as text (``pimforge compile i
    constants (:func:`.lower.lay_out`);
 4. ``select``: every vault's kernels as instructions and basic blocks on virtual
    registers (:func:`.lower.select`, :mod:`.lower_grid`, :mod:`.lower_hist`, :mod:`.emit`);
-5. ``preschedule``: windows of unrolled iterations ordered by Algorithm 1 on virtual
-   registers (:mod:`.backend`);
+5. ``preschedule``: windows of unrolled iterations and software-pipelined loops ordered
+   by Algorithm 1 on virtual registers (:mod:`.backend`);
 6. ``regalloc``: DataRF registers allocated (:mod:`.backend`);
 7. ``reorder``: Algorithm 1 on the allocated blocks (:mod:`.backend`);
 8. ``assemble``: every vault's program, repeated stages folded into loops

@@ -27,7 +27,8 @@ Memory-order enforcement
     of consecutive memory instructions" (the request queue is slower than the issue)
     and keeps the bank accesses in the order of the input program (row-buffer
     locality). Here a bank instruction is not ready before :func:`mem_gap` slots after
-    the one scheduled before it, and a window of unrolled iterations
+    the one scheduled before it (the bank's column gap, or the time its request queue
+    takes to free a slot where that is longer), and a window of unrolled iterations
     (:func:`preschedule`) keeps its bank accesses in the order of the software-pipelined
     program: the loads of iteration ``k + 1``, then the stores of iteration ``k``,
     each group in program order. (A chain over every bank access of the program in
@@ -47,6 +48,18 @@ Windows of iterations
     ordered by Algorithm 1 on its virtual registers with at most the DataRF's free
     entries live (:func:`preschedule`), then allocated in that order (``max``: the
     entry free the longest).
+Software-pipelined loops
+    A loop's trips are overlapped the same way (:meth:`~.emit.Builder._pipelined`
+    builds them): one block of a prologue (trip 0's loads, trip 0's computation, trip
+    1's loads), the loop's body (the stores of trip ``k - 1``, the computation of trip
+    ``k``, the loads of trip ``k + 1``) and an epilogue, each part ordered by Algorithm 1
+    on virtual registers (:func:`preschedule_parts`; a store issues once its time has
+    come, spaced by :func:`store_gap`, since the core lets only one store through a
+    pointer be in flight). A value keeps one DataRF entry in all three parts; liveness
+    over the loop's control flow (the body falls into itself and the epilogue) gives
+    the stretches it holds it, so a value carried to the next trip frees its entry
+    between its last read and its reload, and the others use it then
+    (:func:`allocate_loop`).
 Passes
     The compiler's ``preschedule``, ``regalloc`` and ``reorder`` passes
     (:mod:`pimforge.sim.ipim.passes`) apply :func:`preschedule_block`,
@@ -66,8 +79,10 @@ from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesse
 from .lang import CompileError
 
 __all__ = ["Block", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
-           "allocate_block", "bank_span", "block_key", "code_len", "dependency_graph", "may_alias",
-           "mem_gap", "preschedule_block", "reorder", "reorder_block", "schedule_block"]
+           "allocate_block", "allocate_loop", "bank_span", "bank_turnaround", "block_key",
+           "code_len", "dependency_graph", "may_alias", "mem_gap",
+           "preschedule_block", "preschedule_parts", "reorder", "reorder_block",
+           "schedule_block", "store_gap"]
 
 
 @dataclass(frozen=True)
@@ -77,12 +92,16 @@ class Options:
     order: no loads hoisted before the computation, so that Fig. 12's ``baseline1``
     and ``baseline3`` are the program as lowered); ``unroll``: unroll a kernel into
     direct addresses where its code fits a quarter of the program memory (the
-    lowering falls back to loops for the whole program when it does not fit)."""
+    lowering falls back to loops for the whole program when it does not fit);
+    ``pipeline``: with ``reorder``, software-pipeline the innermost loops (the loads of
+    trip k + 1 and the stores of trip k - 1 beside trip k's computation, where the
+    loop allows it and the program memory holds it)."""
 
     regalloc: str = "max"
     reorder: bool = True
     mem_order: bool = True
     unroll: bool = True
+    pipeline: bool = True
 
     def __post_init__(self):
         if self.regalloc not in ("max", "min"):
@@ -391,12 +410,36 @@ def _graph(prog: list[Instr], ranges: dict[int, tuple[int, int]] | None = None,
     return succ
 
 
+#: Cycles a bank access holds its request slot beyond the DRAM's ``tCL + tBL``: its hop
+#: into the controller's queue, its response through the PE's completion port and the
+#: slot's release (measured on the PE's RTL: a read issues 19 cycles after the read
+#: whose slot it takes, at tCL 14 and tBL 2).
+SLOT_OVERHEAD = 3
+
+
+def bank_turnaround(ip) -> int:
+    """Cycles a bank access holds its request slot (a write is acknowledged with a
+    read's latency)."""
+    t = ip.timing
+    return int(-(-(t.tCL + t.tBL) // ip.tck_ns)) + SLOT_OVERHEAD
+
+
 def mem_gap(ip) -> int:
     """Memory-order enforcement's spacing of bank instructions, in issue slots: a bank
     starts at most one access per ``tCCD`` (row hits), so a bank instruction issued
     sooner after the one before only waits in the request queue, where a full queue
     blocks the in-order core."""
     return max(1, round(ip.timing.tCCD / ip.tck_ns))
+
+
+def store_gap(ip) -> int:
+    """Issue slots between a store through a pointer and the next bank access in a
+    pipelined loop. The core's hazard check treats an indirect access as touching the
+    whole bank, so such a store issues only once the bank access before it is done,
+    and an access after it waits for it: each takes :func:`bank_turnaround` and the two
+    cycles of its issue and dispatch (measured: the WR commands of a run of them are 21
+    cycles apart)."""
+    return max(mem_gap(ip), bank_turnaround(ip) + 2)
 
 
 def reorder(prog: list[Instr], ip, mem_order: bool,
@@ -486,7 +529,8 @@ def _virtual_accesses(vi: VInstr):
 
 def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
                 ranges: dict[int, tuple[int, int]] | None = None,
-                its: list[int] | None = None) -> list[VInstr]:
+                its: list[int] | None = None, live_in: frozenset = frozenset(),
+                held: frozenset = frozenset(), stores_due: bool = False) -> list[VInstr]:
     """Algorithm 1 on the virtual registers of a window of iterations, before register
     allocation, keeping at most *regs* values live.
 
@@ -496,7 +540,13 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
     whole bank access. On virtual registers there is no such anti-dependency; the
     bound on live values takes its place, so that the allocation that follows fits the
     DataRF: an instruction that makes a value live waits while *regs* are live,
-    unless nothing else is ready.
+    unless nothing else is ready. *live_in*: values live at the block's start (defined
+    before it); *held*: values that stay live once written, read or not (a loop's values
+    carried to its next trip). *stores_due*: a store issues as soon as its time has come,
+    as a load does, and the next bank access waits :func:`store_gap` slots after it (the
+    core orders stores through pointers one after the other, each waiting for the one
+    before to be written: a run of them at a block's end stalls the core for the whole
+    run, while spread among the computation they cost nothing).
     """
     n = len(block)
     rw = [_virtual_accesses(vi) for vi in block]
@@ -538,20 +588,23 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
             uses_left[v] = uses_left.get(v, 0) + 1
     defs = [set(vi.defs()) for vi in block]
     uses = [set(vi.uses()) for vi in block]
-    live: set[int] = set()
+    live: set[int] = {v for v in live_in if uses_left.get(v, 0) > 0}
     T = [0] * n
     lat = [latency(vi.ins, ip) for vi in block]
     is_dram = [vi.ins.opcode in _DRAM_OPS for vi in block]
     is_load = [vi.ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM) for vi in block]
     is_store = [vi.ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM) for vi in block]
     gap = mem_gap(ip) if mem_order else 0
+    sgap = store_gap(ip) if mem_order and stores_due else gap
     next_mem = 0
     ready = [i for i in range(n) if indeg[i] == 0]
     out: list[VInstr] = []
+    due = [a or (stores_due and b) for a, b in zip(is_load, is_store)]
 
     def grows(i: int) -> int:
         new = len(defs[i] - live - uses[i]) if defs[i] else 0
-        freed = sum(1 for v in uses[i] if uses_left.get(v, 0) == 1 and v not in defs[i])
+        freed = sum(1 for v in uses[i] if uses_left.get(v, 0) == 1 and v not in defs[i]
+                    and v in live)
         return new - freed
 
     for step in range(n):
@@ -560,22 +613,23 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
         cands = ready
         if len(live) >= regs:
             cands = [i for i in ready if grows(i) <= 0] or ready
-        loads = [i for i in cands if is_load[i] and t(i) <= step]
+        loads = [i for i in cands if due[i] and t(i) <= step]
         pick = min(loads) if loads else min(cands, key=lambda i: (is_store[i], t(i), i))
         ready.remove(pick)
         out.append(block[pick])
         T[pick] = max(T[pick], step)
         if is_dram[pick]:
-            next_mem = max(step, next_mem) + gap
+            next_mem = max(step, next_mem) + (sgap if is_store[pick] else gap)
         for v in uses[pick]:
             uses_left[v] -= 1
             if uses_left[v] == 0:
                 live.discard(v)
         for v in defs[pick]:
-            if uses_left.get(v, 0) > 0:
+            if uses_left.get(v, 0) > 0 or v in held:
                 live.add(v)
         for j in succ[pick]:
-            T[j] = max(T[j], T[pick] + (gap or 1 if (pick, j) in order_only else lat[pick]))
+            T[j] = max(T[j], T[pick] + ((sgap if is_store[pick] else gap) or 1
+                                        if (pick, j) in order_only else lat[pick]))
             indeg[j] -= 1
             if indeg[j] == 0:
                 ready.append(j)
@@ -585,19 +639,205 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
 _CACHE: dict = {}
 
 
+def _liveness(block: list[VInstr], parts: tuple[int, ...]) -> tuple[set[int], set[int]]:
+    """The values live into a pipelined loop's body and into its epilogue (the prologue
+    falls into the body, the body into itself and the epilogue)."""
+    p0, _, nb, _, _ = parts
+    b0, b1 = p0 + 2, p0 + 2 + nb
+    epi_in = _live_in(block, b1 + 2, len(block), set())
+    body_in: set[int] = set()
+    for _ in range(3):          # a single loop: the second pass settles it
+        body_in = _live_in(block, b0, b1, body_in | epi_in)
+    pro_in = _live_in(block, 0, p0, body_in)
+    if pro_in:
+        raise CompileError(f"virtual registers {sorted(pro_in)} are read before they are "
+                           "written")
+    return body_in, epi_in
+
+
+def _live_in(block: list[VInstr], lo: int, hi: int, out: set[int]) -> set[int]:
+    live = set(out)
+    for i in range(hi - 1, lo - 1, -1):
+        vi = block[i]
+        live -= set(vi.defs()) - set(vi.uses())
+        live |= set(vi.uses())
+    return live
+
+
+def preschedule_parts(block: list[VInstr], parts: tuple[int, ...], ip, mem_order: bool,
+                      regs: int, ranges: dict[int, tuple[int, int]] | None = None,
+                      window: list[int] | None = None) -> list[VInstr]:
+    """A software-pipelined loop ordered part by part (:func:`preschedule`).
+
+    The block is the prologue (trip 0's loads), the loop's two set-up instructions, the
+    body (trip k's computation and stores, then trip k + 1's loads into the same
+    virtual registers: each such load waits for the last read of the value it
+    replaces), the loop's latch and the epilogue (the last trip's computation and
+    stores); *parts* are their lengths. The loop instructions stay where they are.
+    The loaded values stay in their registers through the whole loop, so the other
+    values of each part have the entries they do not hold. *window*: ``1`` for the body's
+    loads of the next trip, so that memory-order enforcement puts them before the
+    trip's stores (:func:`preschedule`)."""
+    body_in, epi_in = (frozenset(x) for x in _liveness(block, parts))
+    if len(body_in) >= regs:
+        raise CompileError(f"a pipelined loop carries {len(body_in)} values, and "
+                           f"{regs} DataRF entries are free")
+    live_in = (frozenset(), None, body_in, None, epi_in)
+    held = (body_in, None, body_in, None, frozenset())
+    out: list[VInstr] = []
+    pos = 0
+    for n, length in enumerate(parts):
+        part = block[pos:pos + length]
+        if n % 2:
+            out += part
+        else:
+            its = None if window is None else list(window[pos:pos + length])
+            out += preschedule(part, ip, mem_order, regs, ranges,
+                               its if its and max(its) else None,
+                               live_in=live_in[n], held=held[n], stores_due=True)
+        pos += length
+    return out
+
+
+def _loop_segments(block: list[VInstr], parts: tuple[int, ...]
+                   ) -> dict[int, list[tuple[int, int]]]:
+    """Where each virtual register of a software-pipelined loop holds its entry: segments
+    ``(start, end)`` of the flat block (written at ``start``, last read at ``end``; a
+    segment open at a part's end runs to the part's end), from liveness over the
+    loop's three blocks (the prologue falls into the body, the body into itself and
+    the epilogue)."""
+    p0, _, nb, _, _ = parts
+    b0, b1 = p0 + 2, p0 + 2 + nb
+    e0, n = b1 + 2, len(block)
+    defs = [vi.defs() for vi in block]
+    uses = [vi.uses() for vi in block]
+    body_in, epi_in = _liveness(block, parts)
+    segs: dict[int, list[tuple[int, int]]] = {}
+    for lo, hi, out, edge in ((0, p0, body_in, b0), (b0, b1, body_in | epi_in, e0),
+                              (e0, n, set(), n)):
+        live = {v: edge for v in out}        # value -> end of its open segment
+        for i in range(hi - 1, lo - 1, -1):
+            for v in defs[i]:
+                if v in live:
+                    segs.setdefault(v, []).append((i, live.pop(v)))
+                else:                        # written, never read: holds it at i
+                    segs.setdefault(v, []).append((i, i))
+            for v in uses[i]:
+                live.setdefault(v, i)
+        for v, end in live.items():          # live into the part
+            segs.setdefault(v, []).append((lo if lo != b0 else b0 - 2, end))
+    return segs
+
+
+def allocate_loop(block: list[VInstr], parts: tuple[int, ...], free: list[int], policy: str,
+                  lru: dict[int, int] | None = None, store_hold: int = 0) -> list[Instr]:
+    """Colour a software-pipelined loop (:func:`preschedule_parts`, in its final order).
+
+    Every virtual register keeps one entry in all three blocks, held only where it is
+    live (:func:`_loop_segments`): a value the loop carries to its next trip holds its
+    entry from its write to the body's end and from the body's start to its last read,
+    and the other values take the entries in between. Values are coloured in the
+    order they are first written, the loop's carried values first (policy ``max``: the
+    entry free the longest, counting *lru*, which is updated in place; ``min``: the
+    lowest). A value a bank store reads last keeps its entry *store_hold* instructions
+    longer where the DataRF allows: the store may wait in the bank's queue behind the
+    loads of the open row (FR-FCFS), and the core holds whatever next writes that entry
+    until the store is done."""
+    # a value that lives within one part takes an entry of its own in each part
+    body_in, epi_in = _liveness(block, parts)
+    keep = body_in | epi_in
+    top = 1 + max((v for vi in block for v in vi.vregs.values()), default=0)
+    named: list[VInstr] = []
+    for n, vi in enumerate(block):
+        part = 0 if n < parts[0] + 2 else 1 if n < parts[0] + parts[2] + 4 else 2
+        named.append(VInstr(vi.ins, {f: v if v in keep else v + part * top
+                                     for f, v in vi.vregs.items()}))
+    block = named
+    segs = _loop_segments(block, parts)
+    b0 = parts[0] + 2
+    carried = {v for v, ss in segs.items() if any(a <= b0 - 2 < b or a == b0 - 2
+                                                   for a, b in ss)}
+    ends = (parts[0], b0 + parts[2], len(block))
+
+    def part_end(i: int) -> int:
+        return next(e for e in ends if i < e) if i < ends[-1] else ends[-1]
+
+    stores = {i for i, vi in enumerate(block) if vi.ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM)}
+
+    def holding(h: int) -> dict[int, list[tuple[int, int]]]:
+        return {v: [(a, max(b, min(b + h, part_end(b))) if b in stores and a < b else b)
+                    for a, b in ss] for v, ss in segs.items()}
+    last_used = {p: -1 - i for i, p in enumerate(reversed(free))}
+    if lru:
+        base = max(lru.values(), default=0)
+        last_used.update({p: t - base - len(free) - 1 for p, t in lru.items() if p in last_used})
+    colour: dict[int, int] = {}
+    held: dict[int, list[tuple[int, int]]] = {}
+    hold = store_hold
+    while True:         # the longest hold the DataRF allows, halving it
+        try:
+            colour, held = _colour_segments(holding(hold) if hold else segs, carried, free,
+                                            policy, last_used)
+            break
+        except CompileError:
+            if not hold:
+                raise
+            hold //= 2
+    if lru is not None:
+        clock = max(lru.values(), default=0) + 1
+        for p, ss in held.items():
+            if ss:
+                lru[p] = clock + max(b for _, b in ss)
+    return [dataclasses.replace(vi.ins, **{f: colour[v] for f, v in vi.vregs.items()})
+            for vi in block]
+
+
+def _colour_segments(segs: dict[int, list[tuple[int, int]]], carried: set[int],
+                     free: list[int], policy: str, last_used: dict[int, int]
+                     ) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]]:
+    held: dict[int, list[tuple[int, int]]] = {p: [] for p in free}
+    colour: dict[int, int] = {}
+    order = sorted(segs, key=lambda v: (v not in carried, min(segs[v])))
+    for v in order:
+        mine = segs[v]
+        cands = [p for p in free if all(b <= s or e <= a for s, e in mine for a, b in held[p])]
+        if not cands:
+            raise CompileError(f"the kernel needs more than {len(free)} free DataRF entries; "
+                               f"raise ipim.drf_bytes or simplify the stage")
+        start = min(s for s, _ in mine)
+        if policy == "min":
+            p = min(cands)
+        else:
+            p = min(cands, key=lambda q: (max([b for a, b in held[q] if b <= start],
+                                              default=last_used[q]), q))
+        colour[v] = p
+        held[p].extend(mine)
+    return colour, held
+
+
 def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
                    lru: dict[int, int] | None = None,
                    ranges: dict[int, tuple[int, int]] | None = None,
-                   window: list[int] | None = None, key: tuple = ()) -> list[Instr]:
+                   window: list[int] | None = None, key: tuple = (),
+                   parts: tuple[int, ...] | None = None) -> list[Instr]:
     """Allocate *block*'s registers (continuing the register-use history *lru*, updated
     in place), then reorder it, as *opts* says (memoized: the vaults and the repeated
     stages of a pipeline share most blocks). *ranges*: the bank addresses each
     loop pointer (AddrRF entry) spans, for :func:`bank_span`. *window*: the block is
     several iterations, ``window[i]`` the iteration of instruction ``i``; with
     reordering, :func:`preschedule` orders it before the registers are allocated.
-    *key*: :func:`block_key` of these arguments, where the caller has it."""
-    key = key or block_key(block, free, ip, opts, lru, ranges, window)
+    *parts*: the block is a software-pipelined loop (:func:`preschedule_parts`),
+    ordered part by part and allocated in that order (raises :class:`CompileError`
+    where the DataRF cannot hold it). *key*: :func:`block_key` of these arguments,
+    where the caller has it."""
+    key = key or block_key(block, free, ip, opts, lru, ranges, window, parts)
     hit = _CACHE.get(key)
+    if hit is None and parts is not None:
+        after = dict(lru or {})
+        pre = preschedule_parts(block, parts, ip, opts.mem_order, len(free), ranges, window)
+        hit = (tuple(allocate_loop(pre, parts, free, opts.regalloc, after,
+                                   4 * store_gap(ip))), after)
+        _CACHE[key] = hit
     if hit is None:
         after: dict[int, int] = dict(lru or {})
         if window is not None and opts.reorder:
@@ -666,6 +906,8 @@ class Block:
     done: bool = False
     #: what the passes' results depend on (:func:`block_key`), for their memo
     key: tuple = field(default=(), repr=False)
+    #: a software-pipelined loop: its parts' lengths (:func:`preschedule_parts`)
+    parts: tuple | None = None
 
     @property
     def iterations(self) -> int:
@@ -674,12 +916,13 @@ class Block:
 
 
 def block_key(block, free, ip, opts: Options, lru: dict | None,
-              ranges: dict | None, window) -> tuple:
+              ranges: dict | None, window, parts: tuple | None = None) -> tuple:
     """Everything the backend's result for *block* depends on (the vaults and the
     repeated stages of a pipeline share most blocks)."""
-    return (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
-            ip, opts, tuple(sorted(lru.items())) if lru else (),
-            tuple(sorted((ranges or {}).items())), tuple(window or ()))
+    key = (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
+           ip, opts, tuple(sorted(lru.items())) if lru else (),
+           tuple(sorted((ranges or {}).items())), tuple(window or ()))
+    return key if parts is None else key + (parts,)
 
 
 _MEMO: dict = {}
@@ -706,6 +949,10 @@ def preschedule_block(blk: Block, ip, opts: Options) -> Block:
     """A window of iterations ordered by Algorithm 1 on its virtual registers, where
     *opts* reorder (:func:`preschedule`); any other block as it is. A window the
     DataRF cannot hold in that order keeps its selected order."""
+    if blk.parts is not None:
+        return _memo("preschedule", blk, lambda: dataclasses.replace(blk, order=tuple(
+            preschedule_parts(list(blk.vinstrs), blk.parts, ip, opts.mem_order,
+                              len(blk.free), blk.ranges, list(blk.window or ())))))
     if blk.window is None or not opts.reorder:
         return blk
 
@@ -720,11 +967,15 @@ def preschedule_block(blk: Block, ip, opts: Options) -> Block:
     return _memo("preschedule", blk, make)
 
 
-def allocate_block(blk: Block, opts: Options) -> Block:
+def allocate_block(blk: Block, opts: Options, ip=None) -> Block:
     """*blk* with its DataRF registers allocated (:func:`allocate`, policy
     ``opts.regalloc``): a prescheduled window in its order (``linear``), final; else
     the block as selected, left for :func:`reorder_block` where *opts* reorder."""
     def make() -> Block:
+        if blk.parts is not None:     # a pipelined loop: no other order keeps its parts
+            code = allocate_loop(list(blk.order), blk.parts, list(blk.free), opts.regalloc,
+                                 dict(blk.lru), 4 * store_gap(ip) if ip is not None else 0)
+            return dataclasses.replace(blk, code=tuple(code), done=True)
         if blk.order is not None:
             try:
                 code = allocate(list(blk.order), list(blk.free), opts.regalloc,

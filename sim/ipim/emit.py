@@ -27,7 +27,7 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
-from .backend import Block, Options, VInstr, block_key, code_len, schedule_block
+from .backend import Block, Options, VInstr, block_key, code_len, may_alias, schedule_block
 from .lang import (
     FP32,
     INT32,
@@ -163,6 +163,8 @@ class Builder:
         self.unroll_budget = 0
         #: loops with the shortest bodies (a long pipeline's last resort for the imem)
         self.compact = False
+        #: innermost loops software-pipelined where they can be (:meth:`_pipelined`)
+        self.pipeline = False
         #: register-use history of the max allocator within the current segment
         self.lru: dict[int, int] = {}
         #: the code selected so far: instructions, and :class:`Block` s for the backend
@@ -209,15 +211,16 @@ class Builder:
             self.prog.append(self.block(block))
 
     def block(self, block: list[VInstr], ranges: dict[int, tuple[int, int]] | None = None,
-              window: list[int] | None = None) -> Block:
+              window: list[int] | None = None, parts: tuple[int, ...] | None = None
+              ) -> Block:
         """*block* as a :class:`Block` for the backend passes, measured by scheduling it
         (:func:`~.backend.schedule_block`, which continues the register-use history)."""
         lru = dict(self.lru)
-        key = block_key(block, self.free, self.ip, self.opts, lru, ranges, window)
+        key = block_key(block, self.free, self.ip, self.opts, lru, ranges, window, parts)
         n = len(schedule_block(block, self.free, self.ip, self.opts, self.lru, ranges, window,
-                               key))
+                               key, parts))
         return Block(tuple(block), tuple(self.free), lru, ranges,
-                     None if window is None else tuple(window), n, key=key)
+                     None if window is None else tuple(window), n, key=key, parts=parts)
 
     def pc(self) -> int:
         """The current segment's length in instructions."""
@@ -268,15 +271,19 @@ class Builder:
         self.prog.append(self.block(rename_apart(its), window=[n for n, it in enumerate(its)
                                                               for _ in it]))
 
-    def _loop(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
+    def _set_ptrs(self, k: Kernel, back: dict[int, int] | None = None) -> None:
+        """Set *k*'s pointers and steps (each pointer of *back* that many addresses
+        before its first access: a pipelined loop steps it before the access)."""
         arf = {}
         for reg, (init, _, _) in k.ptrs.items():
-            arf[reg] = init
+            arf[reg] = init - (back or {}).get(reg, 0)
         for val, reg in k.steps.items():
             arf[reg] = val
         self.set_arf(arf)
         if k.setup:             # per-PE adjustments of the pointers (a PE's share)
             self.prog.append(self.block(k.setup))
+
+    def _loop(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
         incs = []
         if segs > 1:
             for reg, (_, seg, _) in k.ptrs.items():
@@ -292,7 +299,16 @@ class Builder:
         inner = block + incs
         if segs == 1:
             inner = inner + row_incs
-        code = self.block(inner, ptr_spans(k, block, rows, segs))
+        spans = ptr_spans(k, block, rows, segs)
+        if self.pipeline:
+            start, lru = len(self.prog), dict(self.lru)
+            if self._pipelined(k, block, incs if segs > 1 else row_incs, spans, rows, segs,
+                               row_incs):
+                return
+            del self.prog[start:]
+            self.lru = lru
+        self._set_ptrs(k)
+        code = self.block(inner, spans)
         P = self.prog
         # c3/c4 hold pcs relative to the segment (relocated by assemble)
         if rows > 1:
@@ -312,6 +328,126 @@ class Builder:
         if rows > 1:
             P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=2, src1=2, src2=0))
             P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=2, target=4))
+
+    def _pipelined(self, k: Kernel, block: list[VInstr], incs: list[VInstr],
+                   spans: dict[int, tuple[int, int]], rows: int, segs: int,
+                   row_incs: list[VInstr]) -> bool:
+        """The innermost loop of *k* software-pipelined, if it can be: the loads of
+        trip k + 1 issued while trip k computes and trip k - 1 stores (Sec. V-C's
+        reordering across the loop's trips, as a window of unrolled iterations has it
+        within the window). Emits the loop and returns True, or emits nothing and
+        returns False.
+
+        The body's instructions go in three stages: 0 the loads (and their pointers'
+        steps), 2 the stores of computed values (and theirs), 1 the rest (with the
+        stores of loaded values, a copy's). The loop becomes one :class:`Block` of a
+        prologue (trip 0's stages 0 and 1, trip 1's stage 0), the body run
+        ``trips - 2`` times (trip k - 1's stage 2, trip k's stage 1, trip k + 1's stage 0)
+        and an epilogue (trip N - 2's stage 2, trip N - 1's stages 1 and 2), with the
+        loop's counter and jump between them. A value keeps its virtual register in
+        every copy, and is reloaded only after its last read
+        (:func:`~.backend.allocate_loop` holds it in one entry). The pointers of the
+        loads and stores step before their accesses (each set one step back), so that
+        a step does not wait for the access before it, which holds its pointer until
+        it is done.
+
+        It can be when the loop runs three trips or more, every bank load goes
+        through a loop pointer that only loads use and the loop alone steps, no
+        store writes what a load of one or two trips later reads (exact, over the
+        pointers' steps), no value is read two stages after it is made, and the
+        DataRF holds the carried values beside each part's own.
+        """
+        trips, ctr, top = (segs, 1, 3) if segs > 1 else (rows, 2, 4)
+        if trips < 2 or k.setup:
+            return False
+        lds = [vi for vi in block if vi.ins.opcode is Opcode.LD_RF]
+        if not lds:
+            return False
+        lptr = {vi.ins.dram for vi in lds}
+        for vi in block:
+            i = vi.ins
+            if i.opcode is Opcode.LD_RF:
+                if not i.dram_ind or i.dram not in spans:
+                    return False
+            elif i.opcode in (Opcode.LD_PGSM, Opcode.ST_RF, Opcode.ST_PGSM):
+                span = spans.get(i.dram) if i.dram_ind else (i.dram, i.dram)
+                if (i.dram_ind and i.dram in lptr) or span is None:
+                    return False
+                if any(may_alias(span, spans[p]) for p in lptr) and (
+                        i.opcode is not Opcode.ST_RF or not i.dram_ind or
+                        _overtakes(k, lptr, i.dram, rows, segs)):
+                    return False
+            elif lptr & {i.dst, i.src1, i.src2, i.arf} and i.opcode in (
+                    Opcode.CALC_ARF, Opcode.MOV_ARF, Opcode.MOV_DRF):
+                return False
+        sptr = {vi.ins.dram for vi in block if vi.ins.opcode is Opcode.ST_RF and vi.ins.dram_ind}
+        # stages: 0 the loads (and their pointers' steps), 2 the stores through loop
+        # pointers (and theirs), 1 the rest
+        if trips < 3:
+            return False
+
+        # a store of a loaded value (a copy) goes a stage after the load, as computation
+        # does; a store of a computed value a stage after that
+        made = {v: 0 for vi in lds for v in vi.defs()}
+        st_of: dict[int, int] = {}
+        for vi in block:
+            if vi.ins.opcode is Opcode.ST_RF and vi.ins.dram_ind:
+                st_of[vi.ins.dram] = max(st_of.get(vi.ins.dram, 1),
+                                         2 if any(made.get(v, 1) for v in vi.uses()) else 1)
+
+        def stage(vi: VInstr) -> int:
+            i = vi.ins
+            if i.opcode is Opcode.LD_RF or (i.opcode is Opcode.CALC_ARF and i.dst in lptr):
+                return 0
+            if (i.opcode is Opcode.ST_RF and i.dram_ind) or (
+                    i.opcode is Opcode.CALC_ARF and i.dst in sptr):
+                return st_of[i.dram if i.opcode is Opcode.ST_RF else i.dst]
+            return 1
+
+        # the loads' and stores' pointers step before their accesses (each set one step
+        # back), so that a step does not wait for the access before it to be done
+        moved = [vi for vi in incs if vi.ins.dst in lptr | sptr]
+        staged = [(stage(vi), vi) for vi in moved + block] + \
+            [(1, vi) for vi in incs if vi.ins.dst not in lptr | sptr]
+        made = {v: st for st, vi in staged for v in vi.defs()}
+        if any(not 0 <= st - made.get(v, st) <= 1 for st, vi in staged for v in vi.uses()):
+            return False        # a value read two stages on would need a second register
+        by = [[vi for st, vi in staged if st == n] for n in range(3)]
+        self._set_ptrs(k, {vi.ins.dst: k.ptrs[vi.ins.dst][1 if segs > 1 else 2]
+                           for vi in moved})
+        # prologue: L(0), C(0), L(1); body: S(k-1), C(k), L(k+1); epilogue: S(N-2),
+        # C(N-1), S(N-1). A value keeps its virtual register in every copy: the
+        # allocation holds it where it is live.
+        pro = by[0] + by[1] + by[0]
+        body = by[2] + by[1] + by[0]
+        epi = by[2] + by[1] + by[2]
+        ctl_in = [VInstr(Instr(Opcode.SETI_CRF, dst=ctr, imm=trips - 2)),
+                  VInstr(Instr(Opcode.SETI_CRF, dst=top, imm=0))]     # pc set below
+        latch = [VInstr(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=ctr, src1=ctr, src2=0)),
+                 VInstr(Instr(Opcode.CJUMP, cond=Cond.NZ, src=ctr, target=top))]
+        P = self.prog
+        if segs > 1 and rows > 1:
+            P.append(Instr(Opcode.SETI_CRF, dst=2, imm=rows))
+            P.append(Instr(Opcode.SETI_CRF, dst=4, imm=code_len(P) + 1))
+        # c3/c4 hold pcs relative to the segment (relocated by assemble)
+        ctl_in[1] = VInstr(Instr(Opcode.SETI_CRF, dst=top, imm=code_len(P) + len(pro) + 2))
+        whole = pro + ctl_in + body + latch + epi
+        parts = (len(pro), 2, len(body), 2, len(epi))
+        # the trip each instruction belongs to, for memory-order enforcement
+        window = [0] * len(by[0]) + [0] * len(by[1]) + [1] * len(by[0]) + [0, 0] + \
+            [0] * len(by[2]) + [1] * len(by[1]) + [2] * len(by[0]) + [0, 0] + \
+            [0] * len(by[2]) + [1] * len(by[1]) + [1] * len(by[2])
+        try:
+            code = self.block(whole, spans, window, parts)
+        except CompileError:
+            return False
+        P.append(code)
+        if segs > 1 and rows > 1:
+            if row_incs:
+                P.append(self.block(row_incs))
+            P.append(Instr(Opcode.CALC_CRF, op=AluOp.SUB, dst=2, src1=2, src2=0))
+            P.append(Instr(Opcode.CJUMP, cond=Cond.NZ, src=2, target=4))
+        return True
 
     def _direct(self, k: Kernel, block: list[VInstr], iters: int) -> bool:
         if self.unroll_budget < iters * len(block):
@@ -356,6 +492,28 @@ def ptr_spans(k: Kernel, block: list[VInstr], rows: int, segs: int
                 for b in {0, max(rows - 1, 0)}]
         out[reg] = (min(ends), max(ends))
     return out
+
+
+def _overtakes(k: Kernel, lptr: set[int], sp: int, rows: int, segs: int) -> bool:
+    """Whether a load of *k*'s pipelined loop may read what the store through pointer
+    *sp* writes one or two trips before (the loads of trip j issue before the stores
+    of trips j - 1 and j - 2), within one run of the inner loop: exact, over every
+    trip and outer iteration (the loop's pointers step by constants)."""
+    trips, outer = (segs, rows) if segs > 1 else (rows, 1)
+    si, sseg, srow = k.ptrs[sp]
+    sstep = sseg if segs > 1 else srow
+    for lp in lptr:
+        li, lseg, lrow = k.ptrs[lp]
+        lstep = lseg if segs > 1 else lrow
+        for d in (1, 2):
+            for r in range(outer):
+                base = li - si + r * (lrow - srow if segs > 1 else 0) + d * sstep
+                if lstep == sstep:
+                    if base == 0:
+                        return True
+                elif any(base + j * (lstep - sstep) == 0 for j in range(d, trips)):
+                    return True
+    return False
 
 
 def rename_apart(its: list[list[VInstr]]) -> list[VInstr]:
@@ -789,7 +947,7 @@ def trial_code(items: list, ip, opts: Options) -> list[Instr]:
         if isinstance(it, Block):
             out += schedule_block(list(it.vinstrs), list(it.free), ip, opts, dict(it.lru),
                                   it.ranges, None if it.window is None else list(it.window),
-                                  it.key)
+                                  it.key, it.parts)
         else:
             out.append(it)
     return out

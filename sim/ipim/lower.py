@@ -1088,24 +1088,30 @@ def select(g: Graph, ip, opts: Options, consts_l: list[int],
     """
     nvaults = ip.cubes * ip.vaults
     budgets = unroll_budgets(ip, opts)
-    for i, budget in enumerate(budgets):
+    # each budget with software-pipelined loops first, then with plain loops (which
+    # are shorter): pipelining never costs a kernel its unrolling
+    pipe = opts.reorder and opts.pipeline
+    tries = [(b, p) for b in budgets for p in ((True, False) if pipe and b >= 0 else (False,))]
+    for i, (budget, pipeline) in enumerate(tries):
         code = _generate(g, ip, opts, nvaults, consts_l, budget, vaults,
-                         last=i == len(budgets) - 1)
+                         last=i == len(tries) - 1, pipeline=pipeline)
         if code is not None:
             return code
     raise AssertionError("the last budget returns or raises")
 
 
 def _generate(g: Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
-              budget: int, vaults, *, last: bool):
-    """Every vault's code (of *vaults*) with the unrolling *budget*; None where a
-    program does not fit and *last* is false."""
+              budget: int, vaults, *, last: bool, pipeline: bool = False):
+    """Every vault's code (of *vaults*) with the unrolling *budget*, loops
+    software-pipelined where *pipeline*; None where a program does not fit and *last*
+    is false."""
     programs = {}
     kernels: list[str] = []
     for gv in vaults:
         b = Builder(ip, opts, gv, consts_l)
         b.unroll_budget = max(budget, 0)
         b.compact = budget < 0
+        b.pipeline = pipeline
         prologue = b.prog
         segments = []
         for a in g.order:

@@ -19,8 +19,8 @@ writes the program after every pass.
  4  select        -> :class:`MachineIR`: per vault, instructions and basic blocks of
                   virtual-register instructions (:func:`~.lower.select`, and
                   :func:`~.lower_hist.select_histogram` for a reduction)
- 5  preschedule   windows of unrolled iterations ordered by Algorithm 1 on virtual
-                  registers (:func:`~.backend.preschedule_block`)
+ 5  preschedule   windows of unrolled iterations and pipelined loops ordered by
+                  Algorithm 1 on virtual registers (:func:`~.backend.preschedule_block`)
  6  regalloc      DataRF registers allocated (:func:`~.backend.allocate_block`)
  7  reorder       Algorithm 1 on the allocated blocks (:func:`~.backend.reorder_block`)
  8  assemble      -> :class:`~.layout.Program`: segments joined, repeated stages folded
@@ -184,15 +184,15 @@ def _map_blocks(m: MachineIR, f: Callable[[Block], Block]) -> MachineIR:
 
 
 def preschedule_pass(m: MachineIR) -> MachineIR:
-    """Order each window of unrolled iterations by Algorithm 1 on virtual registers."""
+    """Order unrolled windows and pipelined loops by Algorithm 1 on virtual registers."""
     ip, opts = m.source.cfg.ipim, m.source.opts
     return _map_blocks(m, lambda b: preschedule_block(b, ip, opts))
 
 
 def regalloc_pass(m: MachineIR) -> MachineIR:
     """Allocate every block's DataRF registers."""
-    opts = m.source.opts
-    return _map_blocks(m, lambda b: allocate_block(b, opts))
+    ip, opts = m.source.cfg.ipim, m.source.opts
+    return _map_blocks(m, lambda b: allocate_block(b, opts, ip))
 
 
 def reorder_pass(m: MachineIR) -> MachineIR:
@@ -383,7 +383,12 @@ def _vinstr(vi) -> str:
 
 
 def _block_text(b: Block) -> list[str]:
-    what = (f"window of {b.iterations} iterations" if b.window is not None else "block")
+    if b.parts is not None:
+        pro, _, body, _, epi = b.parts
+        what = (f"pipelined loop: prologue {pro}, loop setup 2, body {body}, latch 2, "
+                f"epilogue {epi}")
+    else:
+        what = (f"window of {b.iterations} iterations" if b.window is not None else "block")
     state = ("final" if b.done else "allocated" if b.code is not None else
              "prescheduled" if b.order is not None else "virtual registers")
     out = [f"  {{ {what}, {len(b.vinstrs)} instructions, {state}"]
