@@ -101,3 +101,22 @@ def test_base_die_cube_computes_the_image_and_is_slower_when_bank_bound(cfgs):
     assert base.energy["tsv"] == pytest.approx(
         base.pe_counters["rdwr"] * 128 * ip.e_tsv_pj_bit / 1e3)
     assert base.energy["total"] > near.energy["total"]
+
+
+def test_fig8_leaves_out_what_does_not_compile_before_any_run(tmp_path):
+    """scripts/ipim/ipim_fig8.py compiles every benchmark before it builds or runs a cube:
+    one that does not fit is left out (here every one, with a program memory of 16
+    words), and with nothing left the script stops with a one-line error, writing nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "ipim" / "ipim_fig8.py"
+    out = tmp_path / "fig8.json"
+    p = subprocess.run([sys.executable, str(script), "--bench", "brighten", "--size", "16x16",
+                        "--set", "ipim.imem_instructions=16", "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "brighten" in p.stdout and "does not compile" in p.stdout
+    assert "no benchmark compiles at this size" in p.stderr
+    assert not out.exists()

@@ -34,7 +34,8 @@ from pimforge.gen.config.ipim import PE_PLACEMENTS
 from pimforge.gen.errors import PimforgeError
 from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.sim.ipim.image_benches import PIPELINES
-from pimforge.sim.ipim.image_run import run_bench
+from pimforge.sim.ipim.image_run import compile_bench, run_bench
+from pimforge.sim.ipim.lang import CompileError
 from pimforge.sim.ipim.photos import load_photo
 from pimforge.verif.models.ipim.image import BENCHES
 
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
     cfgs = {pl: load_config(a.config, {**sets, "ipim.pe_placement": pl})
             for pl in a.order.split(",")}
     ip = cfgs["base-die"].ipim
-    benches = a.bench or [b for b in BENCHES if b in PIPELINES]
+    benches = list(a.bench or [b for b in BENCHES if b in PIPELINES])
     for b in benches:
         if b not in PIPELINES:
             p.error(f"--bench {b}: the compiler has {', '.join(PIPELINES)}")
@@ -89,6 +90,21 @@ def main(argv=None) -> int:
                  "vaults": ip.vaults, "pes_per_vault": ip.pes, "runs": {}}
     bad = []
     t0 = time.time()
+    # a benchmark that does not compile at this size is left out before any run (the
+    # compile is the same on both placements), so that it costs none of the others
+    skipped = {}
+    for b in list(benches):
+        kw = {"stencils": a.stencils} if b == "stencil_chain" else {}
+        try:
+            compile_bench(b, h, w, cfgs["near-bank"], **kw)
+        except CompileError as e:
+            skipped[b] = str(e)
+            benches.remove(b)
+            print(f"{b:14s} skipped: it does not compile for {a.config} at {w}x{h} ({e})",
+                  flush=True)
+    res["skipped"] = skipped
+    if not benches:
+        p.error("no benchmark compiles at this size: give a smaller --size")
     for pl, cfg in cfgs.items():         # a placement's cube is built (or found) once
         for b in benches:
             img = load_photo(a.photo, (w, h), BENCHES[b].input_kind)
@@ -134,6 +150,8 @@ def main(argv=None) -> int:
             f"{res['tsv_share_of_bank_peak']:.1%} of the banks' peak of "
             f"{_bank_peak(ip):.3g} vectors/cycle/vault; Table III's vault: {t3_share:.2%})")
     text = head + "\n\n" + "\n".join(lines)
+    if skipped:
+        text += "\n\nNot run (they do not compile at this size): " + ", ".join(skipped)
     return finish(text, res, json=a.json, md=a.md, bad=bad, t0=t0)
 
 
