@@ -623,3 +623,53 @@ def test_memoized_parse_partition_equals_a_fresh_parse():
                 assert got is mapspace.parse_partition(text)
                 assert (got == fresh and hash(got) == hash(fresh) and got.sizes == fresh.sizes
                         and str(got) == str(fresh) == text), text
+
+
+def _first_baseline(net, cfg):
+    """Algorithm 1's initial mapping as :func:`mapper.map_network` took it before it
+    skipped layouts: both LM goals' baselines over every layout, the first of least
+    latency (or the error the first failing one raises)."""
+    return min((mapper.baseline_map(net, cfg, lm_goal=g, model=mapcost.NodeModel(cfg))
+                for g in ("full", "node")), key=lambda b: b.latency_cycles)
+
+
+@pytest.mark.parametrize("name, scale, preset", [("vgg16", 4, "nicepim_4x4"),
+                                                 ("darknet53", 8, "nicepim_small"),
+                                                 ("resnet152", 8, "nicepim_4x4"),
+                                                 ("bert_base", 8, "nicepim_4x4")])
+def test_initial_mapping_skips_no_layout_that_could_win(name, scale, preset):
+    """The initial mapping, which maps only the (goal, layout) pairs whose latency floor
+    leaves them a chance, is the baseline of least latency that mapping every pair
+    gives (the first in the pairs' order on a tie), and each layout's floor is at most
+    either goal's latency with it."""
+    cfg = load_config(preset)
+    n = cfg.nicepim
+    net = scale_network(nets.network(name), scale, layers=40)
+    want = _first_baseline(net, cfg)
+    model = mapcost.NodeModel(cfg)
+    assert mapper._initial_mapping(net, cfg, model).to_json() == want.to_json()
+    for lo in mapspace.LAYOUTS:
+        floor = mapper._baseline_floor(net, model, lo, n.na_rows, n.na_cols)
+        for goal in ("full", "node"):
+            got = mapper.baseline_map(net, cfg, lo, lm_goal=goal, model=model)
+            assert floor <= got.latency_cycles, (lo, goal)
+
+
+@pytest.mark.parametrize("bank_bytes", [2048, 4096, 8192])
+def test_initial_mapping_where_the_weights_barely_fit(bank_bytes):
+    """Where the weights might not fit a node's DRAM unreplicated, every pair is mapped:
+    the initial mapping is the same as mapping every pair gives, or fails alike."""
+    cfg = load_config("nicepim_small")
+    cfg = replace(cfg, nicepim=replace(cfg.nicepim, bank_bytes=bank_bytes))
+    n = cfg.nicepim
+    net = scale_network(nets.network("googlenet"), 8, layers=40)
+    model = mapcost.NodeModel(cfg)
+    fits = mapper._weights_fit_unreplicated(net, model, n.na_rows, n.na_cols, n.node_bytes)
+    try:
+        want = _first_baseline(net, cfg).to_json()
+    except CapacityError as e:
+        assert not fits
+        with pytest.raises(CapacityError, match=str(e)):
+            mapper._initial_mapping(net, cfg, model)
+        return
+    assert mapper._initial_mapping(net, cfg, model).to_json() == want

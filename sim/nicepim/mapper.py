@@ -145,8 +145,7 @@ def map_network(net: Network, cfg, *, iterations: int = 3, cap_steps: int = 128,
     n = cfg.nicepim
     array = (n.na_rows, n.na_cols)
     sms_per_seg = [segment_sms(brs, array, max_regions) for brs in pieces(net)]
-    base = min((baseline_map(net, cfg, lm_goal=goal, model=model) for goal in ("full", "node")),
-               key=lambda b: b.latency_cycles)
+    base = _initial_mapping(net, cfg, model)
     uniform = Layout[base.mapper.split("(")[1].rstrip(")")]
     layouts: dict[str, int] = {lay.name: uniform for lay in net.layers}
     prev = placements(net, base)
@@ -289,49 +288,121 @@ def baseline_map(net: Network, cfg, layout: int | None = None, *, lm_goal: str =
     if lm_goal not in ("node", "full"):
         raise ValueError(f"lm_goal must be 'node' or 'full', not {lm_goal!r}")
     model = model or NodeModel(cfg)
-    n = cfg.nicepim
-    h, w = n.na_rows, n.na_cols
     best = None
     for lo in ([layout] if layout is not None else LAYOUTS):
-        wr = {lay.name: h * w for lay in net.layers}
-        fixed: dict[str, Partition] = {}
-        costs: dict[str, tuple[LayerCost, Partition]] = {}
-
-        def cost(lay: Layer, lo=lo, wr=wr, fixed=fixed) -> tuple[LayerCost, Partition]:
-            if lay.name in fixed:
-                part = fixed[lay.name]
-                return model.layer_cost(lay, part, wr[lay.name], lo, lo), part
-            found = model.cheapest(lay, layer_partitions(lay, h, w), wr[lay.name], lo, lo,
-                                   share=lm_goal == "full")
-            if not found:
-                raise CapacityError(f"layer {lay.name} fits no partition of the array")
-            c, part = found[0]
-            if lm_goal == "node":
-                fixed[lay.name] = part
-            return c, part
-
-        for lay in net.layers[1:]:
-            costs[lay.name] = cost(lay)
-        heavy = sorted((lay for lay in net.layers if lay.weights and not lay.dynamic_weights),
-                       key=lambda lay: -lay.weights)
-        while sum(c.weight_bytes for c, _ in costs.values()) > n.node_bytes:
-            for lay in heavy:
-                if wr[lay.name] > 1:
-                    wr[lay.name] //= 2
-                    costs[lay.name] = cost(lay)
-                    break
-            else:
-                raise CapacityError("the weights do not fit the nodes' DRAM even unreplicated")
-        m = Mapping(net.name, f"baseline ({Layout(lo).name})", 0.0, 0.0)
-        m.weight_bytes_per_node = sum(c.weight_bytes for c, _ in costs.values())
-        m.layouts = {lay.name: Layout(lo).name for lay in net.layers}
-        for name, (c, part) in costs.items():
-            m.layers[name] = {"region": [0, 0, h, w], "wr": wr[name], "partition": str(part),
-                              "cycles": c.cycles, "weight_bytes": c.weight_bytes,
-                              "energy_pj": c.energy_pj * h * w, "compute": c.compute,
-                              "dram": c.dram, "share": c.share}
-        m = evaluate(net, cfg, m, model)
+        m = _baseline_layout(net, cfg, lo, lm_goal, model)
         if best is None or m.latency_cycles < best.latency_cycles:
             best = m
     assert best is not None
     return best
+
+
+def _baseline_layout(net: Network, cfg, lo: int, lm_goal: str, model: NodeModel) -> Mapping:
+    """:func:`baseline_map` with the one layout *lo* (evaluated)."""
+    n = cfg.nicepim
+    h, w = n.na_rows, n.na_cols
+    wr = {lay.name: h * w for lay in net.layers}
+    fixed: dict[str, Partition] = {}
+    costs: dict[str, tuple[LayerCost, Partition]] = {}
+
+    def cost(lay: Layer) -> tuple[LayerCost, Partition]:
+        if lay.name in fixed:
+            part = fixed[lay.name]
+            return model.layer_cost(lay, part, wr[lay.name], lo, lo), part
+        found = model.cheapest(lay, layer_partitions(lay, h, w), wr[lay.name], lo, lo,
+                               share=lm_goal == "full")
+        if not found:
+            raise CapacityError(f"layer {lay.name} fits no partition of the array")
+        c, part = found[0]
+        if lm_goal == "node":
+            fixed[lay.name] = part
+        return c, part
+
+    for lay in net.layers[1:]:
+        costs[lay.name] = cost(lay)
+    heavy = sorted((lay for lay in net.layers if lay.weights and not lay.dynamic_weights),
+                   key=lambda lay: -lay.weights)
+    while sum(c.weight_bytes for c, _ in costs.values()) > n.node_bytes:
+        for lay in heavy:
+            if wr[lay.name] > 1:
+                wr[lay.name] //= 2
+                costs[lay.name] = cost(lay)
+                break
+        else:
+            raise CapacityError("the weights do not fit the nodes' DRAM even unreplicated")
+    m = Mapping(net.name, f"baseline ({Layout(lo).name})", 0.0, 0.0)
+    m.weight_bytes_per_node = sum(c.weight_bytes for c, _ in costs.values())
+    m.layouts = {lay.name: Layout(lo).name for lay in net.layers}
+    for name, (c, part) in costs.items():
+        m.layers[name] = {"region": [0, 0, h, w], "wr": wr[name], "partition": str(part),
+                          "cycles": c.cycles, "weight_bytes": c.weight_bytes,
+                          "energy_pj": c.energy_pj * h * w, "compute": c.compute,
+                          "dram": c.dram, "share": c.share}
+    return evaluate(net, cfg, m, model)
+
+
+def _initial_mapping(net: Network, cfg, model: NodeModel) -> Mapping:
+    """Algorithm 1's initial mapping: ``min((baseline_map(net, cfg, lm_goal=goal,
+    model=model) for goal in ("full", "node")), key=latency)``, the first of least
+    latency in the order of the goals and, within one, of :data:`LAYOUTS`, found with
+    less work: the (goal, layout) pairs are mapped in the order of a floor of their
+    latency (:func:`_baseline_floor`), and a pair whose floor shows it cannot be that
+    first one is not mapped at all. (Where the weights might not fit a node's DRAM
+    even unreplicated, every pair is mapped, so that one that fails still raises.)"""
+    n = cfg.nicepim
+    h, w = n.na_rows, n.na_cols
+    runs = [(goal, lo) for goal in ("full", "node") for lo in LAYOUTS]
+    if _weights_fit_unreplicated(net, model, h, w, n.node_bytes):
+        floors = {lo: _baseline_floor(net, model, lo, h, w) for lo in LAYOUTS}
+    else:
+        floors = dict.fromkeys(LAYOUTS, -math.inf)
+    best, best_i = None, -1
+    for i in sorted(range(len(runs)), key=lambda i: (floors[runs[i][1]], i)):
+        goal, lo = runs[i]
+        if best is not None and (floors[lo] > best.latency_cycles
+                                 or (floors[lo] == best.latency_cycles and i > best_i)):
+            continue        # its latency is at least the best's, and it comes later
+        m = _baseline_layout(net, cfg, lo, goal, model)
+        if (best is None or m.latency_cycles < best.latency_cycles
+                or (m.latency_cycles == best.latency_cycles and i < best_i)):
+            best, best_i = m, i
+    assert best is not None
+    return best
+
+
+def _baseline_floor(net: Network, model: NodeModel, lo: int, h: int, w: int) -> float:
+    """A lower bound of :func:`baseline_map`'s latency with the layout *lo*, for either
+    LM goal: a layer's cycles are at least its ``compute + dram``, which is at least
+    the least :meth:`~.mapcost.NodeModel.cycles_bound` (without the sharing) of its
+    LMs, less a cycle for the bound's rounding; the movements add to them."""
+    total = 0.0
+    for lay in net.layers[1:]:
+        least = math.inf
+        for part in layer_partitions(lay, h, w):
+            try:
+                least = min(least, model.cycles_bound(lay, part, h * w, lo, lo, share=False))
+            except CapacityError:
+                least = -math.inf       # its task list decides
+                break
+        if least != math.inf:
+            total += max(0.0, least - 1)
+    return total
+
+
+def _weights_fit_unreplicated(net: Network, model: NodeModel, h: int, w: int,
+                              node_bytes: int) -> bool:
+    """Whether the weights a node keeps fit its *node_bytes* with every layer whose WR
+    :func:`baseline_map` lowers unreplicated (WR 1), each in the LM that keeps the most
+    of them: then no layout of it can fail for want of DRAM."""
+    total = 0
+    for lay in net.layers[1:]:
+        if lay.kind not in ("conv", "fc", "matmul") or lay.dynamic_weights:
+            continue            # (no weights a node keeps)
+        most = 0
+        for part in layer_partitions(lay, h, w):
+            pb, _, pp, pq, _ = part.sizes
+            _, w_bytes, _ = model._node_bytes(lay, *model._node_dims(lay, part.sizes))
+            # (a layer without weights to lower keeps its WR: a node keeps them all)
+            most = max(most, math.ceil(w_bytes / (pb * pp * pq)) if lay.weights else w_bytes)
+        total += most
+    return total <= node_bytes
