@@ -26,8 +26,17 @@ import pytest
 
 from pimforge.gen.config import load_config
 from pimforge.gen.errors import CapacityError
+from pimforge.rtl.mem.timing import resolve_timing
 from pimforge.rtl.nicepim.params import Layout, Op
-from pimforge.sim.nicepim import mapcost, mapper, mapspace, movement, node_model, selection
+from pimforge.sim.nicepim import (
+    mapcost,
+    mapper,
+    mapspace,
+    movement,
+    node_model,
+    selection,
+    share_port,
+)
 from pimforge.sim.nicepim import networks as nets
 from pimforge.sim.nicepim.dnn_run import scale_network
 from pimforge.sim.nicepim.tiling import ConvPart, blocking
@@ -673,3 +682,126 @@ def test_initial_mapping_where_the_weights_barely_fit(bank_bytes):
             mapper._initial_mapping(net, cfg, model)
         return
     assert mapper._initial_mapping(net, cfg, model).to_json() == want
+
+
+def _port_cycles_plain(t, sent_rows: list[int], got_rows: list[int] | None, *,
+                path: int, queue_depth: int, inflight: int, period: int,
+                req_lat: int = share_port.REQ_LATENCY, resp_lat: int = share_port.RESP_LATENCY,
+                arrivals: list[int] | None = None, pops: list[int] | None = None) -> int:
+    """:func:`~share_port.port_cycles` as it was first written (the scan for a hit
+    every cycle, ``max`` for every timing), the reference of the faster loop."""
+    n = len(sent_rows)
+    got = got_rows is not None
+    n_got = len(got_rows) if got else 0
+    rd_lat = t.rd_latency
+    col_gap, wtr, rtw = t.col_gap, t.wr_to_rd, t.rd_to_wr
+    wr_rec = t.tCWL + t.tBL + t.tWR
+    tRTP, tRCD, tRAS, tRC, tRP = t.tRTP, t.tRCD, t.tRAS, t.tRC, t.tRP
+    queue: list[tuple[int, int, int]] = []  # (we, row, visible from), oldest first
+    open_row = -1
+    # the cycles from which an ACT, PRE, column command (tRCD), any column command
+    # (tCCD), a RD (after a WR) and a WR (after a RD) may issue
+    ok_act = ok_pre = ok_col = ok_ccd = ok_rd = ok_wr = 0
+    iss = pop = 0               # reads issued, messages sent
+    ready_at: list[int] = []    # when each word read can be sent
+    arrive: list[int] = list(arrivals or [])    # when each received word's write is requested
+    wr_next = 0                 # next received word to request
+    wr_done = 0
+    send_free = 0               # the cycle the interface takes the next message
+    last_tail = last_wr = arrive_last = 0
+    rr = 0
+    took = -period              # when the last received word's write was requested
+    c = 0
+    while pop < n or wr_done < n_got:
+        # ---- the scheduler: the oldest legal hit, else the oldest request's ACT/PRE
+        col = None
+        any_hit = False
+        if open_row >= 0:
+            col_ok = c >= ok_col and c >= ok_ccd
+            for i, (we, row, vis) in enumerate(queue):
+                if row == open_row and vis <= c:
+                    any_hit = True
+                    if col_ok and c >= (ok_wr if we else ok_rd):
+                        col = i
+                        break
+        if col is not None:
+            we = queue.pop(col)[0]
+            ok_ccd = c + col_gap
+            if we:
+                ok_rd = c + wtr
+                ok_pre = max(ok_pre, c + wr_rec)
+                wr_done += 1
+                last_wr = c
+            else:
+                ok_wr = c + rtw
+                ok_pre = max(ok_pre, c + tRTP)
+                ready_at.append(c + rd_lat + resp_lat)
+        elif queue and queue[0][2] <= c:
+            row = queue[0][1]
+            if open_row < 0:
+                if c >= ok_act:
+                    open_row = row
+                    ok_col = c + tRCD
+                    ok_pre = max(ok_pre, c + tRAS)
+                    ok_act = c + tRC
+            elif row != open_row and not any_hit and c >= ok_pre:
+                open_row = -1
+                ok_act = max(ok_act, c + tRP)
+        # ---- requests into the queue: reads and received writes, round robin
+        if len(queue) < queue_depth:
+            want_rd = iss < n and iss - pop < inflight
+            want_wr = (wr_next < len(arrive) and arrive[wr_next] <= c
+                       and c >= took + period) if got else False
+            if want_rd and (not want_wr or rr == 0):
+                queue.append((0, sent_rows[iss], c + req_lat))
+                iss += 1
+                rr = 1
+            elif want_wr:
+                queue.append((1, got_rows[wr_next], c + req_lat))
+                wr_next += 1
+                took = c
+                rr = 0
+        # ---- the network interface: one message at a time, in order
+        if pop < len(ready_at) and ready_at[pop] <= c and send_free <= c:
+            send_free = c + period
+            last_tail = c + share_port.MESSAGE_FLITS - 1
+            if arrivals is None:
+                arrive.append(c + path)
+                arrive_last = c + path
+            if pops is not None:
+                pops.append(c)
+            pop += 1
+        c += 1
+    return max(last_tail, last_wr, arrive_last + req_lat + 1)
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_port_cycles_equal_the_plain_loops(preset):
+    """The sharing step's DRAM port played by :func:`~share_port.port_cycles` takes as
+    many cycles, and sends its messages in the same cycles, as the plain loop, for
+    random steps: sends alone, sends and receives (in rows near and far), gathers
+    from given arrivals, queues of 1 to 8, reads in flight, paces and paths."""
+    n = load_config(preset).nicepim
+    t = resolve_timing(n.timing, n.tck_ns)
+    rng = random.Random(SEED)
+    log.info("seed %d", SEED)
+    for _ in range(300):
+        rw = rng.choice([4, 16, 64, n.row_words])
+        words, sent_at = rng.randint(0, 200), rng.randint(0, 300)
+        kw = {"path": rng.randint(3, 30), "queue_depth": rng.choice([1, 2, 4, 8]),
+              "inflight": rng.choice([1, 4, 8]), "period": rng.randint(1, 8)}
+        sent = [(sent_at + i) // rw for i in range(words)]
+        got, arrivals = None, None
+        mode = rng.randrange(3)
+        if mode == 1:
+            got_at = rng.randint(0, 300)
+            got = [(got_at + i) // rw for i in range(words)]
+        elif mode == 2:
+            m = rng.randint(1, 100)
+            got = [rng.randint(0, 5) for _ in range(m)]
+            arrivals = sorted(rng.randint(0, 400) for _ in range(m))
+            sent = sent if rng.random() < 0.5 else []
+        pops, want_pops = [], []
+        got_cycles = share_port.port_cycles(t, sent, got, arrivals=arrivals, pops=pops, **kw)
+        want = _port_cycles_plain(t, sent, got, arrivals=arrivals, pops=want_pops, **kw)
+        assert (got_cycles, pops) == (want, want_pops), (rw, words, sent_at, kw, mode)

@@ -78,29 +78,32 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
     rr = 0
     took = -period              # when the last received word's write was requested
     c = 0
+    col_from = 0                # max(ok_col, ok_ccd)
     while pop < n or wr_done < n_got:
         # ---- the scheduler: the oldest legal hit, else the oldest request's ACT/PRE
-        col = None
-        any_hit = False
-        if open_row >= 0:
-            col_ok = c >= ok_col and c >= ok_ccd
-            for i, (we, row, vis) in enumerate(queue):
-                if row == open_row and vis <= c:
-                    any_hit = True
-                    if col_ok and c >= (ok_wr if we else ok_rd):
-                        col = i
-                        break
-        if col is not None:
+        col = -1
+        if open_row >= 0 and c >= col_from:
+            i = 0
+            for we, row, vis in queue:
+                if row == open_row and vis <= c and c >= (ok_wr if we else ok_rd):
+                    col = i
+                    break
+                i += 1
+        if col >= 0:
             we = queue.pop(col)[0]
-            ok_ccd = c + col_gap
+            ok_ccd = col_from = c + col_gap
+            if ok_col > col_from:
+                col_from = ok_col
             if we:
                 ok_rd = c + wtr
-                ok_pre = max(ok_pre, c + wr_rec)
+                if c + wr_rec > ok_pre:
+                    ok_pre = c + wr_rec
                 wr_done += 1
                 last_wr = c
             else:
                 ok_wr = c + rtw
-                ok_pre = max(ok_pre, c + tRTP)
+                if c + tRTP > ok_pre:
+                    ok_pre = c + tRTP
                 ready_at.append(c + rd_lat + resp_lat)
         elif queue and queue[0][2] <= c:
             row = queue[0][1]
@@ -108,16 +111,23 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
                 if c >= ok_act:
                     open_row = row
                     ok_col = c + tRCD
-                    ok_pre = max(ok_pre, c + tRAS)
+                    col_from = ok_col if ok_col > ok_ccd else ok_ccd
+                    if c + tRAS > ok_pre:
+                        ok_pre = c + tRAS
                     ok_act = c + tRC
-            elif row != open_row and not any_hit and c >= ok_pre:
-                open_row = -1
-                ok_act = max(ok_act, c + tRP)
+            elif row != open_row and c >= ok_pre:
+                # (only if no visible request hits the open row)
+                for e in queue:
+                    if e[1] == open_row and e[2] <= c:
+                        break
+                else:
+                    open_row = -1
+                    if c + tRP > ok_act:
+                        ok_act = c + tRP
         # ---- requests into the queue: reads and received writes, round robin
         if len(queue) < queue_depth:
             want_rd = iss < n and iss - pop < inflight
-            want_wr = (wr_next < len(arrive) and arrive[wr_next] <= c
-                       and c >= took + period) if got else False
+            want_wr = got and wr_next < len(arrive) and arrive[wr_next] <= c and c >= took + period
             if want_rd and (not want_wr or rr == 0):
                 queue.append((0, sent_rows[iss], c + req_lat))
                 iss += 1
