@@ -75,7 +75,8 @@ def test_monitor_catches_a_broken_dependency_check(monkeypatch, drop):
     reg, mem = queue_mod._reg_match, queue_mod._mem_match
 
     def broken_mem(x, y):
-        return x.en & y.en & (x.store == y.store) & (x.addr == y.addr)
+        return x.en & y.en & (x.store == y.store) & ~(x.queued & y.queued) \
+            & (x.addr == y.addr)
 
     def broken_conflict(new, old):
         raw = reg(new.rd0, old.wr) | reg(new.rd1, old.wr) | reg(new.rd2, old.wr) \
@@ -144,14 +145,23 @@ _PAIRS = {
                 Instr(Opcode.CALC_CRF, dst=3, src1=0, src2=0)),
     "crf_none": (Instr(Opcode.SETI_CRF, dst=3, imm=4),
                  Instr(Opcode.CALC_CRF, dst=4, src1=0, src2=0)),
-    "bank_raw_direct": (Instr(Opcode.ST_RF, dram=10, drf=0, simb_mask=_M),
+    "bank_raw_direct": (Instr(Opcode.ST_PGSM, dram=10, pgsm=0, simb_mask=_M),
                         Instr(Opcode.LD_RF, dram=10, drf=1, simb_mask=_M)),
+    # both enter the PE's request queue in issue order: no hazard, direct or indirect
+    "bank_queued_raw_none": (Instr(Opcode.ST_RF, dram=10, drf=0, simb_mask=_M),
+                             Instr(Opcode.LD_RF, dram=10, drf=1, simb_mask=_M)),
+    "bank_queued_waw_indirect_none": (Instr(Opcode.ST_RF, dram=5, dram_ind=1, drf=0,
+                                            simb_mask=_M),
+                                      Instr(Opcode.ST_RF, dram=99, drf=1, simb_mask=_M)),
+    "bank_queued_war_ld_pgsm_none": (Instr(Opcode.LD_PGSM, dram=7, dram_ind=1, pgsm=1,
+                                           simb_mask=_M),
+                                     Instr(Opcode.ST_RF, dram=7, drf=1, simb_mask=_M)),
     "bank_direct_other_addr": (Instr(Opcode.ST_RF, dram=10, drf=0, simb_mask=_M),
                                Instr(Opcode.LD_RF, dram=11, drf=1, simb_mask=_M)),
     "bank_war_indirect": (Instr(Opcode.LD_RF, dram=10, drf=0, simb_mask=_M),
                           Instr(Opcode.ST_PGSM, dram=4, dram_ind=1, pgsm=3, simb_mask=_M)),
     "bank_waw_indirect": (Instr(Opcode.ST_RF, dram=5, dram_ind=1, drf=0, simb_mask=_M),
-                          Instr(Opcode.ST_RF, dram=99, drf=1, simb_mask=_M)),
+                          Instr(Opcode.ST_PGSM, dram=99, pgsm=2, simb_mask=_M)),
     "pgsm_raw": (Instr(Opcode.WR_PGSM, pgsm=4, drf=0, simb_mask=_M),
                  Instr(Opcode.RD_PGSM, pgsm=4, drf=1, simb_mask=_M)),
     "pgsm_raw_indirect": (Instr(Opcode.LD_PGSM, dram=1, pgsm=4, simb_mask=_M),

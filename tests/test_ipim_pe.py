@@ -321,6 +321,53 @@ def test_directed_corners():
     assert len([a for a in ref.bank if 700 <= a < out]) == out - 700 == 155
 
 
+@pytest.mark.parametrize("over", [{}, {"ipim.scheduler": "fcfs"},
+                                  {"ipim.dram_queue": 16, "ipim.page_policy": "close"}])
+def test_same_address_bank_chains_issued_back_to_back(over):
+    """``ld_rf``, ``st_rf`` and ``ld_pgsm`` to one bank address issue back to back (the core
+    sees no hazard between them: isa.accesses marks them queued), direct and through
+    AddrRF pointers, with other rows' accesses between them so that FR-FCFS has row hits
+    to prefer: every read sees the last write before it in issue order (RAW, WAR, WAW
+    through the request queue), against the reference."""
+    from pimforge.rtl.ipim.isa import accesses, conflicts
+    from pimforge.verif.tb.ipim.pe import vec_of
+    cfg = load_config("default", {**SMALL, **over})
+    g = PEGeometry.of(cfg.ipim)
+    rng = random.Random(11)
+    row = cfg.ipim.row_bytes // 16
+    bank = {a: vec_of([rng.getrandbits(32) for _ in range(4)]) for a in range(8 * row)}
+    m = 1
+    prog = [Instr(Opcode.LD_RF, dram=a, drf=8 + a % 8, simb_mask=m) for a in range(8)]
+    for i in range(24):
+        a = (i * 5) % (6 * row) + row          # rows 1..6, changing from chain to chain
+        other = (a + 3 * row) % (7 * row)      # another row: a hit for FR-FCFS to prefer
+        p = 4 + i % 8                          # an AddrRF pointer to a
+        bank[8 * row + i] = vec_of([a] * 4)
+        prog += [Instr(Opcode.LD_RF, dram=other, drf=1, simb_mask=m),
+                 Instr(Opcode.ST_RF, dram=a, drf=8 + i % 8, simb_mask=m),        # WAW ...
+                 Instr(Opcode.ST_RF, dram=a, drf=8 + (i + 1) % 8, simb_mask=m),  # ... twice
+                 Instr(Opcode.LD_RF, dram=a, drf=2 + i % 2, simb_mask=m),        # RAW
+                 Instr(Opcode.ST_RF, dram=other, drf=2 + i % 2, simb_mask=m),
+                 Instr(Opcode.LD_PGSM, dram=a, pgsm=i % 8, simb_mask=m),         # RAW
+                 Instr(Opcode.ST_RF, dram=a, drf=1, simb_mask=m),                 # WAR
+                 Instr(Opcode.LD_RF, dram=8 * row + i, drf=7, simb_mask=m),
+                 Instr(Opcode.MOV_ARF, arf=p, drf=7, lane=i % 4, simb_mask=m),
+                 Instr(Opcode.ST_RF, dram=p, dram_ind=1, drf=8 + (i + 2) % 8, simb_mask=m),
+                 Instr(Opcode.LD_RF, dram=p, dram_ind=1, drf=6, simb_mask=m),
+                 Instr(Opcode.ST_RF, dram=a, drf=6, simb_mask=m),
+                 Instr(Opcode.LD_RF, dram=p, dram_ind=1, drf=5, simb_mask=m)]
+    # the chains' pairs are no hazard for the core (so they issue back to back)
+    st, ld = accesses(prog[10]), accesses(prog[11])
+    assert not conflicts(st[1], ld[0] | ld[1]) and not conflicts(st[0], ld[1])
+    prog += drain_program(g, 7 * row)
+    env = PEEnv(g, resolve_timing(cfg.ipim.timing, cfg.ipim.tck_ns), prog, random.Random(2),
+                tag_bits=3, bank=bank, ids=(45, 3, 17, 9), p_issue=1.0)
+    run_env(cfg, env, 40000)
+    ref = env.expected(bank)
+    bad = env.compare(ref)
+    assert not bad, "\n".join(bad[:20])
+
+
 class _TwoPEsOnePGSM(wiring.Component):
     """Two PEs joined to one PGSM, as the vault joins a PG (the test's own top)."""
 

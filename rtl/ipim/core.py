@@ -30,7 +30,9 @@ Exactly :func:`~pimforge.rtl.ipim.isa.accesses` and
 :func:`~pimforge.rtl.ipim.isa.conflicts`: each instruction is decoded into at
 most three register reads, one register write, one memory read and one memory
 write (:data:`HAZARD`); registers (DataRF, AddrRF, CtrlRF) match per entry,
-bank/PGSM/VSM per address when direct and as the whole store when indirect.
+bank/PGSM/VSM per address when direct and as the whole store when indirect,
+except that two bank accesses that enter the PE's request queue in issue order
+(``ld_rf``, ``st_rf``, ``ld_pgsm``) never conflict (see :mod:`~pimforge.rtl.ipim.isa`).
 The instruction in the issue stage waits (a bubble) while any occupied slot
 has a true (its reads against the slot's writes), anti (its writes against
 the slot's reads) or output (writes against writes) dependency with it. An
@@ -221,9 +223,9 @@ def _decode_hazards(m: Module, ins) -> data.View:
     def reg(slot, store, idx, en=1):
         m.d.comb += [slot.en.eq(en), slot.store.eq(store), slot.idx.eq(idx)]
 
-    def mem(slot, store, addr, ind):
+    def mem(slot, store, addr, ind, queued=0):
         m.d.comb += [slot.en.eq(1), slot.store.eq(store.value), slot.whole.eq(ind),
-                     slot.addr.eq(Mux(ind, 0, addr))]
+                     slot.queued.eq(queued), slot.addr.eq(Mux(ind, 0, addr))]
 
     def ind_reg(slot, addr, ind):
         # The AddrRF entry named by an indirect address; none beyond REG_BITS.
@@ -245,17 +247,17 @@ def _decode_hazards(m: Module, ins) -> data.View:
             f = args.rf_bank
             ind_reg(hz.rd0, f.dram, f.dram_ind)
             with m.If(ins.opcode == Opcode.LD_RF):
-                mem(hz.mrd, Store.BANK, f.dram, f.dram_ind)
+                mem(hz.mrd, Store.BANK, f.dram, f.dram_ind, queued=1)
                 reg(hz.wr, D, f.drf)
             with m.Else():
-                mem(hz.mwr, Store.BANK, f.dram, f.dram_ind)
+                mem(hz.mwr, Store.BANK, f.dram, f.dram_ind, queued=1)
                 reg(hz.rd1, D, f.drf)
         with m.Case(Opcode.LD_PGSM, Opcode.ST_PGSM):
             f = args.pgsm_bank
             ind_reg(hz.rd0, f.dram, f.dram_ind)
             ind_reg(hz.rd1, f.pgsm, f.pgsm_ind)
             with m.If(ins.opcode == Opcode.LD_PGSM):
-                mem(hz.mrd, Store.BANK, f.dram, f.dram_ind)
+                mem(hz.mrd, Store.BANK, f.dram, f.dram_ind, queued=1)
                 mem(hz.mwr, Store.PGSM, f.pgsm, f.pgsm_ind)
             with m.Else():
                 mem(hz.mrd, Store.PGSM, f.pgsm, f.pgsm_ind)

@@ -102,6 +102,16 @@ true (RAW), anti (WAR) or output (WAW) dependency on one still in its
 issued-instruction queue (Sec. IV-B). Register files are tracked per entry;
 a scratchpad or bank access is tracked per address when direct and as the
 whole memory when indirect (its address is unknown at issue).
+
+Two bank accesses that both enter their PE's request queue when dispatched
+(``ld_rf``, ``st_rf``, ``ld_pgsm``: :attr:`Resource.queued`) are no hazard for
+each other: each PE has a single memory request queue (Sec. V-C), taken in issue
+order, whose controller never reorders requests to the same address
+(:class:`~pimforge.rtl.mem.vault_ctrl.VaultController`), so their memory
+dependency holds without a stall, and the accesses reach the DRAM "with the same
+order as they appear in the input program" (Sec. V-C) as the compiler ordered
+them. ``st_pgsm`` writes the bank only after its PGSM read, later than its
+dispatch, so it keeps its bank hazards against every bank access.
 """
 
 from __future__ import annotations
@@ -405,10 +415,12 @@ class Store(enum.Enum):
 
 
 class Resource(NamedTuple):
-    """One tracked piece of storage; ``index`` None = the whole store."""
+    """One tracked piece of storage; ``index`` None = the whole store. ``queued``: a
+    bank access that enters its PE's request queue in issue order (see Hazards)."""
 
     store: Store
     index: int | None
+    queued: bool = False
 
 
 def _mem(store: Store, addr: int, ind: int) -> Resource:
@@ -444,12 +456,14 @@ def accesses(ins: Instr) -> tuple[frozenset[Resource], frozenset[Resource]]:
         r |= {Resource(A, ins.src1), Resource(A, ins.src2)}
         w.add(Resource(A, ins.dst))
     elif op in (Opcode.LD_RF, Opcode.ST_RF):
-        bank = addr(Store.BANK, ins.dram, ins.dram_ind)
+        bank = addr(Store.BANK, ins.dram, ins.dram_ind)._replace(queued=True)
         (w if op is Opcode.LD_RF else r).add(Resource(D, ins.drf))
         (r if op is Opcode.LD_RF else w).add(bank)
     elif op in (Opcode.LD_PGSM, Opcode.ST_PGSM):
         bank = addr(Store.BANK, ins.dram, ins.dram_ind)
         pgsm = addr(Store.PGSM, ins.pgsm, ins.pgsm_ind)
+        if op is Opcode.LD_PGSM:
+            bank = bank._replace(queued=True)
         r.add(bank if op is Opcode.LD_PGSM else pgsm)
         w.add(pgsm if op is Opcode.LD_PGSM else bank)
     elif op in (Opcode.RD_PGSM, Opcode.WR_PGSM):
@@ -485,11 +499,12 @@ def accesses(ins: Instr) -> tuple[frozenset[Resource], frozenset[Resource]]:
 
 
 def conflicts(a: frozenset[Resource], b: frozenset[Resource]) -> bool:
-    """Whether two resource sets overlap (an index of None covers its whole store)."""
+    """Whether two resource sets overlap (an index of None covers its whole store; two
+    queued bank accesses never do)."""
     for x in a:
         for y in b:
-            if x.store is y.store and (x.index is None or y.index is None or
-                                       x.index == y.index):
+            if x.store is y.store and not (x.queued and y.queued) and (
+                    x.index is None or y.index is None or x.index == y.index):
                 return True
     return False
 

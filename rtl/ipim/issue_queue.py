@@ -15,7 +15,7 @@ from .isa import DRAM_BITS, MASK_BITS, REG_BITS
 __all__ = ["IssueQueue", "HAZARD"]
 
 _REG = data.StructLayout({"en": 1, "store": 3, "idx": REG_BITS})
-_MEM = data.StructLayout({"en": 1, "store": 3, "whole": 1, "addr": DRAM_BITS})
+_MEM = data.StructLayout({"en": 1, "store": 3, "whole": 1, "queued": 1, "addr": DRAM_BITS})
 #: Decoded hazard resources of one instruction (see :mod:`~pimforge.rtl.ipim.core`).
 HAZARD = data.StructLayout({"rd0": _REG, "rd1": _REG, "rd2": _REG, "wr": _REG,
                             "mrd": _MEM, "mwr": _MEM})
@@ -26,7 +26,7 @@ def _reg_match(x, y):
 
 
 def _mem_match(x, y):
-    return (x.en & y.en & (x.store == y.store)
+    return (x.en & y.en & (x.store == y.store) & ~(x.queued & y.queued)
             & (x.whole | y.whole | (x.addr == y.addr)))
 
 

@@ -256,9 +256,8 @@ class Builder:
 
     def _unrolled(self, k: Kernel, block: list[VInstr], rows: int, segs: int) -> None:
         # Unrolled, with every pointer replaced by the address it holds in that
-        # iteration: the core tracks direct bank and scratchpad accesses per
-        # address, indirect ones as the whole memory, so only direct code lets the
-        # loads and stores of different addresses overlap. With reordering, the
+        # iteration: no AddrRF arithmetic, and the core tracks direct scratchpad
+        # accesses per address, indirect ones as the whole scratchpad. With reordering, the
         # iterations are scheduled as one window (their virtual registers renamed
         # apart), so that the loads of an iteration issue while the one before
         # computes and stores; the DataRF's free entries bound how far ahead.

@@ -20,9 +20,9 @@ offset and the grids' stencils are ordinary replicated kernels.
   table (``mov_arf``); its bin ``zi`` is computed in the SIMD unit and moved into the
   AddrRF, and the cell is read, added to and written back through that indirect
   address. Every PE builds the whole grid from its own copy of the input (no
-  reduction between PEs; the work is repeated in every PE), and the control core
-  runs the read-modify-writes one at a time (an indirect write orders every later
-  indirect access, as in the histogram).
+  reduction between PEs; the work is repeated in every PE). A cell's read waits for
+  the write before it only where the compiler orders them (a computed address may
+  touch any cell); the PE's request queue keeps the bank's accesses in that order.
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@
    one more bucket, which the reductions leave out); for each lane of each vector it moves the
    pixel into the AddrRF (``mov_arf``), adds the buckets' base (``calc_arf``) and
    increments that bucket with ``ld_rf`` / ``comp add`` / ``st_rf`` through the
-   indirect address. The control core orders an indirect bank write before every
-   later indirect access (it cannot know the address at issue), so the scatter runs
-   one read-modify-write at a time: the data-dependent addressing the SIMB ISA
-   offers, at its price.
+   indirect address. The compiler keeps each bucket's read behind the write before it
+   (a computed address may be any bucket), so the scatter runs one read-modify-write
+   after the other: the data-dependent addressing the SIMB ISA offers, at its price.
+   The PE's request queue keeps that order, so the read issues right behind the
+   write instead of waiting for it to finish.
 3. *Vault reduction*: per group of four buckets, every PE writes its counts to the
    VSM and PE 0 of the vault adds them and packs the four sums into one vector
    (``comp`` in scalar-vector mode with one lane enabled).
