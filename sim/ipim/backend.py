@@ -54,8 +54,7 @@ Software-pipelined loops
     1's loads), the loop's body (the stores of trip ``k - 1``, the computation of trip
     ``k``, the loads of trip ``k + 1``) and an epilogue, each part ordered by Algorithm 1
     on virtual registers (:func:`preschedule_parts`; a store issues once its time has
-    come, spaced by :func:`store_gap`, since the core lets only one store through a
-    pointer be in flight). A value keeps one DataRF entry in all three parts; liveness
+    come, as a load does, so that the stores spread among the computation). A value keeps one DataRF entry in all three parts; liveness
     over the loop's control flow (the body falls into itself and the epilogue) gives
     the stretches it holds it, so a value carried to the next trip frees its entry
     between its last read and its reload, and the others use it then
@@ -82,7 +81,7 @@ __all__ = ["Block", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
            "allocate_block", "allocate_loop", "bank_span", "bank_turnaround", "block_key",
            "code_len", "dependency_graph", "may_alias", "mem_gap",
            "preschedule_block", "preschedule_parts", "reorder", "reorder_block",
-           "schedule_block", "store_gap"]
+           "schedule_block", "store_hold"]
 
 
 @dataclass(frozen=True)
@@ -432,14 +431,13 @@ def mem_gap(ip) -> int:
     return max(1, round(ip.timing.tCCD / ip.tck_ns))
 
 
-def store_gap(ip) -> int:
-    """Issue slots between a store through a pointer and the next bank access in a
-    pipelined loop. The core's hazard check treats an indirect access as touching the
-    whole bank, so such a store issues only once the bank access before it is done,
-    and an access after it waits for it: each takes :func:`bank_turnaround` and the two
-    cycles of its issue and dispatch (measured: the WR commands of a run of them are 21
-    cycles apart)."""
-    return max(mem_gap(ip), bank_turnaround(ip) + 2)
+def store_hold(ip) -> int:
+    """Instructions a DataRF entry a store reads last stays unused after the store, where
+    the DataRF allows (:func:`allocate_loop`): the store holds its issued-queue slot, and
+    so its source entry, until the bank has written it, :func:`bank_turnaround` and the
+    two cycles of its issue and dispatch after it issues, longer where it waits in the
+    request queue behind the loads of an open row."""
+    return 4 * (bank_turnaround(ip) + 2)
 
 
 def reorder(prog: list[Instr], ip, mem_order: bool,
@@ -543,10 +541,9 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
     unless nothing else is ready. *live_in*: values live at the block's start (defined
     before it); *held*: values that stay live once written, read or not (a loop's values
     carried to its next trip). *stores_due*: a store issues as soon as its time has come,
-    as a load does, and the next bank access waits :func:`store_gap` slots after it (the
-    core orders stores through pointers one after the other, each waiting for the one
-    before to be written: a run of them at a block's end stalls the core for the whole
-    run, while spread among the computation they cost nothing).
+    as a load does (a run of stores at a block's end fills the request queue and
+    blocks the in-order core behind it; spread among the computation they cost
+    nothing).
     """
     n = len(block)
     rw = [_virtual_accesses(vi) for vi in block]
@@ -595,7 +592,6 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
     is_load = [vi.ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM) for vi in block]
     is_store = [vi.ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM) for vi in block]
     gap = mem_gap(ip) if mem_order else 0
-    sgap = store_gap(ip) if mem_order and stores_due else gap
     next_mem = 0
     ready = [i for i in range(n) if indeg[i] == 0]
     out: list[VInstr] = []
@@ -619,7 +615,7 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
         out.append(block[pick])
         T[pick] = max(T[pick], step)
         if is_dram[pick]:
-            next_mem = max(step, next_mem) + (sgap if is_store[pick] else gap)
+            next_mem = max(step, next_mem) + gap
         for v in uses[pick]:
             uses_left[v] -= 1
             if uses_left[v] == 0:
@@ -628,7 +624,7 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
             if uses_left.get(v, 0) > 0 or v in held:
                 live.add(v)
         for j in succ[pick]:
-            T[j] = max(T[j], T[pick] + ((sgap if is_store[pick] else gap) or 1
+            T[j] = max(T[j], T[pick] + (gap or 1
                                         if (pick, j) in order_only else lat[pick]))
             indeg[j] -= 1
             if indeg[j] == 0:
@@ -836,7 +832,7 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
         after = dict(lru or {})
         pre = preschedule_parts(block, parts, ip, opts.mem_order, len(free), ranges, window)
         hit = (tuple(allocate_loop(pre, parts, free, opts.regalloc, after,
-                                   4 * store_gap(ip))), after)
+                                   store_hold(ip))), after)
         _CACHE[key] = hit
     if hit is None:
         after: dict[int, int] = dict(lru or {})
@@ -974,7 +970,7 @@ def allocate_block(blk: Block, opts: Options, ip=None) -> Block:
     def make() -> Block:
         if blk.parts is not None:     # a pipelined loop: no other order keeps its parts
             code = allocate_loop(list(blk.order), blk.parts, list(blk.free), opts.regalloc,
-                                 dict(blk.lru), 4 * store_gap(ip) if ip is not None else 0)
+                                 dict(blk.lru), store_hold(ip) if ip is not None else 0)
             return dataclasses.replace(blk, code=tuple(code), done=True)
         if blk.order is not None:
             try:
