@@ -659,6 +659,12 @@ def test_initial_mapping_skips_no_layout_that_could_win(name, scale, preset):
     assert mapper._initial_mapping(net, cfg, model).to_json() == want.to_json()
     for lo in mapspace.LAYOUTS:
         floor = mapper._baseline_floor(net, model, lo, n.na_rows, n.na_cols)
+        partial = mapper._Floor(net, model, lo, n.na_rows, n.na_cols)
+        while not partial.done:         # summed a layer at a time, it grows to the floor
+            before = partial.value
+            partial.extend()
+            assert before <= partial.value <= floor + 1e-6
+        assert math.isclose(partial.value, floor)
         for goal in ("full", "node"):
             got = mapper.baseline_map(net, cfg, lo, lm_goal=goal, model=model)
             assert floor <= got.latency_cycles, (lo, goal)

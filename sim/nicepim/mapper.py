@@ -345,23 +345,32 @@ def _initial_mapping(net: Network, cfg, model: NodeModel) -> Mapping:
     """Algorithm 1's initial mapping: ``min((baseline_map(net, cfg, lm_goal=goal,
     model=model) for goal in ("full", "node")), key=latency)``, the first of least
     latency in the order of the goals and, within one, of :data:`LAYOUTS`, found with
-    less work: the (goal, layout) pairs are mapped in the order of a floor of their
-    latency (:func:`_baseline_floor`), and a pair whose floor shows it cannot be that
-    first one is not mapped at all. (Where the weights might not fit a node's DRAM
+    less work. The layout of least floor of its latency (:func:`_baseline_floor`) is
+    mapped first, with both goals; then a (goal, layout) pair whose floor shows that it
+    cannot be that first one is not mapped at all, its floor summed only as far as it
+    takes to show it (:class:`_Floor`). (Where the weights might not fit a node's DRAM
     even unreplicated, every pair is mapped, so that one that fails still raises.)"""
     n = cfg.nicepim
     h, w = n.na_rows, n.na_cols
     runs = [(goal, lo) for goal in ("full", "node") for lo in LAYOUTS]
+    floors = None
+    order = list(range(len(runs)))
     if _weights_fit_unreplicated(net, model, h, w, n.node_bytes):
-        floors = {lo: _baseline_floor(net, model, lo, h, w) for lo in LAYOUTS}
-    else:
-        floors = dict.fromkeys(LAYOUTS, -math.inf)
+        floors = {lo: _Floor(net, model, lo, h, w) for lo in LAYOUTS}
+        while True:     # the least whole floor: extend the least partial one until whole
+            least = min(floors.values(), key=lambda f: f.value)
+            if least.done:
+                break
+            least.extend()
+        order.sort(key=lambda i: runs[i][1] != least.layout)
     best, best_i = None, -1
-    for i in sorted(range(len(runs)), key=lambda i: (floors[runs[i][1]], i)):
+    for i in order:
         goal, lo = runs[i]
-        if best is not None and (floors[lo] > best.latency_cycles
-                                 or (floors[lo] == best.latency_cycles and i > best_i)):
-            continue        # its latency is at least the best's, and it comes later
+        if best is not None and floors is not None:
+            f = floors[lo]
+            f.extend_past(best.latency_cycles)
+            if f.value > best.latency_cycles or (f.value == best.latency_cycles and i > best_i):
+                continue    # its latency is at least the best's, and it comes later
         m = _baseline_layout(net, cfg, lo, goal, model)
         if (best is None or m.latency_cycles < best.latency_cycles
                 or (m.latency_cycles == best.latency_cycles and i < best_i)):
@@ -370,23 +379,51 @@ def _initial_mapping(net: Network, cfg, model: NodeModel) -> Mapping:
     return best
 
 
+def _layer_floor(lay: Layer, model: NodeModel, lo: int, h: int, w: int) -> float:
+    """A lower bound of a layer's cycles in :func:`baseline_map` with the layout *lo*,
+    for either LM goal: they are at least its ``compute + dram``, which is at least the
+    least :meth:`~.mapcost.NodeModel.cycles_bound` (without the sharing) of its LMs,
+    less a cycle for the bound's rounding."""
+    least = math.inf
+    for part in layer_partitions(lay, h, w):
+        try:
+            least = min(least, model.cycles_bound(lay, part, h * w, lo, lo, share=False))
+        except CapacityError:
+            return 0.0          # its task list decides
+    return max(0.0, least - 1) if least != math.inf else 0.0
+
+
 def _baseline_floor(net: Network, model: NodeModel, lo: int, h: int, w: int) -> float:
     """A lower bound of :func:`baseline_map`'s latency with the layout *lo*, for either
-    LM goal: a layer's cycles are at least its ``compute + dram``, which is at least
-    the least :meth:`~.mapcost.NodeModel.cycles_bound` (without the sharing) of its
-    LMs, less a cycle for the bound's rounding; the movements add to them."""
-    total = 0.0
-    for lay in net.layers[1:]:
-        least = math.inf
-        for part in layer_partitions(lay, h, w):
-            try:
-                least = min(least, model.cycles_bound(lay, part, h * w, lo, lo, share=False))
-            except CapacityError:
-                least = -math.inf       # its task list decides
-                break
-        if least != math.inf:
-            total += max(0.0, least - 1)
-    return total
+    LM goal: its layers' floors (:func:`_layer_floor`); the movements add to them."""
+    return sum(_layer_floor(lay, model, lo, h, w) for lay in net.layers[1:])
+
+
+class _Floor:
+    """:func:`_baseline_floor` summed a layer at a time, the layers with most MACs
+    first (layers without MACs bound at 0): :attr:`value`, a lower bound of the whole
+    floor at every step, grows to it."""
+
+    def __init__(self, net: Network, model: NodeModel, layout: int, h: int, w: int):
+        self.layout, self._args = layout, (model, layout, h, w)
+        self._lays = sorted((lay for lay in net.layers[1:]
+                             if lay.kind in ("conv", "fc", "matmul")), key=lambda lay: -lay.macs)
+        self._next = 0
+        self.value = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self._next == len(self._lays)
+
+    def extend(self) -> None:
+        """Add the next layer's floor."""
+        self.value += _layer_floor(self._lays[self._next], *self._args)
+        self._next += 1
+
+    def extend_past(self, limit: float) -> None:
+        """Add layers' floors until the value exceeds *limit* or is whole."""
+        while self.value <= limit and not self.done:
+            self.extend()
 
 
 def _weights_fit_unreplicated(net: Network, model: NodeModel, h: int, w: int,
