@@ -618,6 +618,21 @@ def test_movement_clip_equals_numpys_clip():
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), (a, lo, hi)
 
 
+def test_movement_columns_equal_numpys_stack():
+    """:func:`~movement._columns` (the boxes' columns) gives numpy's ``stack(..., axis=1)``:
+    the same values, dtype, shape and bytes (C order), for ints and floats."""
+    import numpy as np
+
+    rng = random.Random(SEED + 31)
+    log.info("seed %d", SEED + 31)
+    for _ in range(200):
+        n, dtype = rng.randint(1, 20), rng.choice([np.int64, np.float64])
+        cols = [np.array([rng.randint(-60, 60) for _ in range(n)], dtype=dtype)
+                for _ in range(8)]
+        want, got = np.stack(cols, axis=1), movement._columns(*cols)
+        assert (got.dtype, got.shape, got.tobytes()) == (want.dtype, want.shape, want.tobytes())
+
+
 def test_memoized_parse_partition_equals_a_fresh_parse():
     """:func:`~mapspace.parse_partition` (memoized) gives partitions equal to a fresh
     parse of the same text, with the same hash, sizes and text, for every LM of a few

@@ -102,7 +102,7 @@ def _owned_boxes(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
     c0, c1 = k0 + nd["c"] * width // pc, k0 + (nd["c"] + 1) * width // pc
     p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
     q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
-    return _frozen(nd, np.stack([n0, n1, c0, c1, p0, p1, q0, q1], axis=1))
+    return _frozen(nd, _columns(n0, n1, c0, c1, p0, p1, q0, q1))
 
 
 def home_boxes(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -148,13 +148,19 @@ def _home_boxes(pl: Placement, pred_k: int, offset: int) -> tuple[dict[str, np.n
         if lay.kind != "add":
             c0, c1 = c0 - offset, c1 - offset
         c0, c1 = _clip(c0, 0, pred_k), _clip(c1, 0, pred_k)
-    return _frozen(nd, np.stack([n0, n1, c0, c1, r0, r1, s0, s1], axis=1))
+    return _frozen(nd, _columns(n0, n1, c0, c1, r0, r1, s0, s1))
 
 
 def _clip(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """``np.clip(a, lo, hi)`` of an integer array (the same values; numpy's clip costs
     several times more on the few elements of a region's nodes)."""
     return np.minimum(np.maximum(a, lo), hi)
+
+
+def _columns(*cols: np.ndarray) -> np.ndarray:
+    """``np.stack(cols, axis=1)`` of equally long 1-D arrays (the same array; numpy's
+    stack checks and expands its arrays in Python, several times the cost here)."""
+    return np.ascontiguousarray(np.array(cols).T)
 
 
 def _frozen(nd: dict[str, np.ndarray], boxes: np.ndarray) -> tuple[dict[str, np.ndarray],
