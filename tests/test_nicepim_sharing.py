@@ -293,3 +293,23 @@ def test_bad_input_is_one_line(capsys, argv, msg):
 def test_rtl_config_takes_the_nodes_routers():
     cfg = rtl_config(load_config("nicepim_16x16", {}), 4, 4, 64)
     assert (cfg.noc.rows, cfg.noc.cols, cfg.noc.flit_bits, cfg.noc.vcs) == (4, 4, 64, 8)
+
+
+def test_memoized_min_hop_cycles_equal_a_solve_on_the_mesh():
+    """The minimum-hop cycle solved once per set geometry (:func:`sh._min_hop_order`, on
+    the smallest mesh that holds the set) is the cycle solved for the set where it lies,
+    for the sharing sets of several meshes and random sets of 3 to 7 nodes."""
+    rng = _rng(41)
+    cases = []
+    for rows, cols, size, stride in ((4, 4, 4, 1), (4, 4, 8, 1), (8, 8, 4, 2), (4, 8, 8, 1)):
+        mesh = sh.Mesh(rows, cols)
+        cases += [(mesh, s) for s in sh.sharing_sets(mesh, size, stride)]
+    for _ in range(12):
+        mesh = sh.Mesh(rng.randint(2, 6), rng.randint(2, 6))
+        cases.append((mesh, tuple(rng.sample(range(mesh.nodes),
+                                             rng.randint(3, min(7, mesh.nodes))))))
+    for mesh, s in cases:
+        x0, y0 = mesh.xy(s[0])
+        key = tuple((mesh.xy(n)[0] - x0, mesh.xy(n)[1] - y0) for n in s)
+        want, _ = sh._min_hop_cycle(mesh, s, 0)
+        assert [s[i] for i in sh._min_hop_order(key, 0)] == want, (mesh, s)

@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     for _ in range(args.repeat):
         # cold, as for a new architecture: the task lists' costs, the sharing steps
         # played through the DRAM port and the Data-Scheduler's schedules
-        for cache in (node_model._part_cost, share_port._play, sharing.set_loads):
+        for cache in (node_model._part_cost, share_port._play, sharing.set_loads,
+                      sharing._min_hop_order):
             cache.cache_clear()
         wall = cpu = 0.0
         for name in nets:

@@ -498,18 +498,31 @@ def schedule_tsp(mesh: Mesh, sets: list[tuple[int, ...]], part_flits: int, *,
                  seed: int = 0) -> Schedule:
     """Each set on its own minimum-hop Hamilton cycle (the TSP baseline of Fig. 12)."""
     t0 = time.perf_counter()
-    cache: dict[tuple, list[int]] = {}
+    seen: set[tuple] = set()
     cycles = []
     for s in sets:
         # the instance relative to the set's first node: congruent sets are one instance
         x0, y0 = mesh.xy(s[0])
         key = tuple((mesh.xy(n)[0] - x0, mesh.xy(n)[1] - y0) for n in s)
-        if key not in cache:
-            cyc, _ = _min_hop_cycle(mesh, s, seed)
-            cache[key] = [s.index(n) for n in cyc]
-        cycles.append([s[i] for i in cache[key]])
+        seen.add(key)
+        cycles.append([s[i] for i in _min_hop_order(key, seed)])
     return _hamilton("tsp", mesh, sets, cycles, part_flits, time.perf_counter() - t0,
-                     notes=[f"{len(cache)} distinct set geometries solved"])
+                     notes=[f"{len(seen)} distinct set geometries solved"])
+
+
+@functools.lru_cache(maxsize=4096)
+def _min_hop_order(key: tuple[tuple[int, int], ...], seed: int) -> tuple[int, ...]:
+    """The minimum-hop Hamilton cycle (:func:`_min_hop_cycle`) of a set as indices into
+    it, by the set's geometry *key* (each node's ``(x, y)`` from the first node's). A
+    set's model depends on nothing but its nodes' hops, so congruent sets anywhere on
+    any mesh are one instance: solved once per process (``set_loads``' ILP and TSP
+    schedules start from the same cycles)."""
+    xs, ys = [x for x, _ in key], [y for _, y in key]
+    x0, y0 = min(xs), min(ys)
+    mesh = Mesh(max(ys) - y0 + 1, max(xs) - x0 + 1)
+    members = [(y - y0) * mesh.cols + x - x0 for x, y in key]
+    cyc, _ = _min_hop_cycle(mesh, members, seed)
+    return tuple(members.index(n) for n in cyc)
 
 
 def _hamilton(method: str, mesh: Mesh, sets: list[tuple[int, ...]], cycles: list[list[int]],
