@@ -54,11 +54,11 @@ Software-pipelined loops
     1's loads), the loop's body (the stores of trip ``k - 1``, the computation of trip
     ``k``, the loads of trip ``k + 1``) and an epilogue, each part ordered by Algorithm 1
     on virtual registers (:func:`preschedule_parts`; a store issues once its time has
-    come, as a load does, so that the stores spread among the computation). A value keeps one DataRF entry in all three parts; liveness
-    over the loop's control flow (the body falls into itself and the epilogue) gives
-    the stretches it holds it, so a value carried to the next trip frees its entry
-    between its last read and its reload, and the others use it then
-    (:func:`allocate_loop`).
+    come, as a load does, so that the stores spread among the computation). A value
+    keeps one DataRF entry in all three parts; liveness over the loop's control flow
+    (the body falls into itself and the epilogue) gives the stretches it holds it, so
+    a value carried to the next trip frees its entry between its last read and its
+    reload, and the others use it then (:func:`allocate_loop`).
 Passes
     The compiler's ``preschedule``, ``regalloc`` and ``reorder`` passes
     (:mod:`pimforge.sim.ipim.passes`) apply :func:`preschedule_block`,
@@ -73,7 +73,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesses
+from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesses, conflicts
 
 from .lang import CompileError
 
@@ -94,13 +94,16 @@ class Options:
     lowering falls back to loops for the whole program when it does not fit);
     ``pipeline``: with ``reorder``, software-pipeline the innermost loops (the loads of
     trip k + 1 and the stores of trip k - 1 beside trip k's computation, where the
-    loop allows it and the program memory holds it)."""
+    loop allows it and the program memory holds it); ``slide``: with ``pipeline``, a
+    stencil that runs as a loop walks its column strips down the rows and keeps the
+    values the next row needs again in registers (:mod:`.sliding`)."""
 
     regalloc: str = "max"
     reorder: bool = True
     mem_order: bool = True
     unroll: bool = True
     pipeline: bool = True
+    slide: bool = True
 
     def __post_init__(self):
         if self.regalloc not in ("max", "min"):
@@ -269,6 +272,23 @@ def _linear(order: list[int], ranges: dict[int, tuple[int, int]], free: list[int
 
 
 _DRAM_OPS = frozenset({Opcode.LD_RF, Opcode.ST_RF, Opcode.LD_PGSM, Opcode.ST_PGSM})
+#: Bank instructions that enter the PE's request queue in issue order (isa: queued).
+_QUEUED_OPS = frozenset({Opcode.LD_RF, Opcode.ST_RF, Opcode.LD_PGSM})
+
+
+def _edge_latency(rw: list, ins: list[Instr], lat: list[int], a: int, b: int) -> int:
+    """Cycles instruction *b* waits after *a* on the edge ``a -> b``: *a*'s latency, except
+    between two bank accesses that enter the request queue in order and share no
+    register (only their addresses may overlap): the queue keeps their order, so *b*
+    issues right behind *a*."""
+    if ins[a].opcode in _QUEUED_OPS and ins[b].opcode in _QUEUED_OPS:
+        (ra, wa), (rb, wb) = rw[a], rw[b]
+        nb = [x for x in (*rb, *wb) if x.store is not Store.BANK]
+        if not conflicts(frozenset(x for x in wa if x.store is not Store.BANK), frozenset(nb)) \
+                and not conflicts(frozenset(x for x in ra if x.store is not Store.BANK),
+                                  frozenset(x for x in wb if x.store is not Store.BANK)):
+            return 1
+    return lat[a]
 
 
 def latency(ins: Instr, ip) -> int:
@@ -459,6 +479,7 @@ def reorder(prog: list[Instr], ip, mem_order: bool,
             indeg[j] += 1
     T = [0] * n
     lat = [latency(ins, ip) for ins in prog]
+    rw = [accesses(ins) for ins in prog]
     is_dram = [ins.opcode in _DRAM_OPS for ins in prog]
     is_load = [ins.opcode in (Opcode.LD_RF, Opcode.LD_PGSM) for ins in prog]
     is_store = [ins.opcode in (Opcode.ST_RF, Opcode.ST_PGSM) for ins in prog]
@@ -479,7 +500,7 @@ def reorder(prog: list[Instr], ip, mem_order: bool,
         if is_dram[pick]:
             next_mem = max(step, next_mem) + gap
         for j in succ[pick]:
-            T[j] = max(T[j], T[pick] + lat[pick])
+            T[j] = max(T[j], T[pick] + _edge_latency(rw, prog, lat, pick, j))
             indeg[j] -= 1
             if indeg[j] == 0:
                 ready.append(j)
@@ -547,7 +568,8 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
     """
     n = len(block)
     rw = [_virtual_accesses(vi) for vi in block]
-    succ = _graph([vi.ins for vi in block], ranges, rw)
+    ins = [vi.ins for vi in block]
+    succ = _graph(ins, ranges, rw)
     order_only: set[tuple[int, int]] = set()
     if mem_order and its is not None:
         # the bank accesses in the order of a software-pipelined program: the loads of
@@ -624,8 +646,8 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
             if uses_left.get(v, 0) > 0 or v in held:
                 live.add(v)
         for j in succ[pick]:
-            T[j] = max(T[j], T[pick] + (gap or 1
-                                        if (pick, j) in order_only else lat[pick]))
+            T[j] = max(T[j], T[pick] + (gap or 1 if (pick, j) in order_only else
+                                        _edge_latency(rw, ins, lat, pick, j)))
             indeg[j] -= 1
             if indeg[j] == 0:
                 ready.append(j)

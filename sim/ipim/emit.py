@@ -235,6 +235,9 @@ class Builder:
         block = body(k)
         if not block:
             return
+        if k.warm:              # a sliding window: only as a software-pipelined loop
+            self._loop(k, block, rows, segs)
+            return
         if self.compact and self._unrollable(k, block):
             # the shorter of the loop and the unrolled code (a tiny array's loop is
             # mostly pointer set-up)
@@ -290,8 +293,9 @@ class Builder:
                     incs.append(VInstr(Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=reg, src1=reg,
                                              src2=k.steps[seg], simb_mask=self.all)))
         row_incs = []
-        for reg, (_, seg, row) in k.ptrs.items():
-            adj = row - (segs * seg if segs > 1 else 0)
+        warm_ptrs = {vi.ins.dram for vi in block if vi.ins.opcode is Opcode.LD_RF}
+        for reg in k.ptrs:
+            adj = k.row_adjust(reg, segs, warm_ptrs)
             if rows > 1 and adj:
                 row_incs.append(VInstr(Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=reg, src1=reg,
                                              src2=k.steps[adj], simb_mask=self.all)))
@@ -306,6 +310,8 @@ class Builder:
                 return
             del self.prog[start:]
             self.lru = lru
+        if k.warm:
+            raise CompileError("a sliding window needs its loop software-pipelined")
         self._set_ptrs(k)
         code = self.block(inner, spans)
         P = self.prog
@@ -357,7 +363,7 @@ class Builder:
         DataRF holds the carried values beside each part's own.
         """
         trips, ctr, top = (segs, 1, 3) if segs > 1 else (rows, 2, 4)
-        if trips < 2 or k.setup:
+        if trips < 2 or k.setup or (k.warm and segs < 2):
             return False
         lds = [vi for vi in block if vi.ins.opcode is Opcode.LD_RF]
         if not lds:
@@ -412,12 +418,17 @@ class Builder:
         if any(not 0 <= st - made.get(v, st) <= 1 for st, vi in staged for v in vi.uses()):
             return False        # a value read two stages on would need a second register
         by = [[vi for st, vi in staged if st == n] for n in range(3)]
-        self._set_ptrs(k, {vi.ins.dst: k.ptrs[vi.ins.dst][1 if segs > 1 else 2]
-                           for vi in moved})
-        # prologue: L(0), C(0), L(1); body: S(k-1), C(k), L(k+1); epilogue: S(N-2),
-        # C(N-1), S(N-1). A value keeps its virtual register in every copy: the
-        # allocation holds it where it is live.
-        pro = by[0] + by[1] + by[0]
+        if k.warm and any(vi.ins.opcode not in (Opcode.LD_RF, Opcode.CALC_ARF) for vi in by[0]):
+            return False
+        # a sliding window's warm-up trips step the loads' pointers too
+        back = {vi.ins.dst: k.ptrs[vi.ins.dst][1 if segs > 1 else 2]
+                * (1 + (len(k.warm) if vi.ins.dst in lptr else 0)) for vi in moved}
+        self._set_ptrs(k, back)
+        # prologue: [a sliding window's warm-up trips: L(j), W(j)], L(0), C(0), L(1);
+        # body: S(k-1), C(k), L(k+1); epilogue: S(N-2), C(N-1), S(N-1). A value keeps its
+        # virtual register in every copy: the allocation holds it where it is live.
+        warm = [vi for w in k.warm for vi in by[0] + w]
+        pro = warm + by[0] + by[1] + by[0]
         body = by[2] + by[1] + by[0]
         epi = by[2] + by[1] + by[2]
         ctl_in = [VInstr(Instr(Opcode.SETI_CRF, dst=ctr, imm=trips - 2)),
@@ -433,7 +444,8 @@ class Builder:
         whole = pro + ctl_in + body + latch + epi
         parts = (len(pro), 2, len(body), 2, len(epi))
         # the trip each instruction belongs to, for memory-order enforcement
-        window = [0] * len(by[0]) + [0] * len(by[1]) + [1] * len(by[0]) + [0, 0] + \
+        window = [0] * len(warm) + \
+            [0] * len(by[0]) + [0] * len(by[1]) + [1] * len(by[0]) + [0, 0] + \
             [0] * len(by[2]) + [1] * len(by[1]) + [2] * len(by[0]) + [0, 0] + \
             [0] * len(by[2]) + [1] * len(by[1]) + [1] * len(by[2])
         try:
@@ -557,6 +569,10 @@ class Kernel:
         #: AddrRF entries of gathers' computed addresses, reused in turn
         self.garfs: list[int] = []
         self._gnext = 0
+        #: a sliding window's warm-up trips (:mod:`.sliding`): each one's computation,
+        #: run after that trip's loads, before the software-pipelined loop's first trip;
+        #: the loads' pointers step once more per warm-up trip
+        self.warm: list[list[VInstr]] = []
 
     def garf(self, pool: int = 8) -> int:
         """An AddrRF entry for a computed address (the pool's entries reused in turn: the
@@ -585,12 +601,20 @@ class Kernel:
         self._ptr_of.setdefault(key, reg)
         return reg
 
-    def finish_steps(self, segs: int, rows: int) -> None:
+    def row_adjust(self, reg: int, segs: int, loads: set[int] | None = None) -> int:
+        """The step of pointer *reg* from its last inner trip to the next outer trip's
+        first (*loads*: the pointers the warm-up trips step too)."""
+        _, seg, row = self.ptrs[reg]
+        steps = (segs if segs > 1 else 0) + (len(self.warm) if reg in (loads or ()) else 0)
+        return row - steps * seg
+
+    def finish_steps(self, segs: int, rows: int, loads: set[int] | None = None) -> None:
+        """The step constants the loop needs (*loads*: as :meth:`row_adjust`)."""
         need = set()
-        for _, seg, row in self.ptrs.values():
+        for reg, (_, seg, _) in self.ptrs.items():
             if segs > 1 and seg:
                 need.add(seg)
-            adj = row - (segs * seg if segs > 1 else 0)
+            adj = self.row_adjust(reg, segs, loads)
             if rows > 1 and adj:
                 need.add(adj)
         for v in sorted(need):
@@ -603,11 +627,18 @@ class Kernel:
 
 
 class Evaluator:
-    def __init__(self, k: Kernel, arr: Array, U: int, RU: int):
+    """*ymajor*: the kernel's inner loop walks the rows (a column strip of ``U`` vectors
+    per outer trip), so a load's pointer steps a row per inner trip. *keep*: ids of
+    nodes whose values must stay in their registers (a sliding window's carried and
+    fresh values: no ``mac`` accumulates into them)."""
+
+    def __init__(self, k: Kernel, arr: Array, U: int, RU: int, *, ymajor: bool = False):
         self.k = k
         self.arr = arr
         self.U = U
         self.RU = RU
+        self.ymajor = ymajor
+        self.keep: set[int] = set()
         self.block: list[VInstr] = []
         self.memo: dict = {}
         self.mask = k.b.all
@@ -668,7 +699,7 @@ class Evaluator:
             init = a.addr(row, col)
             key = ("ld", init, seg, rstep)
             if key not in self.memo:
-                p = self.k.ptr(init, seg, rstep)
+                p = self.k.ptr(init, rstep, seg) if self.ymajor else self.k.ptr(init, seg, rstep)
                 d = self.k.v()
                 self.emit(Instr(Opcode.LD_RF, dram=p, dram_ind=1, simb_mask=self.mask), drf=d)
                 self.memo[key] = ("v", d)
@@ -691,7 +722,8 @@ class Evaluator:
         if isinstance(e, Bin):
             if (e.op == "+" and e.dtype == FP32 and isinstance(e.b, Bin) and e.b.op == "*"
                     and isinstance(e.a, Bin | Select | Cast)
-                    and self.refs.get(id(e.a)) == 1 and self.refs.get(id(e.b)) == 1):
+                    and self.refs.get(id(e.a)) == 1 and self.refs.get(id(e.b)) == 1
+                    and id(e.a) not in self.keep and id(e.b) not in self.keep):
                 # a + p*q as one mac on a's register (a is read nowhere else): the
                 # product rounded, then the sum, exactly as the two instructions
                 acc = self.val(e.a, rr, u)

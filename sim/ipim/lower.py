@@ -110,6 +110,7 @@ from .lang import (
     nodes,
 )
 from .layout import ALL_LANES, SCRATCH_LINES, Array, Program, gather, place
+from .sliding import plan as slide_plan
 
 __all__ = ["Array", "Graph", "Program", "build_graph", "constants", "gather", "lay_out",
            "place", "select", "unroll_budgets"]
@@ -549,6 +550,8 @@ def _compute(b: Builder, arr: Array, body: Expr) -> None:
     if arr.R % RU:
         raise CompileError(f"{arr.name} has {arr.R} rows per PE; an upsampling stage needs "
                            "an even number: choose a taller image")
+    if RU == 1 and not need_even_x and _sliding(b, arr, body):
+        return
     last = None
     best = None             # compact: the shortest code of every unroll factor
     start, start_lru = list(b.prog), dict(b.lru)
@@ -598,6 +601,89 @@ def _compute(b: Builder, arr: Array, body: Expr) -> None:
         b.kernels_done.append(best[2])
         return
     raise last or CompileError(f"{arr.name}: no unroll factor divides {arr.S} vectors")
+
+
+def _sliding(b: Builder, arr: Array, body: Expr) -> bool:
+    """The kernel as a sliding window down the rows (:mod:`.sliding`), where it runs as a
+    software-pipelined loop: column strips of ``U`` vectors in the outer loop, a strip's
+    rows in the inner one, the values a trip shares with the next kept in registers.
+    Emits it and returns True, or emits nothing and returns False (a kernel whose code
+    is unrolled, a body without shared values, a window the DataRF cannot hold)."""
+    if not (b.pipeline and b.opts.reorder and b.opts.slide) or b.compact or arr.R < 3:
+        return False
+    sp = slide_plan(body)
+    if sp is None:
+        return False
+    # the warm-up trips read rows above the first output row: within the arrays' halos
+    for ref in array_refs(body):
+        if ref.ay[1] - sp.depth < -ref.arr.hyt and any(
+                id(n) == id(ref) for f in sp.fresh.values() for n in nodes(f)):
+            return False
+    start, start_lru = list(b.prog), dict(b.lru)
+    for U in (16, 8, 4, 2, 1):
+        if arr.S % U:
+            continue
+        S = arr.S // U
+        if b.unroll_budget:     # where the kernel's code would be unrolled, it stays so
+            ev = Evaluator(Kernel(b), arr, U, 1)
+            ev.count_refs(body)
+            try:
+                for u in range(U):
+                    ev.val(body, 0, u)
+            except CompileError:
+                continue
+            if b.unroll_budget >= arr.R * S * (len(ev.block) + U):
+                break
+
+        def mk(k: Kernel, U=U, S=S):
+            ev = Evaluator(k, arr, U, 1, ymajor=True)
+            ev.count_refs(body)
+            ev.keep = sp.keep()
+            reg = {(c, u): k.v() for c in sp.carried for u in range(U)}
+            for (c, u), v in reg.items():
+                for n in sp.carried[c]:
+                    ev.memo[(id(n), 0, u)] = ("v", v)
+            vals = [ev.val(body, 0, u) for u in range(U)]
+            fresh = {(f, u): ev.val(n, 0, u) for f, n in sp.fresh.items() for u in range(U)}
+            for u, v in enumerate(vals):
+                if v[0] == "p":      # a constant func: copy it
+                    v = ("v", ev.comp(AluOp.ADD, INT32, v, ("p", b.const_reg[0])))
+                p = k.ptr(arr.addr(0, u), arr.pitch, U, fresh=True)
+                ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all), drf=v[1])
+            cur = {**{(c, u): ("v", v) for (c, u), v in reg.items()}, **fresh}
+            moves = []              # (chain position from the fresh end, instruction)
+            for ch in sp.chains:
+                for i in range(len(ch) - 1):
+                    for u in range(U):
+                        mv = VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
+                                          src2=b.const_reg[0], simb_mask=b.all),
+                                    {"dst": reg[(ch[i], u)], "src1": cur[(ch[i + 1], u)][1]})
+                        moves.append((len(ch) - 2 - i, mv))
+            block = loads_first(ev.block, k) + [mv for _, mv in moves]
+            loads = {vi.ins.dram for vi in block if vi.ins.opcode is Opcode.LD_RF}
+            # warm-up trip j: the fresh values and the moves whose sources hold values
+            need = {v[1] for v in fresh.values()}
+            src_of: list[VInstr] = []
+            for vi in reversed(ev.block):
+                if vi.ins.opcode is not Opcode.LD_RF and set(vi.defs()) & need:
+                    src_of.append(vi)
+                    need |= set(vi.uses())
+            src_of.reverse()
+            k.warm = [src_of + [mv for d, mv in moves if d <= j] for j in range(sp.depth)]
+            k.finish_steps(arr.R, S, loads)
+            return block
+
+        b.prog = list(start)
+        b.lru = dict(start_lru)
+        try:
+            b.kernel(S, arr.R, mk)
+        except CompileError:
+            continue
+        b.kernels_done.append(f"{arr.name}: compute {arr.R}x{arr.S} vectors, column strips "
+                              f"of {U}, a sliding window of {sp.depth} rows")
+        return True
+    b.prog, b.lru = start, start_lru
+    return False
 
 
 def _x_halo(b: Builder, arr: Array) -> None:
