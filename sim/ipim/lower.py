@@ -608,11 +608,15 @@ def _sliding(b: Builder, arr: Array, body: Expr) -> bool:
     software-pipelined loop: column strips of ``U`` vectors in the outer loop, a strip's
     rows in the inner one, the values a trip shares with the next kept in registers.
     Emits it and returns True, or emits nothing and returns False (a kernel whose code
-    is unrolled, a body without shared values, a window the DataRF cannot hold)."""
+    is unrolled, a body without shared values, warm-up trips above a quarter of the
+    strip's rows, a window the DataRF cannot hold)."""
     if not (b.pipeline and b.opts.reorder and b.opts.slide) or b.compact or arr.R < 3:
         return False
     sp = slide_plan(body)
-    if sp is None:
+    # the warm-up trips compute no output: worth them only in a tall enough strip (the
+    # 32-stage stencil chain at 64x64, four rows a PE and four warm-up trips, ran 36 %
+    # slower with the window on ipim_small)
+    if sp is None or 4 * sp.depth > arr.R:
         return False
     # the warm-up trips read rows above the first output row: within the arrays' halos
     for ref in array_refs(body):
