@@ -837,6 +837,77 @@ def test_sliding_plan_of_the_blur_and_where_there_is_none():
     assert plan(body("downsample")) is None
 
 
+def _blur_plus(dy: int) -> Func:
+    """Blur with one more tap ``in(x + 3, y + dy)``: no row of it is another tap's, so a
+    sliding window loads it in every trip (warm-up trips included)."""
+    x, y = Var("x"), Var("y")
+    inp = ImageParam("in", FP32)
+    bx = Func("blur_x")
+    bx[x, y] = (inp[x, y] + inp[x + 1, y] + inp[x + 2, y]) / 3.0
+    out = Func("out")
+    out[x, y] = (bx[x, y] + bx[x, y + 1] + bx[x, y + 2]) / 3.0 + inp[x + 3, y + dy]
+    return out.compute_root()
+
+
+def test_a_window_whose_warm_up_would_read_above_a_halo_is_not_made(cfg):
+    """The warm-up trips before a window's first output make every load of a trip, rows
+    above the first output row. A load that is neither carried nor a fresh value's (the
+    extra tap) must stay within its array's halo too: at row ``y`` (no halo above, two
+    warm-up trips) the window is not made; at row ``y + 2`` it is, and the result is
+    numpy's bit for bit."""
+    from pimforge.sim.ipim.lower import build_graph
+    from pimforge.sim.ipim.sliding import plan
+
+    on = Options(unroll=False)
+    for dy, window in ((0, False), (2, True)):
+        out = _blur_plus(dy)
+        g = build_graph([out], (32, 256), 16)
+        sp = plan(g.bodies[id(g.order[-1])])
+        assert sp is not None and sp.depth == 2
+        rows = sorted(r.ay[1] for r in sp.loaded(g.bodies[id(g.order[-1])]))
+        assert rows == sorted([2, 2, 2, dy]), rows
+        prog = compile_pipeline(out, (32, 256), cfg, on, out_shape=(254, 29))
+        assert any("sliding window" in k for k in prog.kernels) == window, prog.kernels
+    rng = np.random.default_rng([SEED, 12])
+    print(f"seed {SEED} (rerun with PIMFORGE_SEED={SEED})")
+    img = rng.random((256, 32), dtype=np.float32)
+    got = _run_iss(prog, cfg, img)
+    third = np.float32(1 / 3)      # Halide's division by a constant: by its reciprocal
+    bx = (img[:, :-2] + img[:, 1:-1] + img[:, 2:]) * third
+    want = (bx[:-2] + bx[1:-1] + bx[2:]) * third
+    assert np.array_equal(got[:254, :29], want[:, :29] + img[2:, 3:])
+
+
+_WINDOW_DIGEST = """
+import hashlib
+from pimforge.gen.config import load_config
+from pimforge.rtl.ipim.isa import encode
+from pimforge.sim.ipim.backend import Options
+from pimforge.sim.ipim.image_run import compile_bench
+p = compile_bench("stencil_chain", 256, 32, load_config("ipim_small"), Options(unroll=False),
+                  stencils=2)
+assert any("sliding window" in k for k in p.kernels), p.kernels
+print(hashlib.sha256(b"".join(encode(i).to_bytes(16, "little") for v in sorted(p.programs)
+                              for i in p.programs[v])).hexdigest())
+"""
+
+
+def test_a_sliding_window_compiles_the_same_in_every_process():
+    """The window's plan orders its chains by the walk of the expression, not by a set
+    of keys holding strings (whose order follows the process's hash seed): two processes
+    with different seeds make the same program."""
+    import subprocess
+    import sys
+
+    got = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        r = subprocess.run([sys.executable, "-c", _WINDOW_DIGEST], env=env, check=True,
+                           capture_output=True, text=True)
+        got.add(r.stdout.strip())
+    assert len(got) == 1, got
+
+
 def test_a_bank_access_follows_one_it_may_alias_right_behind(cfg):
     """The request queue keeps the order of the bank accesses, so a load that may read
     what a store before it writes (pointers without spans: either may touch the whole

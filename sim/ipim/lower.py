@@ -618,11 +618,10 @@ def _sliding(b: Builder, arr: Array, body: Expr) -> bool:
     # slower with the window on ipim_small)
     if sp is None or 4 * sp.depth > arr.R:
         return False
-    # the warm-up trips read rows above the first output row: within the arrays' halos
-    for ref in array_refs(body):
-        if ref.ay[1] - sp.depth < -ref.arr.hyt and any(
-                id(n) == id(ref) for f in sp.fresh.values() for n in nodes(f)):
-            return False
+    # the warm-up trips make every load of a trip, rows above the first output row: each
+    # must stay within its array's halo (above it lie another array's words)
+    if any(ref.ay[1] - sp.depth < -ref.arr.hyt for ref in sp.loaded(body)):
+        return False
     start, start_lru = list(b.prog), dict(b.lru)
     for U in (16, 8, 4, 2, 1):
         if arr.S % U:

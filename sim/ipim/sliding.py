@@ -84,6 +84,21 @@ class SlidePlan:
         out |= {id(n) for n in self.fresh.values()}
         return out
 
+    def loaded(self, body: Expr) -> list[ArrayRef]:
+        """The array reads a trip of *body* makes: every one not under a carried node (a
+        warm-up trip makes them all, so they all must stay within their arrays' halos)."""
+        kept = {id(n) for ns in self.carried.values() for n in ns}
+        out, seen, stack = [], set(), [body]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen or id(n) in kept:
+                continue
+            seen.add(id(n))
+            if isinstance(n, ArrayRef):
+                out.append(n)
+            stack.extend(children(n))
+        return out
+
 
 def plan(body: Expr) -> SlidePlan | None:
     """The sliding window of *body* (``None`` where nothing carries or a node is not one
@@ -113,7 +128,7 @@ def plan(body: Expr) -> SlidePlan | None:
 
     if source(body) is not None:
         return None
-    carried: set[tuple] = set()
+    carried: dict[tuple, None] = {}     # in the walk's order, as every set below
     seen = set()
     stack = [body]
     while stack:        # the largest carried nodes, from the output down
@@ -122,7 +137,7 @@ def plan(body: Expr) -> SlidePlan | None:
             continue
         seen.add(id(n))
         if n is not body and source(n) is not None:
-            carried.add(row_key(n, 0, memo))
+            carried[row_key(n, 0, memo)] = None
             continue
         stack.extend(children(n))
     if not carried:
@@ -134,7 +149,7 @@ def plan(body: Expr) -> SlidePlan | None:
         s = source(by_key[c][0])
         src[c] = s
         if source(by_key[s][0]) is not None and s not in carried:
-            carried.add(s)
+            carried[s] = None
             todo.append(s)
     fresh = {s: by_key[s][0] for c, s in src.items() if s not in carried}
     # a fresh value's operands must not be carried (a warm-up trip computes it first)
@@ -148,9 +163,9 @@ def plan(body: Expr) -> SlidePlan | None:
             if row_key(n, 0, memo) in carried:
                 return None
             stack.extend(children(n))
-    heads = carried - set(src.values())
+    srcs = set(src.values())
     chains = []
-    for h in sorted(heads, key=repr):
+    for h in (c for c in carried if c not in srcs):
         ch = [h]
         while ch[-1] in carried:
             ch.append(src[ch[-1]])
