@@ -271,6 +271,55 @@ def test_bounded_search_equals_costing_every_lm(preset):
             assert ranked.item(j) == every[j], (lay.name, wr, share, j)
 
 
+def _eager_order(model, lay, parts, wr, li, lo, share):
+    """The ranking's order as it was before the bounds were found lazily: every LM's
+    :meth:`~mapcost.NodeModel.cycles_bound` (``-inf`` where its buffers do not fit)
+    with its node bound, sorted by bound, then by index."""
+    order = []
+    for i, part in enumerate(parts):
+        try:
+            b = model.cycles_bound(lay, part, wr, li, lo, share=share)
+            node = model.cycles_bound(lay, part, wr, li, lo, share=False)
+        except CapacityError:
+            b = node = -math.inf
+        order.append((b, i, part, node))
+    order.sort(key=lambda t: t[:2])
+    return order
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_lazy_bounds_give_the_order_of_every_bound(preset):
+    """The ranking that finds an LM's sharing only once its node bound is reached waits
+    its LMs in the order that sorting every LM's bound gives (ties in the LMs' order),
+    and its floor at every step is the one computed from every node bound."""
+    cfg = load_config(preset)
+    n = cfg.nicepim
+    rng = random.Random(SEED + 7)
+    lays = [lay for name in ("vgg16", "resnet152", "googlenet", "bert_base")
+            for lay in scale_network(nets.network(name), 4).layers if lay.kind != "input"]
+    ref_model = mapcost.NodeModel(cfg)
+    for lay in rng.sample(lays, 16):
+        model = mapcost.NodeModel(cfg)
+        h, w = rng.choice(((n.na_rows, n.na_cols), (1, n.na_cols), (2, 2)))
+        parts = mapspace.layer_partitions(lay, h, w)
+        wr = rng.choice((1, 2, h * w))
+        li, lo = rng.choice(mapspace.LAYOUTS), rng.choice(mapspace.LAYOUTS)
+        share = rng.random() < 0.7
+        want = _eager_order(ref_model, lay, parts, wr, li, lo, share)
+        ranked = model.ranked(lay, parts, wr, li, lo, share=share)
+        for j in range(len(parts) + 1):
+            waiting = min((o[3] for o in want[ranked._next:]), default=math.inf)
+            floor = min([waiting - 1] + [c.compute + c.dram for c, _ in ranked._ranked[j:]]
+                        + [c.compute + c.dram for _, _, c, _ in ranked._costed])
+            assert ranked.floor(j) == floor, (lay.name, j)
+            if ranked.item(j) is None:
+                break
+        got = []
+        while (e := ranked._entry(len(got))) is not None:
+            got.append(e)
+        assert got == want, (lay.name, h, w, wr, share)
+
+
 def test_mapping_equals_one_that_costs_every_lm(monkeypatch):
     """PIM-Mapper and both baselines map a network as when every LM is costed (and every
     one of the fastest LMs weighed with its movement)."""

@@ -83,27 +83,54 @@ class RankedLMs:
     bound may sit a rounding error above its cost: a cycle of margin), so an LM is
     costed only when its bound is within a cycle of the cost of the one asked for.
     :meth:`NodeModel.cheapest` takes the first few; :func:`.selection.layer_candidates`
-    takes them one at a time until :meth:`floor` shows that the rest cannot matter."""
+    takes them one at a time until :meth:`floor` shows that the rest cannot matter.
+
+    The bounds themselves are found lazily: the LMs wait first in the order of their
+    node bound (the bound without the sharing, which only adds to it), and an LM's
+    sharing is found only once its node bound is reached (:meth:`_entry`): the order is
+    the one sorting every bound gives, without the sharing of the LMs never reached."""
 
     def __init__(self, model: NodeModel, lay: Layer, wr: int, layout_in: int,
-                 layout_out: int, share: bool, order: list):
+                 layout_out: int, share: bool, pending: list, bound=None):
         self._cost = lambda part: model.layer_cost(lay, part, wr, layout_in, layout_out)
         self._share = share
-        #: (bound, index, LM, bound of its compute + dram), least bound first
-        self._order = order
+        #: (node bound, index, LM), least first: the LMs whose bound is not known yet
+        #: (the bound is at least the node bound: it adds the sharing's cycles)
+        self._pending = pending
+        self._bound = bound         # an LM's bound (None: its node bound)
+        self._pend = 0              # the first of them
+        self._heap: list = []       # (bound, index, LM, node bound) known, not yet ordered
+        #: (bound, index, LM, bound of its compute + dram), least bound first, as far as
+        #: it has been asked for (:meth:`_entry`)
+        self._order: list = []
         self._next = 0                                  # the first still waiting
-        # the least bound of compute + dram from each waiting position on
-        floor, self._floors = math.inf, [math.inf] * (len(order) + 1)
-        for k in range(len(order) - 1, -1, -1):
-            floor = self._floors[k] = min(floor, order[k][3])
         self._costed: list = []     # a heap of (goal, index, cost, LM) not yet ranked
         self._ranked: list[tuple[LayerCost, Partition]] = []
+
+    def _entry(self, k: int) -> tuple | None:
+        """The *k*-th LM in the order of the bounds (ties in the LMs' order), None past
+        the last: an LM's bound (its sharing) is found only once no LM with a lesser node
+        bound is still pending, which gives the order sorting every bound gives."""
+        order, heap, pending = self._order, self._heap, self._pending
+        while len(order) <= k:
+            while self._pend < len(pending):
+                node, i, part = pending[self._pend]
+                if heap and (heap[0][0], heap[0][1]) < (node, i):
+                    break       # every pending bound is at least (node, i)
+                self._pend += 1
+                b = node if self._bound is None or node == -math.inf else \
+                    self._bound(part)
+                heapq.heappush(heap, (b, i, part, node))
+            if not heap:
+                return None
+            order.append(heapq.heappop(heap))
+        return order[k]
 
     def item(self, j: int) -> tuple[LayerCost, Partition] | None:
         """The (cost, LM) of the *j*-th least cost, None if fewer LMs fit."""
         while len(self._ranked) <= j:
-            while self._next < len(self._order):
-                b, i, part, _ = self._order[self._next]
+            while (entry := self._entry(self._next)) is not None:
+                b, i, part, _ = entry
                 if self._costed:
                     least, at = self._costed[0][:2]
                     if b - 1 > least or (b - 1 == least and i > at):
@@ -133,7 +160,10 @@ class RankedLMs:
         cost on, and so of its cycles in any spatial order: the exact one of those
         costed, the bound of those waiting (less a cycle of margin for a bound's
         rounding)."""
-        return min([self._floors[self._next] - 1]
+        waiting = min([o[3] for o in self._order[self._next:]] + [h[3] for h in self._heap]
+                      + [self._pending[self._pend][0] if self._pend < len(self._pending)
+                         else math.inf])
+        return min([waiting - 1]
                    + [c.compute + c.dram for c, _ in self._ranked[j:]]
                    + [c.compute + c.dram for _, _, c, _ in self._costed])
 
@@ -448,15 +478,21 @@ class NodeModel:
             nodes[sizes] = got
         if isinstance(got, CapacityError):
             raise type(got)(*got.args)
-        node, nb, node_bytes = got
         if shares is None:
-            return node, node
-        pb, _, pp, pq, _ = sizes
+            return got[0], got[0]
+        return got[0], self._with_sharing(lay, part, wr, got, shares)
+
+    def _with_sharing(self, lay: Layer, part: Partition, wr: int, got: tuple,
+                      shares: dict) -> float:
+        """:meth:`cycles_bound` with the sharing from the node's bound *got*
+        (:meth:`_node_bound`), through the memo *shares* of the layer's shape."""
+        node, nb, node_bytes = got
+        pb, _, pp, pq, _ = part.sizes
         key = (part, math.ceil(pb * pp * pq / max(1, wr)))
         cyc = shares.get(key)
         if cyc is None:
             cyc = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)[0]
-        return node, float(node + cyc)
+        return float(node + cyc)
 
     def _node_bound(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
                     layout_out: int | None) -> tuple[float, int, tuple[int, int, int]]:
@@ -491,22 +527,36 @@ class NodeModel:
         if got is not None:
             return got
         macs = lay.kind in ("conv", "fc", "matmul")
+        bound = None
+        pending = []
         if macs:                # (cycles_bound, its memo's entries looked up once)
             nodes = self._bound.setdefault((shape, layout_in, layout_out), {})
-            shares = self._bound_share.setdefault(shape, {}) if share else None
-        order = []
-        for i, part in enumerate(parts):
-            node = b = 0.0      # layers without MACs are cheap to cost: bound at 0
-            if macs:
-                try:
-                    node, b = self._bounded(lay, part, wr, layout_in, layout_out, nodes,
-                                            shares)
-                except CapacityError:
-                    node = b = -math.inf    # the task list decides (it may still fit)
-            order.append((b, i, part, node))
-        order.sort(key=itemgetter(0, 1))
+            terms: dict = {}    # each LM's samples and node bytes, for its sharing
+            for i, part in enumerate(parts):
+                sizes = part.sizes
+                got = nodes.get(sizes)
+                if got is None:
+                    try:
+                        got = self._node_bound(lay, sizes, layout_in, layout_out)
+                    except CapacityError as e:
+                        got = e
+                    nodes[sizes] = got
+                if isinstance(got, CapacityError):
+                    node = -math.inf        # the task list decides (it may still fit)
+                else:
+                    node = got[0]
+                    terms[part] = got
+                pending.append((node, i, part))
+            if share:           # the sharing's cycles, found only for the LMs asked for
+                shares = self._bound_share.setdefault(shape, {})
+
+                def bound(part: Partition) -> float:
+                    return self._with_sharing(lay, part, wr, terms[part], shares)
+        else:                   # layers without MACs are cheap to cost: bound at 0
+            pending = [(0.0, i, part) for i, part in enumerate(parts)]
+        pending.sort(key=itemgetter(0, 1))
         got = self._ranked[key] = RankedLMs(self, lay, wr, layout_in, layout_out, share,
-                                            order)
+                                            pending, bound)
         return got
 
     def _conv_part(self, lay: Layer, c: int, k: int, p: int, q: int,
