@@ -134,13 +134,39 @@ def test_histogram_of_odd_sizes_counts_only_the_image(cfg, W, H):
     assert r.max_abs_error == 0.0 and int(r.output.sum()) == W * H
 
 
-def test_histogram_reduction_over_more_vaults_than_addrrf_entries():
-    """64 vaults: vault 0 adds the other 63 vaults' sums in a loop, one pointer for all
-    (one each would need more than the AddrRF's 64 entries)."""
+def test_histogram_reduction_is_a_tree_over_the_vaults():
+    """64 vaults add their sums in a tree of 6 rounds: in round r every vault whose
+    index is a multiple of 2^(r+1) fetches the sums of the vault 2^r further (``req``
+    between two ``sync``), so vault v fetches in as many rounds as 2 divides v (vault 0
+    in all six) and every vault passes the same 12 barriers; the counts are exact."""
+    from pimforge.rtl.ipim.isa import Opcode
+    from pimforge.sim.ipim.image_run import compile_bench
+
     big = load_config("ipim_small", {"ipim.cubes": 16, "ipim.vsm_bytes": 65536,
                                      "ipim.imem_instructions": 16384})
-    assert big.ipim.cubes * big.ipim.vaults + 8 > big.ipim.arf_entries
+    nv = big.ipim.cubes * big.ipim.vaults
     rng = np.random.default_rng([SEED, 4])
     img = rng.integers(0, 256, (40, 64), dtype=np.uint8)
     r = run_bench("histogram", img, big, engine="iss")
     assert r.max_abs_error == 0.0 and int(r.output.sum()) == 40 * 64
+    prog = compile_bench("histogram", 40, 64, big)
+    nq = 256 // 4
+    for v in range(nv):
+        ops = [i.opcode for i in prog.programs[v]]
+        fetches = min((v & -v).bit_length() - 1, 6) if v else 6
+        assert ops.count(Opcode.REQ) == fetches * nq, v
+        assert ops.count(Opcode.SYNC) == 12, v
+
+
+@pytest.mark.parametrize("vsm_bytes, where", [(4096, "bank"), (65536, "VSM")])
+def test_histogram_partials_in_the_vsm_where_it_holds_them(vsm_bytes, where):
+    """Every PE's partial histogram goes in the vault's VSM where it holds the four PEs'
+    257 lines beside the reduction's (their read-modify-writes then take a few cycles,
+    not a DRAM write and read), else in each PE's bank; both count exactly, rows past
+    the image (40 rows on 16 PEs) in the bucket nobody reads."""
+    cfg = load_config("ipim_small", {"ipim.vsm_bytes": vsm_bytes})
+    rng = np.random.default_rng([SEED, vsm_bytes, 5])
+    img = rng.integers(0, 256, (40, 72), dtype=np.uint8)
+    r = run_bench("histogram", img, cfg, engine="iss")
+    assert r.max_abs_error == 0.0 and int(r.output.sum()) == 40 * 72
+    assert f"scatter 3x18 vectors ({where})" in " ".join(r.program.kernels), r.program.kernels

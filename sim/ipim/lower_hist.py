@@ -1,27 +1,30 @@
 """Lowering a histogram, ``hist[in(r.x, r.y)] += k`` over an :class:`~.lang.RDom`, to SIMB.
 
-1. *Zero*: every PE clears its ``buckets`` bank vectors.
+1. *Zero*: every PE clears its partial histogram, ``buckets`` lines of its own in the
+   vault's VSM where the VSM holds every PE's (Sec. IV-A: the scratchpads keep data a
+   PE reuses), else ``buckets`` vectors of its bank.
 2. *Scatter*: every PE walks its band of the input (placed as by
    :func:`~pimforge.sim.ipim.lower.place`; where the PEs do not divide the rows, the
    rows beyond the image, and the bands of the PEs that hold none, are the value of
    one more bucket, which the reductions leave out); for each lane of each vector it moves the
-   pixel into the AddrRF (``mov_arf``), adds the buckets' base (``calc_arf``) and
-   increments that bucket with ``ld_rf`` / ``comp add`` / ``st_rf`` through the
-   indirect address. The compiler keeps each bucket's read behind the write before it
-   (a computed address may be any bucket), so the scatter runs one read-modify-write
-   after the other: the data-dependent addressing the SIMB ISA offers, at its price.
-   The PE's request queue keeps that order, so the read issues right behind the
-   write instead of waiting for it to finish.
+   pixel into the AddrRF (``mov_arf``), adds its partial histogram's base (``calc_arf``)
+   and increments that bucket through the indirect address: ``rd_vsm`` / ``comp add`` /
+   ``wr_vsm`` in the VSM (a few cycles each), or ``ld_rf`` / ``comp add`` / ``st_rf``
+   in the bank. The compiler keeps each bucket's read behind the write before it (a
+   computed address may be any bucket), so the scatter is one read-modify-write after
+   the other: the data-dependent addressing the SIMB ISA offers, at its price. In the
+   bank, each of them is a DRAM write and a read, mostly in another row.
 3. *Vault reduction*: per group of four buckets, every PE writes its counts to the
    VSM and PE 0 of the vault adds them and packs the four sums into one vector
-   (``comp`` in scalar-vector mode with one lane enabled).
-4. *Cube reduction*: between two ``sync`` barriers vault 0 fetches the packed sums of
-   every other vault with ``req``; its PE 0 adds them into the result, ``buckets / 4``
-   vectors of vault 0 / PE 0's bank.
+   (``comp`` in scalar-vector mode with one lane enabled), into its bank.
+4. *Cube reduction*, a tree over the vaults: in round ``r`` every vault ``v`` with
+   ``v mod 2^(r+1) = 0`` fetches the packed sums of vault ``v + 2^r`` with ``req``
+   between two ``sync`` barriers and adds them into its own, so vault 0 / PE 0's bank
+   holds the result after ``ceil(log2(vaults))`` rounds.
 
-The reduction therefore costs ``buckets/4 * (vaults - 1)`` requests into vault 0 and
-is serial there: at Table III's 8 cubes x 16 vaults that is 8,128 requests for 256
-buckets, against 128 x 32 PEs that scatter in parallel.
+The cube reduction costs ``buckets/4`` requests per round into each receiving vault:
+at Table III's 8 cubes x 16 vaults, 7 rounds of 64 requests for 256 buckets (serial
+into vault 0, that would be 8,128 requests, more than its program memory holds).
 """
 
 from __future__ import annotations
@@ -42,35 +45,49 @@ __all__ = ["HistLayout", "layout_histogram", "select_histogram"]
 
 @dataclass(frozen=True)
 class HistLayout:
-    """Where a histogram's data lives: the input's band (``inp``, from bank vector 0),
-    the buckets at ``HB`` (one more where rows beyond the image count into it), the
-    vault's packed sums at ``HF``, vault 0's result at ``HF2``; in the VSM, the PEs'
-    counts from line ``VB`` and the other vaults' sums from ``RB``; the increment's
-    bit pattern ``one`` and the DataRF constants."""
+    """Where a histogram's data lives: the input's band (``inp``, from bank vector 0);
+    the PEs' partial histograms of ``NB`` buckets each (one more where rows beyond the
+    image count into it): in the VSM from line ``PV`` (PE ``p`` at ``PV + p * NB``) where
+    ``vsm``, else in each bank from vector ``HB``; the vault's packed sums at bank
+    vector ``HF`` of PE 0 (vault 0's: the result); in the VSM, the PEs' counts from
+    line ``VB`` and the partner vault's sums at ``RB``; the increment's bit pattern
+    ``one`` and the DataRF constants."""
 
     inp: Array
     nb: int
+    NB: int
     nq: int
+    vsm: bool
+    PV: int
     HB: int
     HF: int
-    HF2: int
     VB: int
     RB: int
     one: int
     consts: tuple
 
+    @property
+    def bank_vectors(self) -> int:
+        return self.HF + self.nq
+
     def text(self, nvaults: int) -> list[str]:
         """The layout as lines of text (the ``layout`` pass's dump)."""
         a = self.inp
-        return [f"bank vectors used: {self.HF2 + self.nq}",
+        pad = " + 1 for the padding rows" if self.NB > self.nb else ""
+        where = (f"VSM [{self.PV}, {self.VB}), {self.NB} lines a PE ({self.nb}{pad})"
+                 if self.vsm else f"bank [{self.HB}, {self.HF}) ({self.nb}{pad})")
+        return [f"bank vectors used: {self.bank_vectors}",
                 f"DataRF constants: {', '.join(f'{c:#x}' for c in self.consts)}",
-                f"{a.name}: [0, {self.HB}) pitch {a.pitch} x {a.R} (R {a.R}, S {a.S}) host",
-                f"buckets: [{self.HB}, {self.HF}) ({self.nb}"
-                f"{' + 1 for the padding rows' if a.pad is not None else ''})",
-                f"packed sums: [{self.HF}, {self.HF2})",
-                f"result (vault 0, PE 0): [{self.HF2}, {self.HF2 + self.nq})",
-                f"VSM: PE counts [{self.VB}, {self.RB}), the other vaults' sums "
-                f"[{self.RB}, {self.RB + (nvaults - 1) * self.nq})"]
+                f"{a.name}: [0, {a.size}) pitch {a.pitch} x {a.R} (R {a.R}, S {a.S}) host",
+                f"partial histograms: {where}",
+                f"packed sums (vault 0, PE 0: the result): [{self.HF}, {self.bank_vectors})",
+                f"VSM: PE counts [{self.VB}, {self.RB}), the partner vault's sums "
+                f"[{self.RB}, {self.RB + self.nq}) ({_rounds(nvaults)} rounds)"]
+
+
+def _rounds(nvaults: int) -> int:
+    """Rounds of the tree over *nvaults* vaults."""
+    return (nvaults - 1).bit_length()
 
 
 def layout_histogram(h: Func, size: tuple[int, int], cfg) -> HistLayout:
@@ -98,21 +115,38 @@ def layout_histogram(h: Func, size: tuple[int, int], cfg) -> HistLayout:
     if H % npe:     # the rows beyond the image count into a bucket nobody reads
         inp.pad = nb
     nq = nb // LANES
+    NB = nb + (inp.pad is not None)
+    free = ip.vsm_lines - SCRATCH_LINES
+    vsm = P * NB + P * LANES + nq <= free
+    PV = 0
+    VB = P * NB if vsm else 0
+    RB = VB + P * LANES
     HB = inp.size
-    HF = HB + nb + (inp.pad is not None)
-    HF2 = HF + nq
-    if HF2 + nq > ip.bank_vectors:
-        raise CompileError(f"{h.name} needs {HF2 + nq} vectors of each bank; raise "
+    HF = HB if vsm else HB + NB
+    if HF + nq > ip.bank_vectors:
+        raise CompileError(f"{h.name} needs {HF + nq} vectors of each bank; raise "
                            "ipim.bank_bytes or use a smaller image")
-    VB = 0
-    RB = P * LANES
-    if RB + (nvaults - 1) * nq > ip.vsm_lines - SCRATCH_LINES:
-        raise CompileError(f"{h.name}'s reduction needs {RB + (nvaults - 1) * nq} VSM lines but "
-                           f"the VSM has {ip.vsm_lines - SCRATCH_LINES} free; raise "
-                           "ipim.vsm_bytes")
+    if RB + nq > free:
+        raise CompileError(f"{h.name}'s reduction needs {RB + nq} VSM lines but "
+                           f"the VSM has {free} free; raise ipim.vsm_bytes")
     one = inc & 0xFFFF_FFFF
     consts = (0, one) if one else (0,)
-    return HistLayout(inp, nb, nq, HB, HF, HF2, VB, RB, one, consts)
+    return HistLayout(inp, nb, NB, nq, vsm, PV, HB, HF, VB, RB, one, consts)
+
+
+def _pe_base(k: Kernel, ptrs: list[int], lines: int, ip) -> None:
+    """Add ``(pgID * pes_per_pg + peID) * lines`` to each of *ptrs*, once before the
+    loop (``k.setup``): each PE's own partial histogram."""
+    def const(v: int) -> int:
+        return k.ptr(v & 0xFFFF_FFFF, 0, 0)
+
+    c_ppg, c_lines = const(ip.pes_per_pg), const(lines)
+    tm = k._arf()
+    for op, d, s1, s2 in ((AluOp.MUL, tm, 1, c_ppg), (AluOp.ADD, tm, tm, 0),
+                          (AluOp.MUL, tm, tm, c_lines),
+                          *((AluOp.ADD, p, p, tm) for p in ptrs)):
+        k.setup.append(VInstr(Instr(Opcode.CALC_ARF, op=op, dst=d, src1=s1, src2=s2,
+                                    simb_mask=k.b.all)))
 
 
 def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
@@ -131,8 +165,30 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
     img, _ = h.update
     nvaults = ip.cubes * ip.vaults
     P = ip.pes
-    inp, nb, nq, HB, HF, HF2, VB, RB, one = (lay.inp, lay.nb, lay.nq, lay.HB, lay.HF, lay.HF2,
-                                             lay.VB, lay.RB, lay.one)
+    inp, nb, NB, nq, HF, VB, RB, one = (lay.inp, lay.nb, lay.NB, lay.nq, lay.HF, lay.VB,
+                                        lay.RB, lay.one)
+    base = lay.PV if lay.vsm else lay.HB
+    # a partial histogram's read and write: in the VSM or the bank, through an AddrRF entry
+    if lay.vsm:
+        def rd(a: int, mask: int, d: int) -> VInstr:
+            return VInstr(Instr(Opcode.RD_VSM, vsm=a, vsm_ind=1, simb_mask=mask), {"drf": d})
+
+        def wr(a: int, mask: int, d: int | None = None, phys: int | None = None) -> VInstr:
+            if phys is not None:
+                return VInstr(Instr(Opcode.WR_VSM, vsm=a, vsm_ind=1, simb_mask=mask,
+                                    drf=phys))
+            return VInstr(Instr(Opcode.WR_VSM, vsm=a, vsm_ind=1, simb_mask=mask), {"drf": d})
+    else:
+        def rd(a: int, mask: int, d: int) -> VInstr:
+            return VInstr(Instr(Opcode.LD_RF, dram=a, dram_ind=1, simb_mask=mask), {"drf": d})
+
+        def wr(a: int, mask: int, d: int | None = None, phys: int | None = None) -> VInstr:
+            if phys is not None:
+                return VInstr(Instr(Opcode.ST_RF, dram=a, dram_ind=1, simb_mask=mask,
+                                    drf=phys))
+            return VInstr(Instr(Opcode.ST_RF, dram=a, dram_ind=1, simb_mask=mask), {"drf": d})
+
+    where = "VSM" if lay.vsm else "bank"
     consts = list(lay.consts)
     programs = {}
     kernels: list[str] = []
@@ -146,17 +202,20 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
         b.prog = []
 
         def zero(k: Kernel):
-            p = k.ptr(HB, 1, 0)
-            blk = [VInstr(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all, drf=zero_r))]
-            k.finish_steps(nb, 1)
-            return blk
+            p = k.ptr(base, 1, 0, fresh=True)
+            if lay.vsm:
+                _pe_base(k, [p], NB, ip)
+            k.finish_steps(NB, 1)
+            return [wr(p, b.all, phys=zero_r)]
 
-        b.kernel(1, nb, zero)
-        b.kernels_done.append(f"{h.name}: zero {nb} buckets")
+        b.kernel(1, NB, zero)
+        b.kernels_done.append(f"{h.name}: zero {NB} buckets a PE ({where})")
 
         def scatter(k: Kernel):
             pin = k.ptr(inp.addr(0, 0), 1, inp.pitch)
-            hb = k.ptr(HB, 0, 0)
+            hb = k.ptr(base, 0, 0, fresh=True)
+            if lay.vsm:
+                _pe_base(k, [hb], NB, ip)
             t = k.v()
             blk = [VInstr(Instr(Opcode.LD_RF, dram=pin, dram_ind=1, simb_mask=b.all), {"drf": t})]
             for lane in range(LANES):
@@ -166,26 +225,27 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
                     VInstr(Instr(Opcode.MOV_ARF, arf=a, lane=lane, simb_mask=b.all), {"drf": t}),
                     VInstr(Instr(Opcode.CALC_ARF, op=AluOp.ADD, dst=a, src1=a, src2=hb,
                                  simb_mask=b.all)),
-                    VInstr(Instr(Opcode.LD_RF, dram=a, dram_ind=1, simb_mask=b.all), {"drf": c}),
+                    rd(a, b.all, c),
                     VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32, src2=inc_r,
                                  simb_mask=b.all), {"dst": c2, "src1": c}),
-                    VInstr(Instr(Opcode.ST_RF, dram=a, dram_ind=1, simb_mask=b.all), {"drf": c2}),
+                    wr(a, b.all, c2),
                 ]
             k.finish_steps(inp.S, inp.R)
             return blk
 
         b.kernel(inp.R, inp.S, scatter)
-        b.kernels_done.append(f"{h.name}: scatter {inp.R}x{inp.S} vectors")
+        b.kernels_done.append(f"{h.name}: scatter {inp.R}x{inp.S} vectors ({where})")
 
         def reduce(k: Kernel):
-            pb = [k.ptr(HB + lane, LANES, 0) for lane in range(LANES)]
+            pb = [k.ptr(base + lane, LANES, 0, fresh=True) for lane in range(LANES)]
+            if lay.vsm:
+                _pe_base(k, pb, NB, ip)
             pout = k.ptr(HF, 1, 0)
             blk: list[VInstr] = []
             t = []
             for lane in range(LANES):
                 v = k.v()
-                blk.append(VInstr(Instr(Opcode.LD_RF, dram=pb[lane], dram_ind=1,
-                                        simb_mask=b.all), {"drf": v}))
+                blk.append(rd(pb[lane], b.all, v))
                 t.append(v)
             if P > 1:
                 for lane in range(LANES):
@@ -215,76 +275,46 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
         b.kernels_done.append(f"{h.name}: add the PEs' counts in each vault")
         segments.append(b.prog)
 
+        def accumulate(k: Kernel):
+            """The partner vault's sums, landed in the VSM, added into this vault's."""
+            pa = k.ptr(HF, 1, 0)
+            pr = k.ptr(RB, 1, 0)
+            a, u, t = k.v(), k.v(), k.v()
+            k.finish_steps(nq, 1)
+            return [VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                           {"drf": a}),
+                    VInstr(Instr(Opcode.RD_VSM, vsm=pr, vsm_ind=1, simb_mask=pe0),
+                           {"drf": u}),
+                    VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
+                                 simb_mask=pe0), {"dst": t, "src1": a, "src2": u}),
+                    VInstr(Instr(Opcode.ST_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                           {"drf": t})]
+
         b.prog = []
-        b.sync(0)
-        if gv == 0:
-            for v in range(1, nvaults):
-                chip, vv = divmod(v, ip.vaults)
+        for r in range(_rounds(nvaults)):
+            s = 1 << r
+            partner = gv + s if gv % (2 * s) == 0 and gv + s < nvaults else None
+            b.sync(2 * r)
+            if partner is not None:
+                chip, vv = divmod(partner, ip.vaults)
                 for q in range(nq):
                     b.prog.append(Instr(Opcode.REQ, chip=chip, vault=vv, pg=0, pe=0,
-                                        dram=HF + q, vsm=RB + (v - 1) * nq + q))
-        b.sync(1)
-        if gv == 0:
-            def total(k: Kernel):
-                pa = k.ptr(HF, 1, 0)
-                po = k.ptr(HF2, 1, 0)
-                blk: list[VInstr] = []
-                a = k.v()
-                blk.append(VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
-                                  {"drf": a}))
-                for v in range(1, nvaults):
-                    pr = k.ptr(RB + (v - 1) * nq, 1, 0)
-                    u, s = k.v(), k.v()
-                    blk.append(VInstr(Instr(Opcode.RD_VSM, vsm=pr, vsm_ind=1, simb_mask=pe0),
-                                      {"drf": u}))
-                    blk.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
-                                            simb_mask=pe0), {"dst": s, "src1": a, "src2": u}))
-                    a = s
-                blk.append(VInstr(Instr(Opcode.ST_RF, dram=po, dram_ind=1, simb_mask=pe0),
-                                  {"drf": a}))
-                k.finish_steps(nq, 1)
-                return blk
-
-            def accumulate(k: Kernel):
-                """One vault's sums a row, added into vault 0's (a loop over the vaults:
-                one pointer for all of them, where one each would not fit the AddrRF)."""
-                pa = k.ptr(HF, 1, 0)
-                pr = k.ptr(RB, 1, nq)
-                a, u, t = k.v(), k.v(), k.v()
-                blk = [VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
-                              {"drf": a}),
-                       VInstr(Instr(Opcode.RD_VSM, vsm=pr, vsm_ind=1, simb_mask=pe0),
-                              {"drf": u}),
-                       VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
-                                    simb_mask=pe0), {"dst": t, "src1": a, "src2": u}),
-                       VInstr(Instr(Opcode.ST_RF, dram=pa, dram_ind=1, simb_mask=pe0),
-                              {"drf": t})]
-                k.finish_steps(nq, nvaults - 1)
-                return blk
-
-            def copy(k: Kernel):
-                pa, po = k.ptr(HF, 1, 0), k.ptr(HF2, 1, 0)
-                a = k.v()
-                k.finish_steps(nq, 1)
-                return [VInstr(Instr(Opcode.LD_RF, dram=pa, dram_ind=1, simb_mask=pe0),
-                               {"drf": a}),
-                        VInstr(Instr(Opcode.ST_RF, dram=po, dram_ind=1, simb_mask=pe0),
-                               {"drf": a})]
-
-            if nvaults + 8 <= ip.arf_entries:
-                b.kernel(1, nq, total)
-            else:
-                b.kernel(nvaults - 1, nq, accumulate)
-                b.kernel(1, nq, copy)
-        b.kernels_done.append(f"{h.name}: vault 0 adds the other vaults' sums (req)")
-        segments.append(b.prog)
+                                        dram=HF + q, vsm=RB + q))
+            b.sync(2 * r + 1)
+            if partner is not None:
+                b.kernel(1, nq, accumulate)
+        if nvaults > 1:
+            b.kernels_done.append(f"{h.name}: the vaults' sums added in a tree of "
+                                  f"{_rounds(nvaults)} rounds (req)")
+            segments.append(b.prog)
         check_fits(gv, len(assemble(prologue, [trial_code(s, ip, opts) for s in segments])),
                    ip, simplify=False)
         programs[gv] = VaultCode(prologue, segments)
-        kernels = b.kernels_done
+        if gv == 0:
+            kernels = list(b.kernels_done)
 
     def reader(fetch):
-        return fetch(0, 0, HF2, nq).reshape(-1)[:nb].view(np.int32).copy()
+        return fetch(0, 0, HF, nq).reshape(-1)[:nb].view(np.int32).copy()
 
     return programs, kernels, Program({}, {img.name: inp}, inp, [inp], (nb,), opts, kernels,
                                       reader)

@@ -148,7 +148,7 @@ def layout_pass(bir: BoundsIR) -> LayoutIR:
         from .lower_hist import layout_histogram  # a reduction, laid out on its own
 
         lay = layout_histogram(gir.reduction, gir.source.size, gir.source.cfg)
-        return LayoutIR(gir, lay.HF2 + lay.nq, lay.consts, lay)
+        return LayoutIR(gir, lay.bank_vectors, lay.consts, lay)
     top = lay_out(gir.graph, bir.bounds, gir.source.cfg.ipim)
     return LayoutIR(gir, top, tuple(constants(gir.graph)))
 
