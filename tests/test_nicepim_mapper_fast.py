@@ -22,6 +22,7 @@ import os
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from pimforge.gen.config import load_config
@@ -651,6 +652,99 @@ def test_memoized_walk_counts_equal_the_run_by_run_count(monkeypatch):
         found += len(memo) == before
         kept += len(memo) > before
     assert found > 50 and kept > 50 and len(sums) > 100
+
+
+def _noc_transfer_rows(model, array, rows):
+    """:func:`~movement.noc_transfer` as it was before small meshes summed their flits by
+    node pair: the links' loads by difference arrays, the ports' by ``bincount``, row by
+    row."""
+    from pimforge.rtl.nicepim.share import MESSAGE_FLITS
+    from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
+
+    if len(rows) == 0:
+        return 0, 0.0
+    H, W = array
+    ys, xs, yd, xd = (rows[:, i].astype(np.int64) for i in range(4))
+    flits = np.ceil(rows[:, 4] / model.word_bytes) * MESSAGE_FLITS
+    M = max(H, W) + 1
+    line = np.concatenate((ys + H * (xd > xs), 2 * H + xd + W * (yd > ys)))
+    lo = np.concatenate((np.minimum(xs, xd), np.minimum(ys, yd)))
+    hi = np.concatenate((np.maximum(xs, xd), np.maximum(ys, yd)))
+    both = np.concatenate((flits, flits))
+    size = 2 * (H + W) * M
+    diff = np.bincount(line * M + lo, both, size) - np.bincount(line * M + hi, both, size)
+    load = float(np.cumsum(diff.reshape(-1, M), axis=1).max())
+    per = np.bincount(np.concatenate((ys * W + xs, H * W + yd * W + xd)), both, 2 * H * W)
+    port = float(per.max())
+    sent, recv = per[:H * W] / MESSAGE_FLITS, per[H * W:] / MESSAGE_FLITS
+    hops = np.abs(ys - yd) + np.abs(xs - xd)
+    far = int(hops.max())
+    unit = max(model.timing.share_busy(s, r, far) for s, r in zip(sent, recv, strict=True))
+    pipe = HEAD_CYCLES_PER_HOP * (far + 1) - 1
+    bit_hops = float((flits * model.flit_bytes * 8 * hops).sum())
+    return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
+
+
+def _redistribution_rows(model, array, preds, dst):
+    """:func:`~movement.redistribution` without its memos, its transfer made of
+    :func:`~movement.traffic`'s rows and costed row by row (:func:`_noc_transfer_rows`)."""
+    from pimforge.rtl.nicepim.params import DATA_BITS
+
+    rows, offset = [], 0
+    for src in preds:
+        if not (src.layer.kind == "input" or src.layer.name == dst.layer.operand):
+            t = movement.traffic(src, dst, offset)
+            t[:, 4] *= DATA_BITS / 8
+            rows.append(t)
+        offset += src.layer.k
+    if not rows:
+        return 0, 0.0
+    return _noc_transfer_rows(model, array, np.concatenate(rows))
+
+
+def _random_region(rng, array):
+    H, W = array
+    h, w = rng.randint(1, H), rng.randint(1, W)
+    return (rng.randint(0, H - h), rng.randint(0, W - w), h, w)
+
+
+@pytest.mark.parametrize("array", [(2, 2), (4, 4), (3, 5), (4, 8), (6, 6), (8, 8)])
+def test_pair_transfer_equals_the_row_by_row_transfer(array):
+    """The movement between layers, its flits summed by node pair on small meshes
+    (:func:`~movement._pair_redistribution`, :func:`~movement._pair_transfer`), costs
+    what :func:`~movement.traffic`'s rows cost row by row, to the cycle and bit-hop:
+    random LMs and regions of the real layers of three networks (concatenations,
+    additions, a flatten, attention products among them), and random rows."""
+    cfg = load_config("nicepim_4x4")
+    rng = random.Random(SEED * 31 + array[0] * 8 + array[1])
+    log.info("seed %d", SEED)
+    cases = 0
+    for name in ("googlenet", "vgg16", "bert_base"):
+        net = scale_network(nets.network(name), 4)
+        model = mapcost.NodeModel(cfg)
+        lays = [x for x in net.layers if x.preds]
+        for lay in rng.sample(lays, min(25, len(lays))):
+            def place(x):
+                region = _random_region(rng, array)
+                parts = mapspace.layer_partitions(x, region[2], region[3])
+                part = rng.choice(mapspace.orders(rng.choice(parts)))
+                return movement.Placement(x, part, region)
+            preds = [place(net.by_name[p]) for p in lay.preds]
+            for _ in range(3):
+                dst = place(lay)
+                want = _redistribution_rows(model, array, preds, dst)
+                assert movement.redistribution(model, array, preds, dst) == want, \
+                    (name, lay.name, dst)
+                cases += want[0] > 0
+    assert cases > 100
+    H, W = array
+    model = mapcost.NodeModel(cfg)
+    for _ in range(60):
+        rows = np.array([[rng.randrange(H), rng.randrange(W), rng.randrange(H),
+                          rng.randrange(W), rng.choice((0, 1, 2, 16, 17, 500, 4096))]
+                         for _ in range(rng.randint(1, 40))], dtype=float)
+        assert movement.noc_transfer(model, array, rows) == \
+            _noc_transfer_rows(model, array, rows)
 
 
 def test_movement_clip_equals_numpys_clip():

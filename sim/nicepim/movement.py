@@ -172,6 +172,20 @@ def _frozen(nd: dict[str, np.ndarray], boxes: np.ndarray) -> tuple[dict[str, np.
 
 def traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
     """Rows ``(ys, xs, yd, xd, elements)`` of *src*'s output moved to *dst*'s nodes."""
+    ns, nd, amount = _amounts(src, dst, offset)
+    i, j = np.nonzero((amount > 0) & ((ns["y"][:, None] != nd["y"][None, :])
+                                      | (ns["x"][:, None] != nd["x"][None, :])))
+    out = np.empty((len(i), 5))
+    out[:, 0], out[:, 1] = ns["y"][i], ns["x"][i]
+    out[:, 2], out[:, 3] = nd["y"][j], nd["x"][j]
+    out[:, 4] = np.ceil(amount[i, j])
+    return out
+
+
+def _amounts(src: Placement, dst: Placement,
+             offset: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """*src*'s and *dst*'s nodes (:func:`placement_nodes`) and the elements of *src*'s
+    output each node of *src* holds of each node of *dst*'s home box (a matrix)."""
     ns, own = owned_boxes(src)
     nd, home = home_boxes(dst, src.layer, offset)
     lay = dst.layer
@@ -193,13 +207,7 @@ def traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
         ext = np.maximum(np.minimum(own[:, None, 1::2], home[None, :, 1::2])
                          - np.maximum(own[:, None, 0::2], home[None, :, 0::2]), 0)
         amount = (ext[:, :, 0] * ext[:, :, 1] * ext[:, :, 2] * ext[:, :, 3]).astype(float)
-    i, j = np.nonzero((amount > 0) & ((ns["y"][:, None] != nd["y"][None, :])
-                                      | (ns["x"][:, None] != nd["x"][None, :])))
-    out = np.empty((len(i), 5))
-    out[:, 0], out[:, 1] = ns["y"][i], ns["x"][i]
-    out[:, 2], out[:, 3] = nd["y"][j], nd["x"][j]
-    out[:, 4] = np.ceil(amount[i, j])
-    return out
+    return ns, nd, amount
 
 
 def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> tuple[int, float]:
@@ -213,6 +221,13 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
     if len(rows) == 0:
         return 0, 0.0
     H, W = array
+    if H * W <= PAIR_NODES:
+        at = rows[:, :4].astype(np.int64)
+        ys, xs, yd, xd = at.T
+        flits = np.ceil(rows[:, 4] / model.word_bytes) * MESSAGE_FLITS
+        pairs = np.bincount((ys * W + xs) * (H * W) + yd * W + xd, flits, (H * W) ** 2)
+        return _pair_transfer(model, array, pairs, int((np.abs(ys - yd)
+                                                        + np.abs(xs - xd)).max()))
     ys, xs, yd, xd = (rows[:, i].astype(np.int64) for i in range(4))
     words = np.ceil(rows[:, 4] / model.word_bytes)
     flits = words * MESSAGE_FLITS
@@ -248,6 +263,67 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
     return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
 
 
+#: Meshes of at most this many nodes move their flits by node pairs
+#: (:func:`_pair_transfer`); larger ones row by row.
+PAIR_NODES = 36
+
+
+@functools.lru_cache(maxsize=16)
+def _mesh(H: int, W: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """What a node pair's flit adds to on an ``H x W`` mesh with XY routing, as a matrix
+    with a row per pair (source node, then destination node, each row by row): a
+    column per link (east-, west-, south- and northbound, those of :func:`noc_transfer`'s
+    lines), then each node's injection port, each node's ejection port and the pair's
+    hops; with the number of links and each pair's hops."""
+    links: dict[tuple, int] = {}
+    rows = []
+    for ys in range(H):
+        for xs in range(W):
+            for yd in range(H):
+                for xd in range(W):
+                    row = []
+                    for x in range(min(xs, xd), max(xs, xd)):
+                        row.append(links.setdefault(("h", ys, xd > xs, x), len(links)))
+                    for y in range(min(ys, yd), max(ys, yd)):
+                        row.append(links.setdefault(("v", xd, yd > ys, y), len(links)))
+                    rows.append((row, ys * W + xs, yd * W + xd,
+                                 abs(ys - yd) + abs(xs - xd)))
+    n_links, nodes = len(links), H * W
+    m = np.zeros((len(rows), n_links + 2 * nodes + 1))
+    hops = np.empty(len(rows), dtype=np.int64)
+    for p, (row, s, d, h) in enumerate(rows):
+        m[p, row] = 1.0
+        m[p, n_links + s] = m[p, n_links + nodes + d] = 1.0
+        m[p, -1] = hops[p] = h
+    for a in (m, hops):
+        a.setflags(write=False)
+    return m, n_links, hops
+
+
+def _pair_transfer(model: NodeModel, array: tuple[int, int], pairs: np.ndarray,
+                   far: int) -> tuple[int, float]:
+    """:func:`noc_transfer` of the flits *pairs* moved between each pair of nodes
+    (:func:`_mesh`'s order; the farthest of them *far* hops): every load a sum of whole
+    flits, so the same numbers as summing them row by row."""
+    H, W = array
+    m, n_links, _ = _mesh(H, W)
+    v = pairs @ m
+    load = max(float(v[:n_links].max()), 0.0) if n_links else 0.0
+    per = v[n_links:-1]
+    port = float(per.max())
+    sent, recv = per[:H * W] / MESSAGE_FLITS, per[H * W:] / MESSAGE_FLITS
+    unit = 0.0
+    for s, r in dict.fromkeys(zip(sent.tolist(), recv.tolist(), strict=True)):
+        key = ("share_busy", s, r, far)
+        busy = model.memo.get(key)
+        if busy is None:
+            busy = model.memo[key] = model.timing.share_busy(s, r, far)
+        unit = max(unit, busy)
+    pipe = HEAD_CYCLES_PER_HOP * (far + 1) - 1
+    bit_hops = float(v[-1] * (model.flit_bytes * 8))
+    return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
+
+
 def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Placement],
                    dst: Placement) -> tuple[int, float]:
     """(cycles, bit-hops) of bringing the outputs of *preds* from where their LMs left
@@ -257,7 +333,8 @@ def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Pla
 
     Memoized in ``model.memo`` by the layers' shapes (:func:`.mapspace.layer_shape`),
     LMs and regions, which is all the movement depends on, and the NoC transfer by
-    its rows."""
+    its rows (on a mesh of at most :data:`PAIR_NODES` nodes by the flits it moves
+    between each pair of nodes, :func:`_pair_redistribution`)."""
     lay = dst.layer
     moved = []
     offset = 0
@@ -271,6 +348,8 @@ def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Pla
            tuple((layer_shape(src.layer), src.part, tuple(src.region), off)
                  for src, off in moved))
     got = model.memo.get(key)
+    if got is None and array[0] * array[1] <= PAIR_NODES:
+        got = model.memo[key] = _pair_redistribution(model, array, moved, dst)
     if got is None:
         rows = []
         for src, off in moved:
@@ -285,3 +364,36 @@ def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Pla
             got = model.memo[tkey] = noc_transfer(model, array, rows)
         model.memo[key] = got
     return got
+
+
+def _pair_redistribution(model: NodeModel, array: tuple[int, int],
+                         moved: list[tuple[Placement, int]], dst: Placement) -> tuple[int, float]:
+    """:func:`redistribution`'s transfer on a small mesh: the flits of :func:`traffic`'s
+    rows summed by node pair (:func:`_pair_transfer`) without making the rows (each
+    row's elements, bytes, words and flits rounded as there); memoized by the pairs'
+    flits, which is all the transfer depends on."""
+    H, W = array
+    pairs = None
+    for src, off in moved:
+        ns, nd, amount = _amounts(src, dst, off)
+        s_at, d_at = _node_at(ns, W), _node_at(nd, W)
+        flits = np.ceil(np.ceil(amount) * (DATA_BITS / 8) / model.word_bytes) * MESSAGE_FLITS
+        flits[(amount <= 0) | (s_at[:, None] == d_at[None, :])] = 0.0
+        got = np.bincount((s_at[:, None] * (H * W) + d_at[None, :]).ravel(), flits.ravel(),
+                          (H * W) ** 2)
+        pairs = got if pairs is None else pairs + got
+    assert pairs is not None
+    moving = pairs > 0
+    if not moving.any():
+        return 0, 0.0
+    tkey = ("pair_transfer", tuple(array), pairs.tobytes())
+    got = model.memo.get(tkey)
+    if got is None:
+        far = int(_mesh(H, W)[2][moving].max())
+        got = model.memo[tkey] = _pair_transfer(model, array, pairs, far)
+    return got
+
+
+def _node_at(nd: dict[str, np.ndarray], W: int) -> np.ndarray:
+    """Each node's index ``y * W + x`` in the array, row by row."""
+    return nd["y"] * W + nd["x"]
