@@ -462,32 +462,34 @@ def test_loads_held_over_counted_in_closed_form(preset):
     assert reused > 10
 
 
+def _lane_by_lane_groups(tm, dims, n0, c0, h0, w0, cb, nh, nw):
+    """The DMA's groups of an NHWC input into input-buffer rows of several lines: every
+    lane's cuts (the group's start, a row's end, the tensor's channel 0 and end, a DRAM
+    word's end) counted one by one."""
+    R, NI, U = tm.n.pe_rows, tm.ibuf_row, tm.word_bits // 16
+    dn, dc, dh, dw = dims
+    ii, jj = np.divmod(np.arange(nh * nw), nw)
+    h, w = h0 + ii, w0 + jj
+    pin = ((0 <= n0 < dn) & (h >= 0) & (h < dh) & (w >= 0) & (w < dw))[:, None]
+    total = 0
+    for b in range(0, cb, NI):
+        g = min(NI, cb - b)
+        ln = np.arange(g * R)
+        c = (c0 + b * R + ln)[None, :]
+        flat = (b * nh * nw + np.arange(nh * nw)[:, None] * g) * R + ln
+        a = ((n0 * dh + h[:, None]) * dw + w[:, None]) * dc + c
+        cut = (flat % (NI * R) == 0) | (ln == 0)[None, :]
+        cut |= pin & (((c == 0) & (c0 + b * R < 0)) | (c == dc)
+                      | ((c >= 0) & (c < dc) & (a % U == 0)))
+        total += int(cut.sum())
+    return total
+
+
 def test_input_row_groups_equal_a_lane_by_lane_count():
     """The DMA's groups of an NHWC input into input-buffer rows of several lines, counted
     pixel by pixel (:meth:`~node_model.NodeTiming._input_row_groups`), equal a count of
-    every lane's cuts (the group's start, a row's end, the tensor's channel 0 and end,
-    a DRAM word's end) over random windows, channel offsets and group sizes."""
-    import numpy as np
-
-    def lanes(tm, dims, n0, c0, h0, w0, cb, nh, nw):
-        R, NI, U = tm.n.pe_rows, tm.ibuf_row, tm.word_bits // 16
-        dn, dc, dh, dw = dims
-        ii, jj = np.divmod(np.arange(nh * nw), nw)
-        h, w = h0 + ii, w0 + jj
-        pin = ((0 <= n0 < dn) & (h >= 0) & (h < dh) & (w >= 0) & (w < dw))[:, None]
-        total = 0
-        for b in range(0, cb, NI):
-            g = min(NI, cb - b)
-            ln = np.arange(g * R)
-            c = (c0 + b * R + ln)[None, :]
-            flat = (b * nh * nw + np.arange(nh * nw)[:, None] * g) * R + ln
-            a = ((n0 * dh + h[:, None]) * dw + w[:, None]) * dc + c
-            cut = (flat % (NI * R) == 0) | (ln == 0)[None, :]
-            cut |= pin & (((c == 0) & (c0 + b * R < 0)) | (c == dc)
-                          | ((c >= 0) & (c < dc) & (a % U == 0)))
-            total += int(cut.sum())
-        return total
-
+    every lane's cuts (:func:`_lane_by_lane_groups`) over random windows, channel offsets
+    and group sizes."""
     rng = random.Random(SEED + 11)
     log.info("seed %d", SEED + 11)
     for preset in ("nicepim_small", "nicepim_4x4"):
@@ -498,7 +500,27 @@ def test_input_row_groups_equal_a_lane_by_lane_count():
             args = ((1, dc, dh, dw), rng.choice([0, 0, 1]), rng.randint(-20, dc),
                     rng.randint(-2, dh), rng.randint(-2, dw), rng.randint(1, 11),
                     rng.randint(1, 5), rng.randint(1, 5))
-            assert tm._input_row_groups(*args) == lanes(tm, *args), (preset, args)
+            assert tm._input_row_groups(*args) == _lane_by_lane_groups(tm, *args), \
+                (preset, args)
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
+def test_aligned_row_groups_equal_a_lane_by_lane_count(preset):
+    """Where the channels are a multiple of the DRAM word, the groups summed by the
+    pixels' residues (:meth:`~node_model.NodeTiming._aligned_row_groups`) equal the
+    lane-by-lane count: random windows (partly outside the tensor), channel offsets
+    (below 0 and past the end), group sizes and samples outside the batch."""
+    tm = node_model.NodeTiming(load_config(preset).nicepim)
+    U = tm.word_bits // 16
+    rng = random.Random(SEED + 13)
+    log.info("seed %d", SEED + 13)
+    for _ in range(300):
+        dc, dh, dw = U * rng.randint(1, 4), rng.randint(1, 12), rng.randint(1, 12)
+        args = ((1, dc, dh, dw), rng.choice([0, 0, 0, 1, -1]),
+                rng.randint(-40, dc + 10), rng.randint(-3, dh), rng.randint(-3, dw),
+                rng.randint(1, 11), rng.randint(1, 7), rng.randint(1, 7))
+        assert tm._aligned_row_groups(*args) == _lane_by_lane_groups(tm, *args), args
+        assert tm._input_row_groups(*args) == _lane_by_lane_groups(tm, *args), args
 
 
 @pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])

@@ -393,6 +393,11 @@ def _pixels(base: int, hs: int, vh: int, ws: int, vw: int, dw: int) -> np.ndarra
             + np.arange(ws, ws + vw, dtype=np.int64)[None, :]).ravel()
 
 
+def _residues(lo: int, hi: int, m: int) -> list[int]:
+    """How many integers of ``[lo, hi)`` there are of each residue modulo *m*."""
+    return [(hi - 1 - r) // m - (lo - 1 - r) // m for r in range(m)]
+
+
 def _clip(lo: int, size: int, total: int) -> tuple[int, int]:
     """(first valid index, valid count) of ``[lo, lo + size)`` in ``[0, total)``."""
     a, b = max(lo, 0), min(lo + size, total)
@@ -752,6 +757,8 @@ class NodeTiming:
         R, NI = self.n.pe_rows, self.ibuf_row
         U = self.word_bits // DATA_BITS
         dn, dc, dh, dw = dims
+        if dc % U == 0:
+            return self._aligned_row_groups(dims, n0, c0, h0, w0, cb, nh, nw)
         p = np.arange(nh * nw, dtype=np.int64)
         ii, jj = np.divmod(p, nw)
         h, w = h0 + ii, w0 + jj
@@ -778,6 +785,47 @@ class NodeTiming:
                 row &= ~(pin & other)
             cuts += row
             total += int(cuts.sum())
+        return total
+
+    def _aligned_row_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
+        """:meth:`_input_row_groups` where every pixel's channels start at a DRAM word's
+        start (channels a multiple of the word): a pixel's cuts then depend only on
+        whether it lies inside the tensor and on its index modulo ``ibuf_row`` (where
+        the buffer's rows end), so they are summed by those residues, not pixel by
+        pixel. The same count."""
+        R, NI = self.n.pe_rows, self.ibuf_row
+        U = self.word_bits // DATA_BITS
+        dn, dc, dh, dw = dims
+        P = nh * nw
+        every = _residues(0, P, NI)             # the pixels by index modulo NI
+        inside = [0] * NI                       # ... those inside the tensor
+        hs, vh = _clip(h0, nh, dh)
+        ws, vw = _clip(w0, nw, dw)
+        if 0 <= n0 < dn and vh and vw:
+            cols = _residues(ws - w0, ws - w0 + vw, NI)
+            for ri, rows in enumerate(_residues(hs - h0, hs - h0 + vh, NI)):
+                if rows:
+                    a = ri * nw
+                    for rj, n in enumerate(cols):
+                        inside[(a + rj) % NI] += rows * n
+        n_in = sum(inside)
+        total = 0
+        for b in range(0, cb, NI):
+            g = min(NI, cb - b)
+            n_l, cs = g * R, c0 + b * R
+            lo, hi = max(cs, 0), min(cs + n_l, dc)
+            total += P
+            ch = int(cs < 0 < cs + n_l) + int(cs < dc < cs + n_l)
+            if hi > lo:
+                total += (ch + (hi - 1) // U - lo // U) * n_in
+            for r in range(NI):
+                lr = (-(b * P + r * g) * R) % (NI * R)      # a row's end in its lanes
+                if not 0 < lr < n_l:
+                    continue
+                total += every[r]
+                c_r = cs + lr
+                if hi > lo and (c_r == 0 or c_r == dc or (lo < c_r < hi and c_r % U == 0)):
+                    total -= inside[r]          # another cut falls there
         return total
 
     def _weight_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
