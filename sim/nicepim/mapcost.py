@@ -99,11 +99,16 @@ class RankedLMs:
         self._pending = pending
         self._bound = bound         # an LM's bound (None: its node bound)
         self._pend = 0              # the first of them
-        self._heap: list = []       # (bound, index, LM, node bound) known, not yet ordered
-        #: (bound, index, LM, bound of its compute + dram), least bound first, as far as
-        #: it has been asked for (:meth:`_entry`)
+        #: (bound, index, LM, node bound, place in *pending*) known, not yet ordered
+        self._heap: list = []
+        #: (bound, index, LM, bound of its compute + dram, place in *pending*), least bound
+        #: first, as far as it has been asked for (:meth:`_entry`)
         self._order: list = []
         self._next = 0                                  # the first still waiting
+        # the LMs taken from the waiting ones (by place in *pending*), and the first
+        # place not taken: the least node bound still waiting is that place's
+        self._taken = bytearray(len(pending))
+        self._low = 0
         self._costed: list = []     # a heap of (goal, index, cost, LM) not yet ranked
         self._ranked: list[tuple[LayerCost, Partition]] = []
 
@@ -120,7 +125,7 @@ class RankedLMs:
                 self._pend += 1
                 b = node if self._bound is None or node == -math.inf else \
                     self._bound(part)
-                heapq.heappush(heap, (b, i, part, node))
+                heapq.heappush(heap, (b, i, part, node, self._pend - 1))
             if not heap:
                 return None
             order.append(heapq.heappop(heap))
@@ -130,12 +135,15 @@ class RankedLMs:
         """The (cost, LM) of the *j*-th least cost, None if fewer LMs fit."""
         while len(self._ranked) <= j:
             while (entry := self._entry(self._next)) is not None:
-                b, i, part, _ = entry
+                b, i, part, _, at = entry
                 if self._costed:
-                    least, at = self._costed[0][:2]
-                    if b - 1 > least or (b - 1 == least and i > at):
+                    least, at_c = self._costed[0][:2]
+                    if b - 1 > least or (b - 1 == least and i > at_c):
                         break       # no waiting LM can come before the least costed
                 self._next += 1
+                self._taken[at] = 1
+                while self._low < len(self._taken) and self._taken[self._low]:
+                    self._low += 1
                 try:
                     c = self._cost(part)
                 except CapacityError:
@@ -160,9 +168,8 @@ class RankedLMs:
         cost on, and so of its cycles in any spatial order: the exact one of those
         costed, the bound of those waiting (less a cycle of margin for a bound's
         rounding)."""
-        waiting = min([o[3] for o in self._order[self._next:]] + [h[3] for h in self._heap]
-                      + [self._pending[self._pend][0] if self._pend < len(self._pending)
-                         else math.inf])
+        # (the pending LMs are in the order of their node bounds)
+        waiting = self._pending[self._low][0] if self._low < len(self._pending) else math.inf
         return min([waiting - 1]
                    + [c.compute + c.dram for c, _ in self._ranked[j:]]
                    + [c.compute + c.dram for _, _, c, _ in self._costed])
