@@ -64,13 +64,16 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
     wr_rec = t.tCWL + t.tBL + t.tWR
     tRTP, tRCD, tRAS, tRC, tRP = t.tRTP, t.tRCD, t.tRAS, t.tRC, t.tRP
     queue: list[tuple[int, int, int]] = []  # (we, row, visible from), oldest first
+    queued = 0                  # len(queue)
     open_row = -1
     # the cycles from which an ACT, PRE, column command (tRCD), any column command
     # (tCCD), a RD (after a WR) and a WR (after a RD) may issue
     ok_act = ok_pre = ok_col = ok_ccd = ok_rd = ok_wr = 0
     iss = pop = 0               # reads issued, messages sent
     ready_at: list[int] = []    # when each word read can be sent
+    n_ready = 0                 # len(ready_at)
     arrive: list[int] = list(arrivals or [])    # when each received word's write is requested
+    n_arrive = len(arrive)      # len(arrive)
     wr_next = 0                 # next received word to request
     wr_done = 0
     send_free = 0               # the cycle the interface takes the next message
@@ -91,6 +94,7 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
                 i += 1
         if col >= 0:
             we = queue.pop(col)[0]
+            queued -= 1
             ok_ccd = col_from = c + col_gap
             if ok_col > col_from:
                 col_from = ok_col
@@ -105,6 +109,7 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
                 if c + tRTP > ok_pre:
                     ok_pre = c + tRTP
                 ready_at.append(c + rd_lat + resp_lat)
+                n_ready += 1
         elif queue and queue[0][2] <= c:
             row = queue[0][1]
             if open_row < 0:
@@ -125,24 +130,27 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
                     if c + tRP > ok_act:
                         ok_act = c + tRP
         # ---- requests into the queue: reads and received writes, round robin
-        if len(queue) < queue_depth:
+        if queued < queue_depth:
             want_rd = iss < n and iss - pop < inflight
-            want_wr = got and wr_next < len(arrive) and arrive[wr_next] <= c and c >= took + period
+            want_wr = got and wr_next < n_arrive and arrive[wr_next] <= c and c >= took + period
             if want_rd and (not want_wr or rr == 0):
                 queue.append((0, sent_rows[iss], c + req_lat))
+                queued += 1
                 iss += 1
                 rr = 1
             elif want_wr:
                 queue.append((1, got_rows[wr_next], c + req_lat))
+                queued += 1
                 wr_next += 1
                 took = c
                 rr = 0
         # ---- the network interface: one message at a time, in order
-        if pop < len(ready_at) and ready_at[pop] <= c and send_free <= c:
+        if pop < n_ready and ready_at[pop] <= c and send_free <= c:
             send_free = c + period
             last_tail = c + MESSAGE_FLITS - 1
             if arrivals is None:
                 arrive.append(c + path)
+                n_arrive += 1
                 arrive_last = c + path
             if pops is not None:
                 pops.append(c)
