@@ -315,7 +315,8 @@ def _walk_units_memo(walks: list[tuple[int, tuple, int]], U: int, memo: dict) ->
     less work: a single walk that only moves forward and skips less than a unit at each
     step touches every unit from its first element's to its last one's; else the count
     depends on the offsets only modulo ``U`` (all moved by whole units, every unit index
-    moves alike), and *memo* keeps it by the walks moved to the first one's unit."""
+    moves alike), and *memo* keeps it by the walks moved to the first one's unit (the
+    closed form's count too: the same walks recur in other tasks)."""
     if len(walks) == 1:
         L, lv, off = walks[0]
         ext, k = L, 0                   # elements from the first run's start to the end
@@ -324,6 +325,12 @@ def _walk_units_memo(walks: list[tuple[int, tuple, int]], U: int, memo: dict) ->
             k += 1
         if k == len(lv):
             return (off + ext - 1) // U - off // U + 1
+    base = walks[0][2] // U * U
+    key = (U, tuple((L, lv, off - base) for L, lv, off in walks))
+    got = memo.get(key)
+    if got is not None:
+        return got
+    if len(walks) == 1:
         # the levels folded so far touch every unit from their first element to their
         # last, like one run of ext elements; where no two consecutive such runs can
         # share a unit (:func:`_apart`), the count is each run's units, summed over
@@ -336,13 +343,11 @@ def _walk_units_memo(walks: list[tuple[int, tuple, int]], U: int, memo: dict) ->
             for c, st in outer[:i] + outer[i + 1:]:
                 bases = [b + j * st for j in range(c) for b in bases]
             if len(bases) <= FOLD_BASES:
-                return sum(_floor_sum(cnt, U, stride, b + ext - 1)
-                           - _floor_sum(cnt, U, stride, b) + cnt for b in bases)
-    base = walks[0][2] // U * U
-    key = (U, tuple((L, lv, off - base) for L, lv, off in walks))
-    got = memo.get(key)
+                got = sum(_floor_sum(cnt, U, stride, b + ext - 1)
+                          - _floor_sum(cnt, U, stride, b) + cnt for b in bases)
     if got is None:
-        got = memo[key] = _walk_count(key[1], U)
+        got = _walk_count(key[1], U)
+    memo[key] = got
     return got
 
 
