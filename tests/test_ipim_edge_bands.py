@@ -169,4 +169,6 @@ def test_histogram_partials_in_the_vsm_where_it_holds_them(vsm_bytes, where):
     img = rng.integers(0, 256, (40, 72), dtype=np.uint8)
     r = run_bench("histogram", img, cfg, engine="iss")
     assert r.max_abs_error == 0.0 and int(r.output.sum()) == 40 * 72
-    assert f"scatter 3x18 vectors ({where})" in " ".join(r.program.kernels), r.program.kernels
+    kernels = " ".join(r.program.kernels)
+    assert f"scatter 3x18 vectors ({where})" in kernels, kernels
+    assert ("4 buckets a trip" in kernels) == (where == "VSM"), kernels

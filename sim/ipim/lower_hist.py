@@ -14,9 +14,11 @@
    computed address may be any bucket), so the scatter is one read-modify-write after
    the other: the data-dependent addressing the SIMB ISA offers, at its price. In the
    bank, each of them is a DRAM write and a read, mostly in another row.
-3. *Vault reduction*: per group of four buckets, every PE writes its counts to the
-   VSM and PE 0 of the vault adds them and packs the four sums into one vector
-   (``comp`` in scalar-vector mode with one lane enabled), into its bank.
+3. *Vault reduction*: with the partials in the VSM, PE ``p`` adds bucket ``t * P + p``
+   of every PE's partial in trip ``t`` and writes the sum to the VSM, and PE 0 packs
+   the ``P`` sums four to a vector (``comp`` in scalar-vector mode with one lane
+   enabled) into its bank; with the partials in the banks, per group of four buckets
+   every PE writes its counts to the VSM and PE 0 adds and packs them.
 4. *Cube reduction*, a tree over the vaults: in round ``r`` every vault ``v`` with
    ``v mod 2^(r+1) = 0`` fetches the packed sums of vault ``v + 2^r`` with ``req``
    between two ``sync`` barriers and adds them into its own, so vault 0 / PE 0's bank
@@ -194,6 +196,7 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
     kernels: list[str] = []
     for gv in range(nvaults):
         b = Builder(ip, opts, gv, consts)
+        b.pipeline = opts.reorder and opts.pipeline     # loops software-pipelined
         zero_r, inc_r = b.const_reg[0], b.const_reg[one]
         pe0 = 1
         prologue = b.prog
@@ -271,13 +274,59 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
             k.finish_steps(nq, 1)
             return blk
 
-        b.kernel(1, nq, reduce)
-        b.kernels_done.append(f"{h.name}: add the PEs' counts in each vault")
+        def reduce_vsm(k: Kernel):
+            """Every PE adds one bucket of every PE's partial in the VSM (PE p: bucket
+            ``t * P + p`` of trip t), then PE 0 packs the P sums four to a vector: P + 2
+            VSM transfers a bucket, against 3P - 2 through the PEs' own counts."""
+            src = [k.ptr(lay.PV + j * NB, P, 0, fresh=True) for j in range(P)]
+            dst = k.ptr(VB, 0, 0, fresh=True)
+            _pe_base(k, [*src, dst], 1, ip)
+            pout = k.ptr(HF, P // LANES, 0)
+            blk: list[VInstr] = []
+            acc = None
+            for j in range(P):
+                u = k.v()
+                blk.append(rd(src[j], b.all, u))
+                if acc is None:
+                    acc = u
+                else:
+                    s = k.v()
+                    blk.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
+                                            simb_mask=b.all), {"dst": s, "src1": acc, "src2": u}))
+                    acc = s
+            blk.append(wr(dst, b.all, acc))
+            for g in range(P // LANES):
+                packed = k.v()
+                for lane in range(LANES):
+                    u = k.v()
+                    blk.append(VInstr(Instr(Opcode.RD_VSM, vsm=VB + g * LANES + lane,
+                                            simb_mask=pe0), {"drf": u}))
+                    blk.append(VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
+                                            mode=Mode.SV, lane=0, src2=zero_r,
+                                            vec_mask=0xF if lane == 0 else 1 << lane,
+                                            simb_mask=pe0), {"dst": packed, "src1": u}))
+                st = Instr(Opcode.ST_RF, dram=pout, dram_ind=1, simb_mask=pe0)
+                if g:       # the trip's next vectors: a pointer a vector further each
+                    st = Instr(Opcode.ST_RF, dram=k.ptr(HF + g, P // LANES, 0), dram_ind=1,
+                               simb_mask=pe0)
+                blk.append(VInstr(st, {"drf": packed}))
+            k.finish_steps(nb // P, 1)
+            return blk
+
+        if lay.vsm and P % LANES == 0 and nb % P == 0 and P + P // LANES + 8 <= \
+                ip.arf_entries - 4:
+            b.kernel(1, nb // P, reduce_vsm)
+            b.kernels_done.append(f"{h.name}: add the PEs' partials in each vault, "
+                                  f"{P} buckets a trip")
+        else:
+            b.kernel(1, nq, reduce)
+            b.kernels_done.append(f"{h.name}: add the PEs' counts in each vault")
         segments.append(b.prog)
 
         def accumulate(k: Kernel):
-            """The partner vault's sums, landed in the VSM, added into this vault's."""
-            pa = k.ptr(HF, 1, 0)
+            """The partner vault's sums, landed in the VSM, added into this vault's (a
+            pointer for the loads and one for the stores: a loop that can be pipelined)."""
+            pa, ps = k.ptr(HF, 1, 0, fresh=True), k.ptr(HF, 1, 0, fresh=True)
             pr = k.ptr(RB, 1, 0)
             a, u, t = k.v(), k.v(), k.v()
             k.finish_steps(nq, 1)
@@ -287,7 +336,7 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
                            {"drf": u}),
                     VInstr(Instr(Opcode.COMP, op=AluOp.ADD, dtype=DType.INT32,
                                  simb_mask=pe0), {"dst": t, "src1": a, "src2": u}),
-                    VInstr(Instr(Opcode.ST_RF, dram=pa, dram_ind=1, simb_mask=pe0),
+                    VInstr(Instr(Opcode.ST_RF, dram=ps, dram_ind=1, simb_mask=pe0),
                            {"drf": t})]
 
         b.prog = []
