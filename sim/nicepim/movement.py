@@ -88,11 +88,12 @@ def owned_boxes(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
     *pl* keeps in its DRAM after the layer: its B, K, P and Q part; the C parts of one
     output split its channels among them (the partial sums are reduced onto the
     owners). With :func:`placement_nodes`; cached, read-only."""
-    return _owned_boxes(pl)
+    return _owned_boxes(pl)[:2]
 
 
 @functools.lru_cache(maxsize=65536)
-def _owned_boxes(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _owned_boxes(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
+                                         np.ndarray]:
     lay, part = pl.layer, pl.part
     nd = placement_nodes(pl)
     n0, n1 = _split(lay.n, part.parts("b"), nd["b"])
@@ -102,7 +103,7 @@ def _owned_boxes(pl: Placement) -> tuple[dict[str, np.ndarray], np.ndarray]:
     c0, c1 = k0 + nd["c"] * width // pc, k0 + (nd["c"] + 1) * width // pc
     p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
     q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
-    return _frozen(nd, _columns(n0, n1, c0, c1, p0, p1, q0, q1))
+    return _frozen(nd, _columns(n0, n1, c0, c1, p0, p1, q0, q1), 1)
 
 
 def home_boxes(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -113,11 +114,12 @@ def home_boxes(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.nd
     later inputs). The nodes of a K set of a layer with MACs each hold one slice of the
     set's channels; the layer's own sharing (:meth:`NodeModel.layer_cost`) gathers the
     rest. With :func:`placement_nodes`; cached, read-only."""
-    return _home_boxes(pl, pred.k, offset)
+    return _home_boxes(pl, pred.k, offset)[:2]
 
 
 @functools.lru_cache(maxsize=65536)
 def _home_boxes(pl: Placement, pred_k: int, offset: int) -> tuple[dict[str, np.ndarray],
+                                                                  np.ndarray, np.ndarray,
                                                                   np.ndarray]:
     lay, part = pl.layer, pl.part
     nd = placement_nodes(pl)
@@ -148,7 +150,7 @@ def _home_boxes(pl: Placement, pred_k: int, offset: int) -> tuple[dict[str, np.n
         if lay.kind != "add":
             c0, c1 = c0 - offset, c1 - offset
         c0, c1 = _clip(c0, 0, pred_k), _clip(c1, 0, pred_k)
-    return _frozen(nd, _columns(n0, n1, c0, c1, r0, r1, s0, s1))
+    return _frozen(nd, _columns(n0, n1, c0, c1, r0, r1, s0, s1), 0)
 
 
 def _clip(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -163,11 +165,17 @@ def _columns(*cols: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.array(cols).T)
 
 
-def _frozen(nd: dict[str, np.ndarray], boxes: np.ndarray) -> tuple[dict[str, np.ndarray],
-                                                                     np.ndarray]:
-    for a in (*nd.values(), boxes):
+def _frozen(nd: dict[str, np.ndarray], boxes: np.ndarray,
+            axis: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """The nodes and their boxes, read-only, with the boxes' lower and upper corners
+    (each node's four starts, then ends) as contiguous arrays with a unit *axis* (0:
+    ``(1, nodes, 4)``, 1: ``(nodes, 1, 4)``) ready to broadcast against another
+    placement's."""
+    lo = np.expand_dims(np.ascontiguousarray(boxes[:, 0::2]), axis)
+    hi = np.expand_dims(np.ascontiguousarray(boxes[:, 1::2]), axis)
+    for a in (*nd.values(), boxes, lo, hi):
         a.setflags(write=False)
-    return nd, boxes
+    return nd, boxes, lo, hi
 
 
 def traffic(src: Placement, dst: Placement, offset: int) -> np.ndarray:
@@ -186,8 +194,8 @@ def _amounts(src: Placement, dst: Placement,
              offset: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
     """*src*'s and *dst*'s nodes (:func:`placement_nodes`) and the elements of *src*'s
     output each node of *src* holds of each node of *dst*'s home box (a matrix)."""
-    ns, own = owned_boxes(src)
-    nd, home = home_boxes(dst, src.layer, offset)
+    ns, own, own_lo, own_hi = _owned_boxes(src)
+    nd, home, home_lo, home_hi = _home_boxes(dst, src.layer.k, offset)
     lay = dst.layer
     if (lay.kind not in ("concat", "add") and lay.kind in ("conv", "fc", "matmul")
             and (lay.c, lay.h, lay.w) != (src.layer.k, src.layer.p, src.layer.q)):
@@ -204,9 +212,9 @@ def _amounts(src: Placement, dst: Placement,
             1, lay.c * lay.h * lay.w)
     else:
         # the boxes' overlaps, the four extents multiplied out (integers: exact)
-        ext = np.maximum(np.minimum(own[:, None, 1::2], home[None, :, 1::2])
-                         - np.maximum(own[:, None, 0::2], home[None, :, 0::2]), 0)
-        amount = (ext[:, :, 0] * ext[:, :, 1] * ext[:, :, 2] * ext[:, :, 3]).astype(float)
+        ext = np.minimum(own_hi, home_hi) - np.maximum(own_lo, home_lo)
+        np.maximum(ext, 0, out=ext)
+        amount = np.multiply.reduce(ext, axis=2).astype(float)
     return ns, nd, amount
 
 
