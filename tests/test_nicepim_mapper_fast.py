@@ -814,6 +814,59 @@ def test_memoized_parse_partition_equals_a_fresh_parse():
                         and str(got) == str(fresh) == text), text
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_mapping_with_the_collector_paused_equals_one_with_it_running(monkeypatch, enabled):
+    """:func:`~mapper.map_network` pauses the cyclic garbage collector while it maps: the
+    same mapping as with the collector running, no collection meanwhile, and the
+    collector left as it was found (running or not), also when the mapping raises."""
+    import gc
+
+    cfg = load_config("nicepim_small")
+    net = scale_network(nets.network("googlenet"), 8, layers=30)
+    was = gc.isenabled()
+    seen = []
+    inside = [False]
+    plain = mapper._map_network
+
+    def mapping(*args):
+        inside[0] = True
+        try:
+            return plain(*args)
+        finally:
+            inside[0] = False
+
+    def cb(phase, info):
+        if inside[0]:
+            seen.append(phase)
+
+    monkeypatch.setattr(mapper, "_map_network", mapping)
+    try:
+        gc.enable()
+        gc.callbacks.append(cb)
+        slow = mapping(net, cfg, 3, 128, 4, None)
+        assert seen                         # (it collects while mapping, unpaused)
+        if not enabled:
+            gc.disable()
+        seen.clear()
+        fast = mapper.map_network(net, cfg)
+        assert not seen                     # none while it mapped
+        gc.callbacks.remove(cb)
+        assert fast.to_json() == slow.to_json()
+        assert gc.isenabled() == enabled
+
+        def fails(*args):
+            raise CapacityError("does not fit")
+
+        monkeypatch.setattr(mapper, "_initial_mapping", fails)
+        with pytest.raises(CapacityError):
+            mapper.map_network(net, cfg)
+        assert gc.isenabled() == enabled
+    finally:
+        if cb in gc.callbacks:
+            gc.callbacks.remove(cb)
+        (gc.enable if was else gc.disable)()
+
+
 def _first_baseline(net, cfg):
     """Algorithm 1's initial mapping as :func:`mapper.map_network` took it before it
     skipped layouts: both LM goals' baselines over every layout, the first of least
