@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import random
 
 import pytest
@@ -68,6 +69,44 @@ def test_encode_decode_every_opcode():
             assert 0 <= word < 1 << 128
             assert word & 0x1F == op.value
             assert decode(word) == ins
+
+
+def test_every_field_is_checked_under_every_opcode():
+    """Instr's per-opcode checks (made once, read by value) against the plain rule: a
+    field outside the opcode's format must keep its default, an integer field must be in
+    its range, an enum field must be of its enum; each break is its own one-line error."""
+    import dataclasses
+
+    rng = random.Random(SEED + 5)
+    print(f"seed {SEED + 5}")
+    defaults = {f.name: f.default for f in dataclasses.fields(Instr) if f.name != "opcode"}
+    for op in Opcode:
+        fmt = dict(FORMATS[format_of(op)])
+        ok = random_instr(rng, op)
+        for n, d in defaults.items():
+            vals = {k: getattr(ok, k) for k in fmt}
+            if n not in fmt:
+                bad = 1 if isinstance(d, int) and not isinstance(d, enum.Enum) else (
+                    next(m for m in type(d) if m is not d))
+                with pytest.raises(ValueError, match=f"has no field {n} "):
+                    Instr(op, **vals, **{n: bad})
+            elif isinstance(fmt[n], int):
+                hi = (1 << 32) if n == "imm" else (1 << fmt[n])
+                for bad in (hi, -(1 << 31) - 1 if n == "imm" else -1):
+                    with pytest.raises(ValueError, match=f"field {n} must be between"):
+                        Instr(op, **{**vals, n: bad})
+                assert Instr(op, **{**vals, n: hi - 1}) is not None
+            else:
+                with pytest.raises(ValueError, match=f"field {n} must be a {fmt[n].__name__}"):
+                    Instr(op, **{**vals, n: int(getattr(ok, n).value)})
+    with pytest.raises(ValueError, match="is bitwise"):
+        Instr(Opcode.COMP, op=AluOp.AND, dtype=DType.FP32)
+    with pytest.raises(ValueError, match="cannot write A0"):
+        Instr(Opcode.CALC_ARF, op=next(iter(INT_ONLY_OPS)), dst=0)
+    with pytest.raises(ValueError, match="cannot write A1"):
+        Instr(Opcode.MOV_ARF, arf=1)
+    with pytest.raises(ValueError, match="opcode must be an Opcode"):
+        Instr(1)
 
 
 def test_encode_matches_the_amaranth_layout():

@@ -116,7 +116,9 @@ dispatch, so it keeps its bank hazards against every bank access.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import NamedTuple
 
 from amaranth.lib import data, enum
@@ -304,31 +306,28 @@ class Instr:
             raise ValueError(f"opcode must be an Opcode, not {self.opcode!r}")
         if isinstance(self.imm, int) and -(1 << 31) <= self.imm < 0:
             object.__setattr__(self, "imm", self.imm & 0xFFFF_FFFF)   # one form per word
-        fmt = dict(FORMATS[_FORMAT_OF[self.opcode]])
-        for f in fields(self):
-            n = f.name
-            if n == "opcode":
-                continue
-            v = getattr(self, n)
-            if n not in fmt:
-                if v != f.default:
+        # by the member's value: an Enum member's hash is a Python call
+        chk = _CHECKS[self.opcode._value_]
+        if chk.outside(self) != chk.defaults:
+            for n, d in zip(chk.names, chk.defaults):
+                if getattr(self, n) != d:
                     raise ValueError(f"{self.opcode.name.lower()} has no field {n} "
-                                     f"(given {_show(v)})")
-                continue
-            shape = fmt[n]
-            if isinstance(shape, int):
-                if n == "imm":
-                    ok = -(1 << 31) <= v < (1 << 32)
-                    rng = f"between {-(1 << 31)} and {(1 << 32) - 1}"
-                else:
-                    ok = isinstance(v, int) and 0 <= v < (1 << shape)
-                    rng = f"between 0 and {(1 << shape) - 1}"
-                if not ok:
+                                     f"(given {_show(getattr(self, n))})")
+        for n, check in chk.inside:
+            v = getattr(self, n)
+            if isinstance(check, tuple):               # an integer field: (lo, hi, range)
+                lo, hi, rng = check
+                if not ((n == "imm" or isinstance(v, int)) and lo <= v < hi):
                     raise ValueError(f"{self.opcode.name.lower()} field {n} must be {rng}, "
                                      f"not {v!r}")
-            elif not isinstance(v, shape):
+            elif type(v) is not check:                 # an enum field (enums have no subclasses)
                 raise ValueError(f"{self.opcode.name.lower()} field {n} must be a "
-                                 f"{shape.__name__}, not {v!r}")
+                                 f"{check.__name__}, not {v!r}")
+        if chk.special:
+            self._check_special()
+
+    def _check_special(self):
+        """The rules of a few opcodes beyond their fields' ranges."""
         if self.opcode is Opcode.COMP and self.dtype is DType.FP32 and self.op not in FP_OPS:
             raise ValueError(f"comp {self.op.name.lower()} is bitwise: it takes dtype int32, "
                              f"not fp32")
@@ -347,6 +346,46 @@ class Instr:
     def operands(self) -> dict[str, object]:
         """The fields of this instruction's format, by name."""
         return {n: getattr(self, n) for n, _ in FORMATS[self.format]}
+
+
+class _Checks(NamedTuple):
+    """What :class:`Instr` checks under one opcode: the fields outside its format keep
+    their defaults (read at once by *outside*), and each field of the format is in range
+    (``(lo, hi, range text)`` for an integer, the type of an enum)."""
+    names: tuple[str, ...]
+    defaults: tuple
+    outside: Callable[[object], tuple]
+    inside: tuple[tuple[str, object], ...]
+    special: bool            # the opcode has rules of its own (Instr._check_special)
+
+
+def _checks(op: Opcode) -> _Checks:
+    fmt = dict(FORMATS[_FORMAT_OF[op]])
+    outside = [f for f in fields(Instr) if f.name != "opcode" and f.name not in fmt]
+    inside = []
+    for f in fields(Instr):
+        n = f.name
+        if n not in fmt:
+            continue
+        if not isinstance(fmt[n], int):
+            inside.append((n, fmt[n]))
+        elif n == "imm":
+            inside.append((n, (-(1 << 31), 1 << 32,
+                               f"between {-(1 << 31)} and {(1 << 32) - 1}")))
+        else:
+            inside.append((n, (0, 1 << fmt[n], f"between 0 and {(1 << fmt[n]) - 1}")))
+    names = tuple(f.name for f in outside)
+    # attrgetter of one name gives the value, not a 1-tuple
+    get = attrgetter(*names) if len(names) > 1 else (lambda i: (getattr(i, names[0]),))
+    special = op in (Opcode.COMP, Opcode.CALC_ARF, Opcode.CALC_CRF, Opcode.MOV_ARF)
+    return _Checks(names, tuple(f.default for f in outside), get, tuple(inside), special)
+
+
+#: By opcode value, the checks :meth:`Instr.__post_init__` makes (made once: a compile
+#: makes hundreds of thousands of instructions).
+_CHECKS = [None] * (1 << OPCODE_BITS)
+for _op in Opcode:
+    _CHECKS[_op.value] = _checks(_op)
 
 
 def _show(v):
