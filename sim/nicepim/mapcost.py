@@ -475,14 +475,7 @@ class NodeModel:
         same twice with *shares* ``None``), through its memo's entries for the layer's
         shape and layouts (*nodes*, by the LM's sizes) and for its shape (*shares*, by
         the LM and its weights' sharing set)."""
-        sizes = part.sizes
-        got = nodes.get(sizes)
-        if got is None:
-            try:
-                got = self._node_bound(lay, sizes, layout_in, layout_out)
-            except CapacityError as e:
-                got = e
-            nodes[sizes] = got
+        got = self._node_bound_memo(lay, part.sizes, layout_in, layout_out, nodes)
         if isinstance(got, CapacityError):
             raise type(got)(*got.args)
         if shares is None:
@@ -500,6 +493,21 @@ class NodeModel:
         if cyc is None:
             cyc = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)[0]
         return float(node + cyc)
+
+    def _node_bound_memo(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
+                         layout_out: int | None, nodes: dict) -> tuple | CapacityError:
+        """:meth:`_node_bound` of a node's part of *sizes*, through *nodes*, the memo's
+        entries for the layer's shape and layouts (by the sizes); the
+        :class:`CapacityError` it raised where the buffers cannot hold the LM's tiles
+        (returned, not raised: a ranking only leaves such an LM to its task list)."""
+        got = nodes.get(sizes)
+        if got is None:
+            try:
+                got = self._node_bound(lay, sizes, layout_in, layout_out)
+            except CapacityError as e:
+                got = e
+            nodes[sizes] = got
+        return got
 
     def _node_bound(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
                     layout_out: int | None) -> tuple[float, int, tuple[int, int, int]]:
@@ -540,14 +548,7 @@ class NodeModel:
             nodes = self._bound.setdefault((shape, layout_in, layout_out), {})
             terms: dict = {}    # each LM's samples and node bytes, for its sharing
             for i, part in enumerate(parts):
-                sizes = part.sizes
-                got = nodes.get(sizes)
-                if got is None:
-                    try:
-                        got = self._node_bound(lay, sizes, layout_in, layout_out)
-                    except CapacityError as e:
-                        got = e
-                    nodes[sizes] = got
+                got = self._node_bound_memo(lay, part.sizes, layout_in, layout_out, nodes)
                 if isinstance(got, CapacityError):
                     node = -math.inf        # the task list decides (it may still fit)
                 else:
