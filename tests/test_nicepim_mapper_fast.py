@@ -769,18 +769,79 @@ def test_pair_transfer_equals_the_row_by_row_transfer(array):
             _noc_transfer_rows(model, array, rows)
 
 
-def test_movement_clip_equals_numpys_clip():
-    """:func:`~movement._clip` (the home boxes' bounds) gives numpy's ``clip``: the same
-    values and dtype, bounds crossed or not."""
-    import numpy as np
+def _home_boxes_plain(pl, pred_k: int, offset: int):
+    """:func:`~movement.home_boxes`' boxes as first written: every node's ranges
+    computed from its part indices with numpy, column by column."""
+    lay, part = pl.layer, pl.part
+    nd = movement.placement_nodes(pl)
 
+    def split(total, parts, idx):
+        return idx * total // parts, (idx + 1) * total // parts
+
+    n0, n1 = split(lay.n, part.parts("b"), nd["b"])
+    p0, p1 = split(lay.p, part.parts("p"), nd["p"])
+    q0, q1 = split(lay.q, part.parts("q"), nd["q"])
+    r0 = np.clip(p0 * lay.stride - lay.pad, 0, lay.h)
+    r1 = np.clip((p1 - 1) * lay.stride - lay.pad + lay.r, 0, lay.h)
+    s0 = np.clip(q0 * lay.stride - lay.pad, 0, lay.w)
+    s1 = np.clip((q1 - 1) * lay.stride - lay.pad + lay.s, 0, lay.w)
+    r1, s1 = np.maximum(r1, r0), np.maximum(s1, s0)
+    if lay.kind in ("conv", "fc", "matmul"):
+        if lay.groups > 1:
+            og, cg = lay.k // lay.groups, lay.c // lay.groups
+            k0, k1 = split(lay.k, part.parts("k"), nd["k"])
+            g0, g1 = k0 // og, -(-k1 // og)
+            c0, c1 = g0 * cg, np.maximum(g1 * cg, g0 * cg)
+            w_ = c1 - c0
+            c0, c1 = (c0 + nd["c"] * w_ // part.parts("c"),
+                      c0 + (nd["c"] + 1) * w_ // part.parts("c"))
+        else:
+            c0, c1 = split(lay.c, part.parts("c"), nd["c"])
+            w_ = c1 - c0
+            c0, c1 = (c0 + nd["k"] * w_ // part.parts("k"),
+                      c0 + (nd["k"] + 1) * w_ // part.parts("k"))
+    else:
+        c0, c1 = split(lay.k, part.parts("k"), nd["k"])
+        if lay.kind != "add":
+            c0, c1 = c0 - offset, c1 - offset
+        c0, c1 = np.clip(c0, 0, pred_k), np.clip(c1, 0, pred_k)
+    return nd, np.stack((n0, n1, c0, c1, r0, r1, s0, s1), axis=1)
+
+
+def test_movement_home_boxes_equal_the_plain_computation():
+    """:func:`~movement.home_boxes`, each range found once per part index
+    (:func:`~movement._home_ranges`, by the layer's shape), gives the boxes computed
+    node by node with numpy: the same values, dtype and shape, and the corners
+    :func:`~movement._amounts` broadcasts; random LMs in every spatial order on random
+    regions of the five networks' layers (grouped attention products, concatenations
+    at offsets, additions, poolings among them) and of grouped convolutions."""
     rng = random.Random(SEED + 29)
     log.info("seed %d", SEED + 29)
-    for _ in range(500):
-        a = np.array([rng.randint(-60, 60) for _ in range(rng.randint(0, 20))], dtype=np.int64)
-        lo, hi = rng.randint(-10, 10), rng.randint(-10, 40)
-        want, got = np.clip(a, lo, hi), movement._clip(a, lo, hi)
-        assert got.dtype == want.dtype and got.tolist() == want.tolist(), (a, lo, hi)
+    layers = [(lay, net.by_name[p].k) for name in nets.network_names()
+              for net in [scale_network(nets.network(name), 4)]
+              for lay in net.layers if lay.kind != "input" for p in lay.preds]
+    layers += [(nets.Layer(f"g{g}", "conv", n=2, c=g * 6, h=9, w=7, k=g * 10, p=5, q=4, r=3,
+                           s=2, stride=2, pad=1, groups=g), g * 6) for g in (2, 3, 5)]
+    cases = 0
+    for lay, pred_k in rng.sample(layers, 150) + layers[-3:]:
+        for _ in range(4):
+            region = _random_region(rng, (rng.randint(1, 6), rng.randint(1, 6)))
+            parts = mapspace.layer_partitions(lay, region[2], region[3])
+            part = rng.choice(mapspace.orders(rng.choice(parts)))
+            pl = movement.Placement(lay, part, region)
+            offset = rng.choice((0, 0, 3, 64, pred_k))
+            pred = nets.Layer("pred", "conv", 1, 1, 1, 1, pred_k, 1, 1)
+            nd, boxes = movement.home_boxes(pl, pred, offset)
+            want_nd, want = _home_boxes_plain(pl, pred_k, offset)
+            assert (boxes.dtype, boxes.shape, boxes.tolist()) == \
+                (want.dtype, want.shape, want.tolist()), (lay.name, part, region, offset)
+            assert all(nd[d].tolist() == want_nd[d].tolist() for d in want_nd)
+            _, _, lo, hi = movement._home_boxes(pl, pred_k, offset)
+            assert lo.flags.c_contiguous and hi.flags.c_contiguous
+            assert lo.tolist() == [want[:, 0::2].tolist()]
+            assert hi.tolist() == [want[:, 1::2].tolist()]
+            cases += 1
+    assert cases >= 600
 
 
 def test_movement_columns_equal_numpys_stack():

@@ -121,42 +121,68 @@ def home_boxes(pl: Placement, pred: Layer, offset: int) -> tuple[dict[str, np.nd
 def _home_boxes(pl: Placement, pred_k: int, offset: int) -> tuple[dict[str, np.ndarray],
                                                                   np.ndarray, np.ndarray,
                                                                   np.ndarray]:
+    # A node's box is its samples, channels, rows and columns, each a range that depends
+    # only on its part index along one loop (its channels on its K and C parts): each
+    # range is found once per part index (:func:`_home_ranges`) and the nodes take theirs.
     lay, part = pl.layer, pl.part
     nd = placement_nodes(pl)
-    n0, n1 = _split(lay.n, part.parts("b"), nd["b"])
-    p0, p1 = _split(lay.p, part.parts("p"), nd["p"])
-    q0, q1 = _split(lay.q, part.parts("q"), nd["q"])
-    r0 = _clip(p0 * lay.stride - lay.pad, 0, lay.h)
-    r1 = _clip((p1 - 1) * lay.stride - lay.pad + lay.r, 0, lay.h)
-    s0 = _clip(q0 * lay.stride - lay.pad, 0, lay.w)
-    s1 = _clip((q1 - 1) * lay.stride - lay.pad + lay.s, 0, lay.w)
-    r1, s1 = np.maximum(r1, r0), np.maximum(s1, s0)
-    if lay.kind in ("conv", "fc", "matmul"):
-        if lay.groups > 1:
-            og, cg = lay.k // lay.groups, lay.c // lay.groups
-            k0, k1 = _split(lay.k, part.parts("k"), nd["k"])
-            g0, g1 = k0 // og, -(-k1 // og)
-            c0, c1 = g0 * cg, np.maximum(g1 * cg, g0 * cg)
-            w_ = c1 - c0
-            c0, c1 = c0 + nd["c"] * w_ // part.parts("c"), c0 + (nd["c"] + 1) * w_ \
-                // part.parts("c")
-        else:
-            c0, c1 = _split(lay.c, part.parts("c"), nd["c"])
-            pk = part.parts("k")
-            w_ = c1 - c0
-            c0, c1 = c0 + nd["k"] * w_ // pk, c0 + (nd["k"] + 1) * w_ // pk
-    else:
-        c0, c1 = _split(lay.k, part.parts("k"), nd["k"])
-        if lay.kind != "add":
-            c0, c1 = c0 - offset, c1 - offset
-        c0, c1 = _clip(c0, 0, pred_k), _clip(c1, 0, pred_k)
-    return _frozen(nd, _columns(n0, n1, c0, c1, r0, r1, s0, s1), 0)
+    n_, c_, r_, s_ = _home_ranges(layer_shape(lay), part.sizes, pred_k, offset)
+    pc = part.parts("c")
+    boxes = np.concatenate((n_[nd["b"]], c_[nd["k"] * pc + nd["c"]], r_[nd["p"]],
+                            s_[nd["q"]]), axis=1)
+    return _frozen(nd, boxes, 0)
 
 
-def _clip(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """``np.clip(a, lo, hi)`` of an integer array (the same values; numpy's clip costs
-    several times more on the few elements of a region's nodes)."""
-    return np.minimum(np.maximum(a, lo), hi)
+@functools.lru_cache(maxsize=16384)
+def _home_ranges(shape: tuple, sizes: tuple[int, ...], pred_k: int,
+                 offset: int) -> tuple[np.ndarray, ...]:
+    """The ranges ``[lo, hi)`` of :func:`home_boxes` of a layer of *shape*
+    (:func:`.mapspace.layer_shape`) split into *sizes*, as ``(parts, 2)`` arrays by
+    part index: its samples by its B part, its channels by its K part times the C
+    parts plus its C part, its rows by its P part, its columns by its Q part."""
+    kind, n, c, h, w, k, p, q, r, s, stride, pad, groups, _ = shape
+    pb, pk, pp, pq, pc = sizes
+
+    def split(total: int, parts: int, i: int) -> tuple[int, int]:
+        return i * total // parts, (i + 1) * total // parts
+
+    def clip(a: int, hi: int) -> int:
+        return min(max(a, 0), hi)
+
+    rows, cols = [], []
+    for i in range(pp):
+        p0, p1 = split(p, pp, i)
+        r0 = clip(p0 * stride - pad, h)
+        rows.append((r0, max(clip((p1 - 1) * stride - pad + r, h), r0)))
+    for i in range(pq):
+        q0, q1 = split(q, pq, i)
+        s0 = clip(q0 * stride - pad, w)
+        cols.append((s0, max(clip((q1 - 1) * stride - pad + s, w), s0)))
+    chans = []
+    for ik in range(pk):
+        for ic in range(pc):
+            if kind in ("conv", "fc", "matmul"):
+                if groups > 1:
+                    og, cg = k // groups, c // groups
+                    k0, k1 = split(k, pk, ik)
+                    g0, g1 = k0 // og, -(-k1 // og)
+                    c0 = g0 * cg
+                    c0, c1 = split(max(g1 * cg, c0) - c0, pc, ic)
+                    c0, c1 = g0 * cg + c0, g0 * cg + c1
+                else:
+                    c0, c1 = split(c, pc, ic)
+                    c0, c1 = (c0 + ik * (c1 - c0) // pk, c0 + (ik + 1) * (c1 - c0) // pk)
+            else:
+                c0, c1 = split(k, pk, ik)
+                if kind != "add":
+                    c0, c1 = c0 - offset, c1 - offset
+                c0, c1 = clip(c0, pred_k), clip(c1, pred_k)
+            chans.append((c0, c1))
+    out = tuple(np.array(t, dtype=np.int64).reshape(-1, 2)
+                for t in ([split(n, pb, i) for i in range(pb)], chans, rows, cols))
+    for a in out:
+        a.setflags(write=False)
+    return out
 
 
 def _columns(*cols: np.ndarray) -> np.ndarray:
@@ -171,8 +197,9 @@ def _frozen(nd: dict[str, np.ndarray], boxes: np.ndarray,
     (each node's four starts, then ends) as contiguous arrays with a unit *axis* (0:
     ``(1, nodes, 4)``, 1: ``(nodes, 1, 4)``) ready to broadcast against another
     placement's."""
-    lo = np.expand_dims(np.ascontiguousarray(boxes[:, 0::2]), axis)
-    hi = np.expand_dims(np.ascontiguousarray(boxes[:, 1::2]), axis)
+    shape = (1, len(boxes), 4) if axis == 0 else (len(boxes), 1, 4)
+    lo = np.ascontiguousarray(boxes[:, 0::2]).reshape(shape)
+    hi = np.ascontiguousarray(boxes[:, 1::2]).reshape(shape)
     for a in (*nd.values(), boxes, lo, hi):
         a.setflags(write=False)
     return nd, boxes, lo, hi
