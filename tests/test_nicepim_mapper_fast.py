@@ -1105,3 +1105,29 @@ def test_port_cycles_equal_the_plain_loops(preset):
         got_cycles = share_port.port_cycles(t, sent, got, arrivals=arrivals, pops=pops, **kw)
         want = _port_cycles_plain(t, sent, got, arrivals=arrivals, pops=want_pops, **kw)
         assert (got_cycles, pops) == (want, want_pops), (rw, words, sent_at, kw, mode)
+
+
+def test_candidates_find_the_predecessors_lms_as_a_scan_does():
+    """:func:`~selection._places`, which finds the LMs of a layer's predecessors on its
+    region among the layer's LMs by places kept in the mapper's memo, gives what a scan
+    of every LM gives: those among them, in their order; LMs in another spatial order or
+    of another layer's shape are not among them."""
+    rng = random.Random(SEED + 37)
+    log.info("seed %d", SEED + 37)
+    net = scale_network(nets.network("googlenet"), 4)
+    cache: dict = {}
+    found = 0
+    for lay in rng.sample([x for x in net.layers if x.kind != "input"], 20):
+        other = rng.choice(net.layers[1:])
+        for h, w in ((4, 4), (2, 3), (1, 1)):
+            parts = mapspace.layer_partitions(lay, h, w)
+            pool = [*parts, *(alt for p in rng.sample(parts, min(5, len(parts)))
+                              for alt in mapspace.orders(p)[1:]),
+                    *mapspace.layer_partitions(other, h, w)]
+            for _ in range(5):
+                lms = set(rng.sample(pool, rng.randint(0, min(6, len(pool)))))
+                want = [(i, p) for i, p in enumerate(parts) if p in lms]
+                got = selection._places(cache, mapspace.layer_shape(lay), h, w, parts, lms)
+                assert got == want, (lay.name, h, w)
+                found += len(want)
+    assert found > 50

@@ -210,7 +210,8 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
             raise CapacityError(f"layer {lay.name} fits no partition of a {h}x{w} region")
         cache[key] = per_wr
     preds = [p for p in preds if p.layer.kind != "input"]
-    same = {p.part for p in preds if p.region == tuple(region)}
+    same = _places(cache, key[1], h, w, parts, {p.part for p in preds
+                                                 if p.region == tuple(region)})
     moves: dict[Partition, int] = {}    # the movement into each LM, the same for every WR
 
     def weigh(c, part, best):
@@ -251,8 +252,8 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
         # a predecessor's LM on the same region, not among those: by cycles, then in
         # the order of the LMs
         rest = []
-        for i, part in enumerate(parts):
-            if part in same and part not in fastest:
+        for i, part in same:
+            if part not in fastest:
                 try:
                     c = model.layer_cost(lay, part, wr, li, lo)
                 except CapacityError:
@@ -263,6 +264,19 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
         _, move, c, part = best
         cands.append(Candidate(c.cycles + move, c.weight_bytes, wr, part, c.energy_pj, move))
     return cands
+
+
+def _places(cache: dict, shape: tuple, h: int, w: int, parts: Sequence[Partition],
+            lms: set[Partition]) -> list[tuple[int, Partition]]:
+    """``(place, LM)`` of those of *lms* that are among *parts* (the LMs of a layer of
+    *shape* on an ``h x w`` region, each once), in their order: the place of every LM is
+    kept in *cache*, so that finding a few costs no scan of them all."""
+    if not lms:
+        return []
+    at = cache.get(("places", shape, h, w))
+    if at is None:
+        at = cache["places", shape, h, w] = {part: i for i, part in enumerate(parts)}
+    return sorted((at[part], part) for part in lms if part in at)
 
 
 def pieces(net: Network) -> list[list[list[Layer]]]:
