@@ -126,7 +126,9 @@ def _home_boxes(pl: Placement, pred_k: int, offset: int) -> tuple[dict[str, np.n
     # range is found once per part index (:func:`_home_ranges`) and the nodes take theirs.
     lay, part = pl.layer, pl.part
     nd = placement_nodes(pl)
-    n_, c_, r_, s_ = _home_ranges(layer_shape(lay), part.sizes, pred_k, offset)
+    n_, c_, r_, s_ = _home_ranges((lay.kind, lay.n, lay.c, lay.h, lay.w, lay.k, lay.p, lay.q,
+                                   lay.r, lay.s, lay.stride, lay.pad, lay.groups),
+                                  part.sizes, pred_k, offset)
     pc = part.parts("c")
     boxes = np.concatenate((n_[nd["b"]], c_[nd["k"] * pc + nd["c"]], r_[nd["p"]],
                             s_[nd["q"]]), axis=1)
@@ -134,13 +136,14 @@ def _home_boxes(pl: Placement, pred_k: int, offset: int) -> tuple[dict[str, np.n
 
 
 @functools.lru_cache(maxsize=16384)
-def _home_ranges(shape: tuple, sizes: tuple[int, ...], pred_k: int,
+def _home_ranges(dims: tuple, sizes: tuple[int, ...], pred_k: int,
                  offset: int) -> tuple[np.ndarray, ...]:
-    """The ranges ``[lo, hi)`` of :func:`home_boxes` of a layer of *shape*
-    (:func:`.mapspace.layer_shape`) split into *sizes*, as ``(parts, 2)`` arrays by
-    part index: its samples by its B part, its channels by its K part times the C
-    parts plus its C part, its rows by its P part, its columns by its Q part."""
-    kind, n, c, h, w, k, p, q, r, s, stride, pad, groups, _ = shape
+    """The ranges ``[lo, hi)`` of :func:`home_boxes` of a layer of *dims* (its kind,
+    ``n, c, h, w, k, p, q, r, s``, stride, padding and groups) split into *sizes*, as
+    ``(parts, 2)`` arrays by part index: its samples by its B part, its channels by its
+    K part times the C parts plus its C part, its rows by its P part, its columns by
+    its Q part."""
+    kind, n, c, h, w, k, p, q, r, s, stride, pad, groups = dims
     pb, pk, pp, pq, pc = sizes
 
     def split(total: int, parts: int, i: int) -> tuple[int, int]:
