@@ -1131,3 +1131,45 @@ def test_candidates_find_the_predecessors_lms_as_a_scan_does():
                 assert got == want, (lay.name, h, w)
                 found += len(want)
     assert found > 50
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_one_sharing_entry_serves_the_bound_and_every_layout_pair(preset):
+    """An LM's data sharing, memoized by the layer's shape, the LM and its weights'
+    sharing set (:meth:`~mapcost.NodeModel._shared`) and shared by its bound and its
+    cost in every pair of layouts, is what :meth:`~mapcost.NodeModel._sharing` gives
+    for that WR: its cycles, weight bytes, and the bound's cycles over the node bound;
+    random LMs of convolutions, fully connected layers and attention products, each at
+    several WRs and layouts, bound and cost asked in either order."""
+    cfg = load_config(preset)
+    n = cfg.nicepim
+    rng = random.Random(SEED * 41 + n.na_rows)
+    log.info("seed %d", SEED)
+    model, plain = mapcost.NodeModel(cfg), mapcost.NodeModel(cfg)
+    lays = [lay for name in ("googlenet", "bert_base")
+            for lay in scale_network(nets.network(name), 4).layers
+            if lay.kind in ("conv", "fc", "matmul")]
+    wrs = sorted({1, 2, 4, n.na_rows * n.na_cols})
+    checked = 0
+    for lay in rng.sample(lays, 30):
+        parts = mapspace.layer_partitions(lay, n.na_rows, n.na_cols)
+        for part in rng.sample(parts, min(4, len(parts))):
+            nb, c, k, p, q, g = plain._node_dims(lay, part.sizes)
+            node_bytes = plain._node_bytes(lay, nb, c, k, p, q, g)
+            for wr in rng.sample(wrs, len(wrs)):
+                share, _, w_stored = plain._sharing(lay, part, wr, nb, *node_bytes)
+                li, lo = rng.choice(mapspace.LAYOUTS), rng.choice(mapspace.LAYOUTS)
+                first_bound = rng.random() < 0.5
+                try:
+                    if first_bound:
+                        bound = model.cycles_bound(lay, part, wr, li, lo)
+                    cost = model.layer_cost(lay, part, wr, li, lo)
+                    if not first_bound:
+                        bound = model.cycles_bound(lay, part, wr, li, lo)
+                except CapacityError:
+                    continue
+                node = model.cycles_bound(lay, part, wr, li, lo, share=False)
+                assert (cost.share, cost.weight_bytes) == (share, w_stored), (lay.name, part, wr)
+                assert bound == float(node + share), (lay.name, part, wr)
+                checked += 1
+    assert checked > 200

@@ -213,7 +213,7 @@ class NodeModel:
         self._node: dict = {}               # its node terms by the shape and the LM's sizes
         self._share: dict = {}              # share_cycles by its arguments
         self._bound: dict = {}              # cycles_bound's node terms by shape, layouts
-        self._bound_share: dict = {}        # its sharing by shape
+        self._shares: dict = {}             # _sharing by shape, LM and weights' set
         self._ranked: dict = {}             # ranked's rankings by their arguments
         self.memo: dict = {}                # the mapper's other results on this model
 
@@ -394,8 +394,9 @@ class NodeModel:
         if isinstance(node, LayerCost):
             return node
         nb, cyc, dram, in_bytes, w_bytes, out_bytes, e_node, e_buf = node
-        share, bits_hops, w_stored = self._sharing(lay, part, wr, nb, in_bytes, w_bytes,
-                                                   out_bytes)
+        share, bits_hops, w_stored = self._shared(lay, part, wr, nb,
+                                                  (in_bytes, w_bytes, out_bytes),
+                                                  self._shares.setdefault(shape, {}))
         energy = e_node + bits_hops * self.n.noc_pj_per_bit_hop + e_buf
         return LayerCost(cyc, dram, share, energy, w_stored)
 
@@ -466,7 +467,7 @@ class NodeModel:
         shape = layer_shape(lay)
         return self._bounded(lay, part, wr, layout_in, layout_out,
                              self._bound.setdefault((shape, layout_in, layout_out), {}),
-                             self._bound_share.setdefault(shape, {}) if share else None)[1]
+                             self._shares.setdefault(shape, {}) if share else None)[1]
 
     def _bounded(self, lay: Layer, part: Partition, wr: int, layout_in: int | None,
                  layout_out: int | None, nodes: dict,
@@ -487,12 +488,20 @@ class NodeModel:
         """:meth:`cycles_bound` with the sharing from the node's bound *got*
         (:meth:`_node_bound`), through the memo *shares* of the layer's shape."""
         node, nb, node_bytes = got
+        return float(node + self._shared(lay, part, wr, nb, node_bytes, shares)[0])
+
+    def _shared(self, lay: Layer, part: Partition, wr: int, nb: int,
+                node_bytes: tuple[int, int, int], shares: dict) -> tuple[int, float, int]:
+        """:meth:`_sharing` through the memo *shares* of the layer's shape, by the LM and
+        the size of its weights' sharing set (all the WR changes): the node's samples
+        and bytes (*nb*, *node_bytes*) follow from the LM's sizes. One entry serves the
+        bound and the cost of the LM in every pair of layouts."""
         pb, _, pp, pq, _ = part.sizes
         key = (part, math.ceil(pb * pp * pq / max(1, wr)))
-        cyc = shares.get(key)
-        if cyc is None:
-            cyc = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)[0]
-        return float(node + cyc)
+        got = shares.get(key)
+        if got is None:
+            got = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)
+        return got
 
     def _node_bound_memo(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
                          layout_out: int | None, nodes: dict) -> tuple | CapacityError:
@@ -556,7 +565,7 @@ class NodeModel:
                     terms[part] = got
                 pending.append((node, i, part))
             if share:           # the sharing's cycles, found only for the LMs asked for
-                shares = self._bound_share.setdefault(shape, {})
+                shares = self._shares.setdefault(shape, {})
 
                 def bound(part: Partition) -> float:
                     return self._with_sharing(lay, part, wr, terms[part], shares)
