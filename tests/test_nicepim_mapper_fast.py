@@ -1173,3 +1173,42 @@ def test_one_sharing_entry_serves_the_bound_and_every_layout_pair(preset):
                 assert bound == float(node + share), (lay.name, part, wr)
                 checked += 1
     assert checked > 200
+
+
+def _layer_floor_plain(lay, model, lo, h, w):
+    """:func:`~mapper._layer_floor` as first written: every LM's bound."""
+    least = math.inf
+    for part in mapspace.layer_partitions(lay, h, w):
+        try:
+            least = min(least, model.cycles_bound(lay, part, h * w, lo, lo, share=False))
+        except CapacityError:
+            return 0.0
+    return max(0.0, least - 1) if least != math.inf else 0.0
+
+
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
+def test_layer_floor_bounding_lms_by_engine_first_equals_every_lms_bound(preset):
+    """A layer's floor, its LMs bounded in the order of their engine cycles and only
+    until those reach the least bound (:func:`~mapper._layer_floor`), equals the least
+    bound of every LM: random layers of the five networks, at full size (whose LMs the
+    buffers may not hold: the floor is then 0) and scaled, in every layout, on the
+    whole array and a smaller region, with the node's model and with a what-if model."""
+    cfg = load_config(preset)
+    n = cfg.nicepim
+    rng = random.Random(SEED * 43 + n.na_rows)
+    log.info("seed %d", SEED)
+    lays = [lay for name in nets.network_names()
+            for net in (nets.network(name), scale_network(nets.network(name), 4))
+            for lay in net.layers[1:]]
+    zeros = checked = 0
+    for model in (mapcost.NodeModel(cfg), mapcost.WhatIfNodeModel(cfg)):
+        for lay in rng.sample(lays, 25):
+            for h, w in ((n.na_rows, n.na_cols), (1, max(1, n.na_cols // 2))):
+                for lo in mapspace.LAYOUTS:
+                    want = _layer_floor_plain(lay, mapcost.NodeModel(cfg) if model.dma_bound
+                                              else mapcost.WhatIfNodeModel(cfg), lo, h, w)
+                    got = mapper._layer_floor(lay, model, lo, h, w)
+                    assert got == want, (lay.name, h, w, lo)
+                    zeros += want == 0
+                    checked += 1
+    assert zeros < checked

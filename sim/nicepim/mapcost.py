@@ -503,6 +503,14 @@ class NodeModel:
             got = shares[key] = self._sharing(lay, part, wr, nb, *node_bytes)
         return got
 
+    def engine_bound(self, lay: Layer, part: Partition) -> int:
+        """The engine's busy cycles of a node's part of *lay* (a layer with MACs) split
+        by *part*: a lower bound of its :meth:`cycles_bound` in any layouts, which needs
+        no DMA bound. :meth:`cycles_bound` raises :class:`CapacityError` for the LM if
+        and only if this does (both tile the part alike, :func:`~.tiling.blocking`)."""
+        nb, c, k, p, q, groups = self._node_dims(lay, part.sizes)
+        return nb * self.compute_cycles(c, k, p, q, lay.r, lay.s, lay.stride, groups)[0]
+
     def _node_bound_memo(self, lay: Layer, sizes: tuple[int, ...], layout_in: int | None,
                          layout_out: int | None, nodes: dict) -> tuple | CapacityError:
         """:meth:`_node_bound` of a node's part of *sizes*, through *nodes*, the memo's

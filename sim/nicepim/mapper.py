@@ -72,6 +72,7 @@ import contextlib
 import gc
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from pimforge.gen.errors import CapacityError
 from pimforge.rtl.nicepim.params import Layout
@@ -412,13 +413,24 @@ def _layer_floor(lay: Layer, model: NodeModel, lo: int, h: int, w: int) -> float
     """A lower bound of a layer's cycles in :func:`baseline_map` with the layout *lo*,
     for either LM goal: they are at least its ``compute + dram``, which is at least the
     least :meth:`~.mapcost.NodeModel.cycles_bound` (without the sharing) of its LMs,
-    less a cycle for the bound's rounding."""
-    least = math.inf
-    for part in layer_partitions(lay, h, w):
+    less a cycle for the bound's rounding.
+
+    The LMs are bounded in the order of their engine cycles
+    (:meth:`~.mapcost.NodeModel.engine_bound`, at most their bound): once those reach
+    the least bound found, no later LM can lower it, and its DMA is not bounded."""
+    if lay.kind not in ("conv", "fc", "matmul"):
+        return 0.0              # (bound at 0)
+    engines = []
+    for i, part in enumerate(layer_partitions(lay, h, w)):
         try:
-            least = min(least, model.cycles_bound(lay, part, h * w, lo, lo, share=False))
+            engines.append((model.engine_bound(lay, part), i, part))
         except CapacityError:
             return 0.0          # its task list decides
+    least = math.inf
+    for eng, _, part in sorted(engines, key=itemgetter(0, 1)):
+        if eng >= least:
+            break
+        least = min(least, model.cycles_bound(lay, part, h * w, lo, lo, share=False))
     return max(0.0, least - 1) if least != math.inf else 0.0
 
 
