@@ -292,7 +292,8 @@ def _eager_order(model, lay, parts, wr, li, lo, share):
 def test_lazy_bounds_give_the_order_of_every_bound(preset):
     """The ranking that finds an LM's sharing only once its node bound is reached waits
     its LMs in the order that sorting every LM's bound gives (ties in the LMs' order),
-    and its floor at every step is the one computed from every node bound."""
+    and its floor at every step, from any place, is the one computed from every node
+    bound and every cost."""
     cfg = load_config(preset)
     n = cfg.nicepim
     rng = random.Random(SEED + 7)
@@ -310,9 +311,11 @@ def test_lazy_bounds_give_the_order_of_every_bound(preset):
         ranked = model.ranked(lay, parts, wr, li, lo, share=share)
         for j in range(len(parts) + 1):
             waiting = min((o[3] for o in want[ranked._next:]), default=math.inf)
-            floor = min([waiting - 1] + [c.compute + c.dram for c, _ in ranked._ranked[j:]]
-                        + [c.compute + c.dram for _, _, c, _ in ranked._costed])
-            assert ranked.floor(j) == floor, (lay.name, j)
+            # (and from other places than the next, before and past the ranked ones)
+            for k in sorted({j, 0, rng.randrange(len(parts) + 2)}):
+                floor = min([waiting - 1] + [c.compute + c.dram for c, _ in ranked._ranked[k:]]
+                            + [c.compute + c.dram for _, _, c, _ in ranked._costed])
+                assert ranked.floor(k) == floor, (lay.name, j, k)
             if ranked.item(j) is None:
                 break
         got = []

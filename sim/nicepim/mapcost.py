@@ -25,6 +25,7 @@ paper's kind counts, for studies of the mapping's headroom.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass
@@ -111,6 +112,9 @@ class RankedLMs:
         self._low = 0
         self._costed: list = []     # a heap of (goal, index, cost, LM) not yet ranked
         self._ranked: list[tuple[LayerCost, Partition]] = []
+        self._ranked_at: list[int] = []     # the index of each ranked LM
+        #: (compute + dram, index) of every LM costed, least first (:meth:`floor`)
+        self._least: list[tuple[float, int]] = []
 
     def _entry(self, k: int) -> tuple | None:
         """The *k*-th LM in the order of the bounds (ties in the LMs' order), None past
@@ -150,10 +154,12 @@ class RankedLMs:
                     continue
                 heapq.heappush(self._costed, (c.cycles if self._share else c.compute + c.dram,
                                               i, c, part))
+                bisect.insort(self._least, (c.compute + c.dram, i))
             if not self._costed:
                 return None
-            _, _, c, part = heapq.heappop(self._costed)
+            _, i, c, part = heapq.heappop(self._costed)
             self._ranked.append((c, part))
+            self._ranked_at.append(i)
         return self._ranked[j]
 
     def first(self, n: int) -> list[tuple[LayerCost, Partition]]:
@@ -170,9 +176,11 @@ class RankedLMs:
         rounding)."""
         # (the pending LMs are in the order of their node bounds)
         waiting = self._pending[self._low][0] if self._low < len(self._pending) else math.inf
-        return min([waiting - 1]
-                   + [c.compute + c.dram for c, _ in self._ranked[j:]]
-                   + [c.compute + c.dram for _, _, c, _ in self._costed])
+        # an LM costed is ranked from the j-th on or not ranked yet, unless it is one of
+        # the first j ranked: the least of the others, of all costed in order
+        first = set(self._ranked_at[:j])
+        costed = next((cost for cost, i in self._least if i not in first), math.inf)
+        return min(waiting - 1, costed)
 
 
 class NodeModel:
