@@ -1215,3 +1215,28 @@ def test_layer_floor_bounding_lms_by_engine_first_equals_every_lms_bound(preset)
                     zeros += want == 0
                     checked += 1
     assert zeros < checked
+
+
+def test_most_weights_by_shape_equal_every_lms_count():
+    """The most weight bytes a node keeps of a layer unreplicated, counted once per
+    distinct LM sizes and memoized by the layer's shape (:func:`~mapper._most_weights`),
+    are what counting every LM of the layer gives: the layers with weights of the five
+    networks (repeated blocks among them, asked in turn through one model), on regions
+    of several sizes, on two configs."""
+    for preset in ("nicepim_small", "nicepim_4x4"):
+        cfg = load_config(preset)
+        n = cfg.nicepim
+        model = mapcost.NodeModel(cfg)
+        for name in nets.network_names():
+            for lay in scale_network(nets.network(name), 4).layers[1:]:
+                if lay.kind not in ("conv", "fc", "matmul") or lay.dynamic_weights:
+                    continue
+                for h, w in ((n.na_rows, n.na_cols), (1, n.na_cols), (2, 1)):
+                    want = 0
+                    for part in mapspace.layer_partitions(lay, h, w):
+                        pb, _, pp, pq, _ = part.sizes
+                        _, w_bytes, _ = model._node_bytes(lay, *model._node_dims(lay,
+                                                                                 part.sizes))
+                        want = max(want, math.ceil(w_bytes / (pb * pp * pq)) if lay.weights
+                                   else w_bytes)
+                    assert mapper._most_weights(lay, model, h, w) == want, (name, lay.name)

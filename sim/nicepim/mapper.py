@@ -91,6 +91,7 @@ from .mapspace import (
     WHOLE,
     Partition,
     layer_partitions,
+    layer_shape,
     orders,
     parse_partition,
     partitions,
@@ -476,11 +477,23 @@ def _weights_fit_unreplicated(net: Network, model: NodeModel, h: int, w: int,
     for lay in net.layers[1:]:
         if lay.kind not in ("conv", "fc", "matmul") or lay.dynamic_weights:
             continue            # (no weights a node keeps)
+        total += _most_weights(lay, model, h, w)
+    return total <= node_bytes
+
+
+def _most_weights(lay: Layer, model: NodeModel, h: int, w: int) -> int:
+    """The most weight bytes a node keeps of *lay* (with weights a node keeps)
+    unreplicated in any of its LMs on an ``h x w`` region. They depend on an LM only
+    through its parts' sizes, so each distinct sizes is counted once; memoized in
+    ``model.memo`` by the layer's shape and the region's size."""
+    key = ("most_weights", layer_shape(lay), h, w)
+    most = model.memo.get(key)
+    if most is None:
         most = 0
-        for part in layer_partitions(lay, h, w):
-            pb, _, pp, pq, _ = part.sizes
-            _, w_bytes, _ = model._node_bytes(lay, *model._node_dims(lay, part.sizes))
+        for sizes in dict.fromkeys(part.sizes for part in layer_partitions(lay, h, w)):
+            pb, _, pp, pq, _ = sizes
+            _, w_bytes, _ = model._node_bytes(lay, *model._node_dims(lay, sizes))
             # (a layer without weights to lower keeps its WR: a node keeps them all)
             most = max(most, math.ceil(w_bytes / (pb * pp * pq)) if lay.weights else w_bytes)
-        total += most
-    return total <= node_bytes
+        model.memo[key] = most
+    return most
