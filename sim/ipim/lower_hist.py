@@ -171,24 +171,17 @@ def select_histogram(h: Func, lay: HistLayout, cfg, opts: Options
                                         lay.RB, lay.one)
     base = lay.PV if lay.vsm else lay.HB
     # a partial histogram's read and write: in the VSM or the bank, through an AddrRF entry
-    if lay.vsm:
-        def rd(a: int, mask: int, d: int) -> VInstr:
-            return VInstr(Instr(Opcode.RD_VSM, vsm=a, vsm_ind=1, simb_mask=mask), {"drf": d})
+    rd_op, wr_op, field = ((Opcode.RD_VSM, Opcode.WR_VSM, "vsm") if lay.vsm else
+                           (Opcode.LD_RF, Opcode.ST_RF, "dram"))
 
-        def wr(a: int, mask: int, d: int | None = None, phys: int | None = None) -> VInstr:
-            if phys is not None:
-                return VInstr(Instr(Opcode.WR_VSM, vsm=a, vsm_ind=1, simb_mask=mask,
-                                    drf=phys))
-            return VInstr(Instr(Opcode.WR_VSM, vsm=a, vsm_ind=1, simb_mask=mask), {"drf": d})
-    else:
-        def rd(a: int, mask: int, d: int) -> VInstr:
-            return VInstr(Instr(Opcode.LD_RF, dram=a, dram_ind=1, simb_mask=mask), {"drf": d})
+    def rd(a: int, mask: int, d: int) -> VInstr:
+        return VInstr(Instr(rd_op, simb_mask=mask, **{field: a, f"{field}_ind": 1}),
+                      {"drf": d})
 
-        def wr(a: int, mask: int, d: int | None = None, phys: int | None = None) -> VInstr:
-            if phys is not None:
-                return VInstr(Instr(Opcode.ST_RF, dram=a, dram_ind=1, simb_mask=mask,
-                                    drf=phys))
-            return VInstr(Instr(Opcode.ST_RF, dram=a, dram_ind=1, simb_mask=mask), {"drf": d})
+    def wr(a: int, mask: int, d: int | None = None, phys: int | None = None) -> VInstr:
+        """A write of virtual DataRF *d*, or of physical entry *phys* where given."""
+        ins = Instr(wr_op, simb_mask=mask, drf=phys or 0, **{field: a, f"{field}_ind": 1})
+        return VInstr(ins) if phys is not None else VInstr(ins, {"drf": d})
 
     where = "VSM" if lay.vsm else "bank"
     consts = list(lay.consts)
