@@ -1240,3 +1240,24 @@ def test_most_weights_by_shape_equal_every_lms_count():
                         want = max(want, math.ceil(w_bytes / (pb * pp * pq)) if lay.weights
                                    else w_bytes)
                     assert mapper._most_weights(lay, model, h, w) == want, (name, lay.name)
+
+
+def test_partial_visits_memoized_by_offset_modulo_the_unit_equal_the_walk():
+    """A store's partly covered words (:func:`~node_model._partial_visits`), memoized by
+    the walk's offset modulo the unit, are what walking the runs at the offset itself
+    counts: random walks (runs shorter and longer than a unit, strides that skip units
+    or not, one to three levels) at offsets far apart."""
+    rng = random.Random(SEED + 47)
+    log.info("seed %d", SEED + 47)
+    walk = node_model._partial_visits_at.__wrapped__
+    partial = 0
+    for _ in range(3000):
+        U = rng.choice((4, 8, 16, 64))
+        L = rng.randint(1, 2 * U)
+        levels = tuple((rng.randint(1, 5), rng.randint(L, L + 3 * U))
+                       for _ in range(rng.randint(1, 3)))
+        off = rng.randrange(0, 50 * U)
+        want = walk(L, levels, off, U)
+        assert node_model._partial_visits(L, levels, off, U) == want, (L, levels, off, U)
+        partial += want > 0
+    assert partial > 1000

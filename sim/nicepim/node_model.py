@@ -354,7 +354,14 @@ def _walk_units_memo(walks: list[tuple[int, tuple, int]], U: int, memo: dict) ->
 def _partial_visits(L: int, levels: tuple, off: int, U: int) -> int:
     """Visits to a unit of ``U`` elements (consecutive elements of the walk in one unit)
     that cover fewer than ``U`` elements, by the walk of runs of ``L`` at ``off`` repeated
-    by *levels* (inner first)."""
+    by *levels* (inner first). They depend on ``off`` only modulo ``U`` (moved by whole
+    units, every unit index moves alike), and are memoized so (the stores of a part's
+    output-channel blocks and bands recur there)."""
+    return _partial_visits_at(L, levels, off % U, U)
+
+
+@functools.lru_cache(maxsize=65536)
+def _partial_visits_at(L: int, levels: tuple, off: int, U: int) -> int:
     starts = [off]
     for cnt, stride in levels:
         starts = [s + i * stride for i in range(cnt) for s in starts]
