@@ -167,7 +167,7 @@ def test_pg_acts_keep_the_die_window(name, seed):
     print(f"seed {seed}")
     cfg = load_config("ipim_small", CONFIGS[name])
     c = cfg.ipim
-    banks, prog = _program(r, c, 40, 40)
+    banks, prog = _program(r, c, 20, 20)
     got, acts, cycles = run_vault(cfg, prog, banks, 40000)
     bad = pg_violations(acts, c)
     assert not bad, "\n".join(bad[:20])
@@ -196,7 +196,7 @@ def test_check_fails_without_the_windows(name, seed):
     print(f"seed {seed}")
     cfg = load_config("ipim_small", CONFIGS[name])
     c = cfg.ipim
-    banks, prog = _program(r, c, 30, 10)
+    banks, prog = _program(r, c, 15, 10)
     got, acts, _ = run_vault(cfg, prog, banks, 40000, act_windows=False)
     bad = pg_violations(acts, c)
     print(len(bad), "violations, e.g.", bad[:3])
