@@ -21,6 +21,8 @@ from pathlib import Path
 from pimforge.gen.errors import SimulationError, ToolMissingError
 from pimforge.gen.output import cache_root
 
+from . import objcache
+
 __all__ = ["verilator_root", "verilator_env", "verilator_version", "lint", "cache_dir",
            "icarus_available", "content_key", "require_build_tools", "preflight"]
 
@@ -81,10 +83,10 @@ def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
     extra = " ".join(f"{k}={v!s}".replace(" ", "\\ ") for k, v in _MAKE_VARS.items()
                      if f"{k}=" not in flags)
     env["MAKEFLAGS"] = f"{flags} {extra}".strip()
-    if not env.get("OBJCACHE"):     # a user's own (ccache) stays
-        # every build's copy of the runtime library compiled once (pimforge.sim.objcache)
-        env["OBJCACHE"] = shlex.join([sys.executable, "-I", "-S",
-                                      str(Path(__file__).with_name("objcache.py")),
+    # every build's copy of the runtime library compiled once; make runs the module as a
+    # program, so it needs it as a file (a user's own OBJCACHE, ccache, stays)
+    if not env.get("OBJCACHE") and os.path.isfile(objcache.__file__):
+        env["OBJCACHE"] = shlex.join([sys.executable, "-I", "-S", objcache.__file__,
                                       str(cache_root() / "objects")])
     return env
 
