@@ -265,6 +265,10 @@ def format_of(op: Opcode) -> str:
     return _FORMAT_OF[op]
 
 
+#: The opcodes with rules beyond their fields' ranges (:meth:`Instr._check_special`).
+_SPECIAL_OPS = frozenset({Opcode.COMP, Opcode.CALC_ARF, Opcode.CALC_CRF, Opcode.MOV_ARF})
+
+
 @dataclass(frozen=True)
 class Instr:
     """One instruction as Python values; fields outside the opcode's format stay 0.
@@ -327,7 +331,7 @@ class Instr:
             self._check_special()
 
     def _check_special(self):
-        """The rules of a few opcodes beyond their fields' ranges."""
+        """The rules of the opcodes of :data:`_SPECIAL_OPS` beyond their fields' ranges."""
         if self.opcode is Opcode.COMP and self.dtype is DType.FP32 and self.op not in FP_OPS:
             raise ValueError(f"comp {self.op.name.lower()} is bitwise: it takes dtype int32, "
                              f"not fp32")
@@ -356,7 +360,7 @@ class _Checks(NamedTuple):
     defaults: tuple
     outside: Callable[[object], tuple]
     inside: tuple[tuple[str, object], ...]
-    special: bool            # the opcode has rules of its own (Instr._check_special)
+    special: bool            # the opcode is one of _SPECIAL_OPS
 
 
 def _checks(op: Opcode) -> _Checks:
@@ -377,15 +381,16 @@ def _checks(op: Opcode) -> _Checks:
     names = tuple(f.name for f in outside)
     # attrgetter of one name gives the value, not a 1-tuple
     get = attrgetter(*names) if len(names) > 1 else (lambda i: (getattr(i, names[0]),))
-    special = op in (Opcode.COMP, Opcode.CALC_ARF, Opcode.CALC_CRF, Opcode.MOV_ARF)
-    return _Checks(names, tuple(f.default for f in outside), get, tuple(inside), special)
+    return _Checks(names, tuple(f.default for f in outside), get, tuple(inside),
+                   op in _SPECIAL_OPS)
 
 
 #: By opcode value, the checks :meth:`Instr.__post_init__` makes (made once: a compile
 #: makes hundreds of thousands of instructions).
-_CHECKS = [None] * (1 << OPCODE_BITS)
+_CHECKS: list[_Checks | None] = [None] * (1 << OPCODE_BITS)
 for _op in Opcode:
     _CHECKS[_op.value] = _checks(_op)
+del _op
 
 
 def _show(v):
