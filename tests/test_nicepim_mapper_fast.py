@@ -907,7 +907,7 @@ def test_mapping_with_the_collector_paused_equals_one_with_it_running(monkeypatc
     try:
         gc.enable()
         gc.callbacks.append(cb)
-        slow = mapping(net, cfg, 3, 128, 4, None)
+        slow = mapping(net, cfg, 3, 128, 4, mapcost.NodeModel(cfg))
         assert seen                         # (it collects while mapping, unpaused)
         if not enabled:
             gc.disable()
@@ -928,6 +928,32 @@ def test_mapping_with_the_collector_paused_equals_one_with_it_running(monkeypatc
     finally:
         if cb in gc.callbacks:
             gc.callbacks.remove(cb)
+        (gc.enable if was else gc.disable)()
+
+
+def test_mapping_leaves_no_cyclic_garbage():
+    """:func:`~mapper.map_network` drops the memos of the model it made
+    (:meth:`~mapcost.NodeModel.forget`): they refer back to the model, and would
+    otherwise wait for the cyclic collector; the mapping is the same, and a model the
+    caller gives keeps its memos (a later mapping reuses them)."""
+    import gc
+
+    cfg = load_config("nicepim_small")
+    net = scale_network(nets.network("googlenet"), 8, layers=30)
+    was = gc.isenabled()
+    try:
+        gc.disable()
+        gc.collect()
+        got = mapper.map_network(net, cfg)
+        left = gc.collect()                 # (a few recursive closures of the selection)
+        model = mapcost.NodeModel(cfg)
+        kept = mapper.map_network(net, cfg, model=model)
+        assert model.memo and model._ranked and model._layer
+        assert kept.to_json() == got.to_json()
+        del model
+        held = gc.collect()
+        assert left < 100 < 20 * left < held, (left, held)
+    finally:
         (gc.enable if was else gc.disable)()
 
 

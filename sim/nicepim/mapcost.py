@@ -225,6 +225,15 @@ class NodeModel:
         self._ranked: dict = {}             # ranked's rankings by their arguments
         self.memo: dict = {}                # the mapper's other results on this model
 
+    def forget(self) -> None:
+        """Drop every memo. Its rankings refer back to the model (:class:`RankedLMs`
+        costs through it), so a model that is no longer used would otherwise wait, with
+        its memos' hundreds of thousands of objects, for a pass of the cyclic garbage
+        collector that walks them all."""
+        for memo in (self._engine, self._layer, self._node, self._share, self._bound,
+                     self._shares, self._ranked, self.memo):
+            memo.clear()
+
     # ---- the engine ---------------------------------------------------------------------
     def compute_cycles(self, c: int, k: int, p: int, q: int, r: int, s: int, stride: int,
                        groups: int) -> tuple[int, int, int]:

@@ -147,8 +147,14 @@ def map_network(net: Network, cfg, *, iterations: int = 3, cap_steps: int = 128,
     one included. *model* replaces the config's node model (for what-if studies).
 
     The cyclic garbage collector is paused meanwhile (:func:`_collector_paused`)."""
+    own = model is None
+    model = model or NodeModel(cfg)
     with _collector_paused():
-        return _map_network(net, cfg, iterations, cap_steps, max_regions, model)
+        try:
+            return _map_network(net, cfg, iterations, cap_steps, max_regions, model)
+        finally:
+            if own:         # its memos freed now, by reference counts (NodeModel.forget)
+                model.forget()
 
 
 @contextlib.contextmanager
@@ -156,10 +162,12 @@ def _collector_paused():
     """Pause Python's cyclic garbage collector, and resume it as it was. The mapper's
     memos keep hundreds of thousands of small tuples, dicts and arrays alive as long as
     its model, and each of the collector's passes over the older generations walks them
-    all again: a seventh of a cold mapping's time. What the collector frees of a mapping
-    is its model with those memos, which becomes garbage only once the mapping returns
-    (the rest goes by reference counts), so pausing it meanwhile keeps nothing longer:
-    the five networks' peak memory is the same."""
+    all again: a seventh of a cold mapping's time. What the collector would free of a
+    mapping is its model with those memos, which becomes garbage only once the mapping
+    returns (the rest goes by reference counts), so pausing it meanwhile keeps nothing
+    longer: the five networks' peak memory is the same. (A model made for the mapping
+    drops its memos at the end, so that they go by reference counts too, not in the
+    collector's first pass after it.)"""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -170,9 +178,8 @@ def _collector_paused():
 
 
 def _map_network(net: Network, cfg, iterations: int, cap_steps: int, max_regions: int,
-                 model: NodeModel | None) -> Mapping:
+                 model: NodeModel) -> Mapping:
     """:func:`map_network`, the collector aside."""
-    model = model or NodeModel(cfg)
     n = cfg.nicepim
     array = (n.na_rows, n.na_cols)
     sms_per_seg = [segment_sms(brs, array, max_regions) for brs in pieces(net)]
