@@ -772,6 +772,37 @@ def test_pair_transfer_equals_the_row_by_row_transfer(array):
             _noc_transfer_rows(model, array, rows)
 
 
+@pytest.mark.parametrize("array", [(2, 2), (4, 4), (3, 5), (5, 3), (6, 6)])
+def test_pair_bins_equal_the_plain_node_pairs(array):
+    """:func:`~movement._pair_bins`, the node pairs of two placements (cached by their
+    LMs and regions), gives each sending node's and receiving node's pair index from
+    :func:`~movement.placement_nodes` (``s * H W + d``, row by row), every node's pair
+    with itself in the one bin past the last pair: random LMs and regions of a
+    network's layers, on square and oblong meshes."""
+    rng = random.Random(SEED * 37 + array[0] * 8 + array[1])
+    log.info("seed %d", SEED)
+    H, W = array
+    lays = [x for x in scale_network(nets.network("googlenet"), 4).layers if x.preds]
+
+    def place():
+        lay = rng.choice(lays)
+        region = _random_region(rng, array)
+        part = rng.choice(mapspace.orders(rng.choice(
+            mapspace.layer_partitions(lay, region[2], region[3]))))
+        return movement.Placement(lay, part, region)
+
+    same = 0
+    for _ in range(150):
+        src, dst = place(), place()
+        ns, nd = movement.placement_nodes(src), movement.placement_nodes(dst)
+        s_at, d_at = ns["y"] * W + ns["x"], nd["y"] * W + nd["x"]
+        want = [H * W * H * W if a == b else a * H * W + b for a in s_at for b in d_at]
+        got = movement._pair_bins(src.part, src.region, dst.part, dst.region, array)
+        assert got.tolist() == want, (src, dst)
+        same += (H * W) ** 2 in want
+    assert same > 20
+
+
 def _home_boxes_plain(pl, pred_k: int, offset: int):
     """:func:`~movement.home_boxes`' boxes as first written: every node's ranges
     computed from its part indices with numpy, column by column."""

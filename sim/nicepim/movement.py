@@ -241,10 +241,11 @@ def _amounts(src: Placement, dst: Placement,
         amount = samples * share[:, None] * size[None, :] * per / max(
             1, lay.c * lay.h * lay.w)
     else:
-        # the boxes' overlaps, the four extents multiplied out (integers: exact)
+        # the boxes' overlaps, the four extents multiplied out (integers: exact; the
+        # callers round them up with np.ceil, which makes them floats)
         ext = np.minimum(own_hi, home_hi) - np.maximum(own_lo, home_lo)
         np.maximum(ext, 0, out=ext)
-        amount = np.multiply.reduce(ext, axis=2).astype(float)
+        amount = np.multiply.reduce(ext, axis=2)
     return ns, nd, amount
 
 
@@ -287,18 +288,28 @@ def noc_transfer(model: NodeModel, array: tuple[int, int], rows: np.ndarray) -> 
     sent, recv = per[:H * W] / MESSAGE_FLITS, per[H * W:] / MESSAGE_FLITS
     hops = np.abs(ys - yd) + np.abs(xs - xd)
     far = int(hops.max())
-    # nodes that send and receive alike keep their units equally busy: each pair once
-    # (and once per model: the busy cycles of a pair recur in other transfers)
-    unit = 0.0
-    for s, r in dict.fromkeys(zip(sent.tolist(), recv.tolist(), strict=True)):
-        key = ("share_busy", s, r, far)
-        busy = model.memo.get(key)
-        if busy is None:
-            busy = model.memo[key] = model.timing.share_busy(s, r, far)
-        unit = max(unit, busy)
+    unit = _units_busy(model, sent, recv, far)
     pipe = HEAD_CYCLES_PER_HOP * (far + 1) - 1
     bit_hops = float((flits * model.flit_bytes * 8 * hops).sum())
     return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
+
+
+def _units_busy(model: NodeModel, sent: np.ndarray, recv: np.ndarray, far: int) -> float:
+    """The busiest data-sharing unit's cycles (:meth:`.node_model.NodeTiming.share_busy`)
+    among nodes that send *sent* and receive *recv* messages each, the farthest *far*
+    hops away. Nodes that send and receive alike keep their units equally busy: each
+    pair once (and once per model: the busy cycles of a pair recur in other
+    transfers)."""
+    unit = 0.0
+    memo = model.memo
+    for s, r in dict.fromkeys(zip(sent.tolist(), recv.tolist(), strict=True)):
+        key = ("share_busy", s, r, far)
+        busy = memo.get(key)
+        if busy is None:
+            busy = memo[key] = model.timing.share_busy(s, r, far)
+        if busy > unit:
+            unit = busy
+    return unit
 
 
 #: Meshes of at most this many nodes move their flits by node pairs
@@ -350,13 +361,7 @@ def _pair_transfer(model: NodeModel, array: tuple[int, int], pairs: np.ndarray,
     per = v[n_links:-1]
     port = float(per.max())
     sent, recv = per[:H * W] / MESSAGE_FLITS, per[H * W:] / MESSAGE_FLITS
-    unit = 0.0
-    for s, r in dict.fromkeys(zip(sent.tolist(), recv.tolist(), strict=True)):
-        key = ("share_busy", s, r, far)
-        busy = model.memo.get(key)
-        if busy is None:
-            busy = model.memo[key] = model.timing.share_busy(s, r, far)
-        unit = max(unit, busy)
+    unit = _units_busy(model, sent, recv, far)
     pipe = HEAD_CYCLES_PER_HOP * (far + 1) - 1
     bit_hops = float(v[-1] * (model.flit_bytes * 8))
     return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
@@ -411,27 +416,45 @@ def _pair_redistribution(model: NodeModel, array: tuple[int, int],
     row's elements, bytes, words and flits rounded as there); memoized by the pairs'
     flits, which is all the transfer depends on."""
     H, W = array
+    nodes = H * W
     pairs = None
     for src, off in moved:
-        ns, nd, amount = _amounts(src, dst, off)
-        s_at, d_at = _node_at(ns, W), _node_at(nd, W)
+        _, _, amount = _amounts(src, dst, off)
         flits = np.ceil(np.ceil(amount) * (DATA_BITS / 8) / model.word_bytes) * MESSAGE_FLITS
-        flits[(amount <= 0) | (s_at[:, None] == d_at[None, :])] = 0.0
-        got = np.bincount((s_at[:, None] * (H * W) + d_at[None, :]).ravel(), flits.ravel(),
-                          (H * W) ** 2)
+        got = np.bincount(_pair_bins(src.part, src.region, dst.part, dst.region, (H, W)),
+                          flits.ravel(), nodes * nodes + 1)
         pairs = got if pairs is None else pairs + got
     assert pairs is not None
-    moving = pairs > 0
-    if not moving.any():
+    pairs = pairs[:-1]          # (the bin of the flits that stay on their node)
+    if not pairs.any():         # (flits are never negative)
         return 0, 0.0
     tkey = ("pair_transfer", tuple(array), pairs.tobytes())
     got = model.memo.get(tkey)
     if got is None:
-        far = int(_mesh(H, W)[2][moving].max())
+        far = int(_mesh(H, W)[2][pairs > 0].max())
         got = model.memo[tkey] = _pair_transfer(model, array, pairs, far)
     return got
 
 
-def _node_at(nd: dict[str, np.ndarray], W: int) -> np.ndarray:
+@functools.lru_cache(maxsize=65536)
+def _pair_bins(src_part: Partition, src_region: tuple, dst_part: Partition,
+               dst_region: tuple, array: tuple[int, int]) -> np.ndarray:
+    """The node pair (:func:`_mesh`'s order) of each sending node of *src_part* on
+    *src_region* and receiving node of *dst_part* on *dst_region* of *array*, in the
+    order of :func:`_amounts`' matrix flattened; a node's pair with itself (nothing
+    moves) is the one past the last pair. Read-only."""
+    H, W = array
+    s_at = _node_at(src_part, src_region, W)
+    d_at = _node_at(dst_part, dst_region, W)
+    bins = s_at[:, None] * (H * W) + d_at[None, :]
+    bins[s_at[:, None] == d_at[None, :]] = (H * W) ** 2
+    bins = bins.ravel()
+    bins.setflags(write=False)
+    return bins
+
+
+def _node_at(part: Partition, region: tuple, W: int) -> np.ndarray:
     """Each node's index ``y * W + x`` in the array, row by row."""
-    return nd["y"] * W + nd["x"]
+    y0, x0, h, w = region
+    nd = _node_index(part, h, w)
+    return (nd["y"] + y0) * W + nd["x"] + x0
