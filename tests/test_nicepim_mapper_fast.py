@@ -1318,3 +1318,32 @@ def test_partial_visits_memoized_by_offset_modulo_the_unit_equal_the_walk():
         assert node_model._partial_visits(L, levels, off, U) == want, (L, levels, off, U)
         partial += want > 0
     assert partial > 1000
+
+
+def test_apart_partial_visits_in_closed_form_equal_the_walk():
+    """A store's partly covered words for walks whose consecutive runs share no unit
+    (:func:`~node_model._apart`), summed in closed form
+    (:func:`~node_model._apart_partial_visits`, the long walks a store's NHWC output
+    makes), are what walking the runs counts: random walks of runs shorter, as long as
+    and longer than a unit, one to three levels of up to 40, at random offsets."""
+    rng = random.Random(SEED + 53)
+    log.info("seed %d", SEED + 53)
+    walk = node_model._partial_visits_at.__wrapped__
+    cases, kinds = 0, set()
+    while cases < 2000:
+        U = rng.choice((4, 8, 16, 64))
+        L = rng.choice((rng.randint(1, 2 * U), U, 2 * U))
+        levels = tuple((rng.randint(1, 40), rng.randint(L, L + 3 * U))
+                       for _ in range(rng.randint(1, 3)))
+        off = rng.randrange(0, 50 * U)
+        if not node_model._apart(L, levels, U):
+            continue
+        got = node_model._apart_partial_visits(L, levels, off, U)
+        if got is None:             # (too many starts off the longest level)
+            continue
+        want = walk(L, levels, off % U, U)
+        assert got == want, (L, levels, off, U)
+        cases += 1
+        runs = math.prod(c for c, _ in levels)
+        kinds.add((L < U, min(want, 3 * runs) // runs if runs else 0))
+    assert len(kinds) >= 4, kinds       # (no, one or two partial visits a run, or mixed)

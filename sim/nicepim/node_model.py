@@ -383,6 +383,35 @@ def _partial_visits_at(L: int, levels: tuple, off: int, U: int) -> int:
     return partial + (prev_len < U)
 
 
+def _apart_partial_visits(L: int, levels: tuple, off: int, U: int) -> int | None:
+    """:func:`_partial_visits` of a walk whose consecutive runs never share a unit
+    (:func:`_apart`), in closed form: each run is then visits of its own, partial where
+    it starts or ends inside a unit (a run shorter than a unit: one partial visit, two
+    where it straddles a unit's end), so the count is sums of ``floor((start + k) / U)``
+    over the runs' starts, summed along the longest level (:func:`_floor_sum`) for each
+    start of the others. None when those are more than :data:`FOLD_BASES`."""
+    lv = [(c, st) for c, st in levels if c > 1]
+    if not lv:
+        lv = [(1, 0)]
+    i = max(range(len(lv)), key=lambda j: lv[j][0])
+    cnt, stride = lv[i]
+    bases = [off]
+    for c, st in lv[:i] + lv[i + 1:]:
+        bases = [b + j * st for j in range(c) for b in bases]
+        if len(bases) > FOLD_BASES:
+            return None
+
+    def floors(k: int) -> int:          # sum of floor((start + k) / U) over the runs
+        return sum(_floor_sum(cnt, U, stride, b + k) for b in bases)
+
+    runs = cnt * len(bases)
+    if L < U:       # one partial visit a run, and one more where it crosses a unit's end
+        return runs + floors(L - 1) - floors(0)
+    # a partial visit where a run starts inside a unit and where it ends inside one:
+    # start s is a unit's start iff floor(s / U) - floor((s - 1) / U) is 1
+    return 2 * runs - (floors(0) - floors(-1)) - (floors(L) - floors(L - 1))
+
+
 def _prefix(L: int, levels: tuple, off: int, U: int) -> float:
     """Units a long walk touches, counted on the first outer indices that make
     :data:`EXACT_RUNS` runs and scaled to all of them."""
@@ -902,6 +931,10 @@ class NodeTiming:
                 + cs % C_BLOCK
         if walk is not None and math.prod(c for c, _ in walk[1]) <= PYTHON_RUNS:
             return _partial_visits(*walk, off, U)
+        if walk is not None and _apart(*walk, U):
+            got = _apart_partial_visits(*walk, off, U)
+            if got is not None:
+                return got
         c = np.arange(cs, cs + vc, dtype=np.int64)
         h = np.arange(hs, hs + vh, dtype=np.int64)
         w = np.arange(ws, ws + vw, dtype=np.int64)
