@@ -14,6 +14,12 @@ Register allocation
     entry used least recently, avoiding the most recently used one, which spreads
     the values over the DataRF so that the in-order core finds no WAR/WAW hazard
     between nearby instructions (the paper's choice).
+Spilling
+    Where no form of a kernel fits the free entries, selection marks its blocks
+    (:attr:`Block.spill_base`) and :func:`allocate_spilling` rewrites a block that does
+    not fit before allocating it: values made again where they are read, or stored to
+    bank slots above the arrays and reloaded (:mod:`.spill`). The slots' direct
+    addresses give the dependency graph below the exact memory order of the spill code.
 Dependency graph
     Built on the allocated instructions with :func:`pimforge.rtl.ipim.isa.accesses`,
     the very read/write sets the control core's hazard check uses: RAW, WAR and WAW
@@ -77,9 +83,9 @@ from pimforge.rtl.ipim.isa import AluOp, Instr, Opcode, Resource, Store, accesse
 
 from .lang import CompileError
 
-__all__ = ["Block", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
-           "allocate_block", "allocate_loop", "bank_span", "bank_turnaround", "block_key",
-           "code_len", "dependency_graph", "may_alias", "mem_gap",
+__all__ = ["Block", "DataRFFull", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
+           "allocate_block", "allocate_loop", "allocate_spilling", "bank_span",
+           "bank_turnaround", "block_key", "code_len", "dependency_graph", "may_alias", "mem_gap",
            "preschedule_block", "preschedule_parts", "reorder", "reorder_block",
            "schedule_block", "store_hold"]
 
@@ -108,6 +114,11 @@ class Options:
     def __post_init__(self):
         if self.regalloc not in ("max", "min"):
             raise CompileError(f"regalloc must be max or min, not {self.regalloc!r}")
+
+
+class DataRFFull(CompileError):
+    """A block needs more DataRF entries than are free (where the selection may try
+    another form of the kernel, or spill: :mod:`.spill`)."""
 
 
 #: Fig. 12's compiler configurations.
@@ -225,7 +236,7 @@ def allocate(block: list[VInstr], free: list[int], policy: str,
         taken = {colour[u] for u in adj[v] if u in colour}
         cands = [p for p in free if p not in taken]
         if not cands:
-            raise CompileError(f"the kernel needs more than {len(free)} free DataRF entries "
+            raise DataRFFull(f"the kernel needs more than {len(free)} free DataRF entries "
                                f"({max(len(adj[u]) for u in adj) + 1} values live at once); "
                                f"raise ipim.drf_bytes or simplify the stage")
         p = min(cands) if policy == "min" else min(cands, key=lambda q: (last_used[q], q))
@@ -257,7 +268,7 @@ def _linear(order: list[int], ranges: dict[int, tuple[int, int]], free: list[int
         taken = {p for _, p in busy}
         cands = [p for p in free if p not in taken]
         if not cands:
-            raise CompileError(f"the kernel needs more than {len(free)} free DataRF entries; "
+            raise DataRFFull(f"the kernel needs more than {len(free)} free DataRF entries; "
                                f"raise ipim.drf_bytes or simplify the stage")
         p = min(cands) if policy == "min" else min(cands, key=lambda q: (freed[q], q))
         colour[v] = p
@@ -698,7 +709,7 @@ def preschedule_parts(block: list[VInstr], parts: tuple[int, ...], ip, mem_order
     trip's stores (:func:`preschedule`)."""
     body_in, epi_in = (frozenset(x) for x in _liveness(block, parts))
     if len(body_in) >= regs:
-        raise CompileError(f"a pipelined loop carries {len(body_in)} values, and "
+        raise DataRFFull(f"a pipelined loop carries {len(body_in)} values, and "
                            f"{regs} DataRF entries are free")
     live_in = (frozenset(), None, body_in, None, epi_in)
     held = (body_in, None, body_in, None, frozenset())
@@ -820,7 +831,7 @@ def _colour_segments(segs: dict[int, list[tuple[int, int]]], carried: set[int],
         mine = segs[v]
         cands = [p for p in free if all(b <= s or e <= a for s, e in mine for a, b in held[p])]
         if not cands:
-            raise CompileError(f"the kernel needs more than {len(free)} free DataRF entries; "
+            raise DataRFFull(f"the kernel needs more than {len(free)} free DataRF entries; "
                                f"raise ipim.drf_bytes or simplify the stage")
         start = min(s for s, _ in mine)
         if policy == "min":
@@ -837,7 +848,8 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
                    lru: dict[int, int] | None = None,
                    ranges: dict[int, tuple[int, int]] | None = None,
                    window: list[int] | None = None, key: tuple = (),
-                   parts: tuple[int, ...] | None = None) -> list[Instr]:
+                   parts: tuple[int, ...] | None = None,
+                   spill_base: int | None = None) -> list[Instr]:
     """Allocate *block*'s registers (continuing the register-use history *lru*, updated
     in place), then reorder it, as *opts* says (memoized: the vaults and the repeated
     stages of a pipeline share most blocks). *ranges*: the bank addresses each
@@ -845,10 +857,12 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
     several iterations, ``window[i]`` the iteration of instruction ``i``; with
     reordering, :func:`preschedule` orders it before the registers are allocated.
     *parts*: the block is a software-pipelined loop (:func:`preschedule_parts`),
-    ordered part by part and allocated in that order (raises :class:`CompileError`
-    where the DataRF cannot hold it). *key*: :func:`block_key` of these arguments,
-    where the caller has it."""
-    key = key or block_key(block, free, ip, opts, lru, ranges, window, parts)
+    ordered part by part and allocated in that order (raises :class:`DataRFFull`
+    where the DataRF cannot hold it). *spill_base*: where the block, in program order,
+    needs more entries than *free* holds, spill its values to the bank from that
+    vector up (:func:`allocate_spilling`) instead of raising :class:`DataRFFull`. *key*:
+    :func:`block_key` of these arguments, where the caller has it."""
+    key = key or block_key(block, free, ip, opts, lru, ranges, window, parts, spill_base)
     hit = _CACHE.get(key)
     if hit is None and parts is not None:
         after = dict(lru or {})
@@ -867,7 +881,8 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
                 after = dict(lru or {})    # window allocated in program order, reordered
                 hit = None
         if hit is None:
-            prog = allocate(block, free, opts.regalloc, after)
+            prog = allocate_spilling(block, free, opts.regalloc, after, ip, ranges,
+                                     spill_base)
             hit = (tuple(reorder(prog, ip, opts.mem_order, ranges) if opts.reorder else prog),
                    after)
         if len(_CACHE) > 4096:
@@ -877,6 +892,25 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
         lru.clear()
         lru.update(hit[1])
     return list(hit[0])
+
+
+def allocate_spilling(block: list[VInstr], free: list[int], policy: str,
+                      lru: dict[int, int] | None, ip,
+                      ranges: dict[int, tuple[int, int]] | None,
+                      spill_base: int | None) -> list[Instr]:
+    """:func:`allocate` of *block* in program order; where it needs more entries than
+    *free* and *spill_base* is given, the block with values spilled to the bank from
+    that vector up (:func:`~.spill.spill_block`), allocated by linear scan (which then
+    fits)."""
+    try:
+        return allocate(block, free, policy, lru)
+    except DataRFFull:
+        if spill_base is None:
+            raise
+    from .spill import spill_block  # spilling rewrites VInstrs of this module
+
+    return allocate(spill_block(block, len(free), spill_base, ip, ranges), free, policy,
+                    lru, linear=True)
 
 
 # -- the backend as passes over blocks ---------------------------------------------------
@@ -926,6 +960,9 @@ class Block:
     key: tuple = field(default=(), repr=False)
     #: a software-pipelined loop: its parts' lengths (:func:`preschedule_parts`)
     parts: tuple | None = None
+    #: where the DataRF cannot hold the block, its values spill to the bank from this
+    #: vector up (:func:`allocate_spilling`); None: they do not
+    spill_base: int | None = None
 
     @property
     def iterations(self) -> int:
@@ -934,13 +971,15 @@ class Block:
 
 
 def block_key(block, free, ip, opts: Options, lru: dict | None,
-              ranges: dict | None, window, parts: tuple | None = None) -> tuple:
+              ranges: dict | None, window, parts: tuple | None = None,
+              spill_base: int | None = None) -> tuple:
     """Everything the backend's result for *block* depends on (the vaults and the
     repeated stages of a pipeline share most blocks)."""
     key = (tuple((vi.ins, tuple(sorted(vi.vregs.items()))) for vi in block), tuple(free),
            ip, opts, tuple(sorted(lru.items())) if lru else (),
            tuple(sorted((ranges or {}).items())), tuple(window or ()))
-    return key if parts is None else key + (parts,)
+    key = key if parts is None else key + (parts,)
+    return key if spill_base is None else key + (("spill", spill_base),)
 
 
 _MEMO: dict = {}
@@ -988,7 +1027,9 @@ def preschedule_block(blk: Block, ip, opts: Options) -> Block:
 def allocate_block(blk: Block, opts: Options, ip=None) -> Block:
     """*blk* with its DataRF registers allocated (:func:`allocate`, policy
     ``opts.regalloc``): a prescheduled window in its order (``linear``), final; else
-    the block as selected, left for :func:`reorder_block` where *opts* reorder."""
+    the block as selected (its values spilled where it does not fit and
+    :attr:`Block.spill_base` allows it: :func:`allocate_spilling`), left for
+    :func:`reorder_block` where *opts* reorder."""
     def make() -> Block:
         if blk.parts is not None:     # a pipelined loop: no other order keeps its parts
             code = allocate_loop(list(blk.order), blk.parts, list(blk.free), opts.regalloc,
@@ -1001,7 +1042,8 @@ def allocate_block(blk: Block, opts: Options, ip=None) -> Block:
                 return dataclasses.replace(blk, code=tuple(code), done=True)
             except CompileError:    # a forced pick went beyond the DataRF: the window
                 pass                # allocated in program order, then reordered
-        code = allocate(list(blk.vinstrs), list(blk.free), opts.regalloc, dict(blk.lru))
+        code = allocate_spilling(list(blk.vinstrs), list(blk.free), opts.regalloc,
+                                 dict(blk.lru), ip, blk.ranges, blk.spill_base)
         return dataclasses.replace(blk, order=None, code=tuple(code), done=not opts.reorder)
 
     return _memo(f"regalloc{blk.order is not None}", blk, make)

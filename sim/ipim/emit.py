@@ -13,7 +13,8 @@ the segments into the program. The expression nodes the lowering adds to
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pimforge.rtl.ipim.isa import (
@@ -27,7 +28,16 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
-from .backend import Block, Options, VInstr, block_key, code_len, may_alias, schedule_block
+from .backend import (
+    Block,
+    DataRFFull,
+    Options,
+    VInstr,
+    block_key,
+    code_len,
+    may_alias,
+    schedule_block,
+)
 from .lang import (
     FP32,
     INT32,
@@ -44,9 +54,9 @@ from .lang import (
 from .layout import ALL_LANES, SCRATCH_LINES, Array, f32_bits
 
 __all__ = ["ArrayRef", "Builder", "ByParity", "Evaluator", "GridRead", "Kernel", "TableRead",
-           "assemble", "at_step", "const_bits", "copy_kernel", "fill", "loads_first",
-           "needs_consts", "reads", "array_refs", "reloc", "C_M31", "C_MAGIC_F", "C_MAGIC_I",
-           "VaultCode", "check_fits", "trial_code"]
+           "assemble", "at_step", "const_bits", "copy_kernel", "count_consts", "fill",
+           "loads_first", "needs_consts", "reads", "array_refs", "reloc", "C_M31", "C_MAGIC_F",
+           "C_MAGIC_I", "MIN_FREE", "VaultCode", "check_fits", "trial_code"]
 
 
 @dataclass(eq=False)
@@ -151,11 +161,16 @@ C_MAGIC_I = 0x4B00_0000
 
 C_MAGIC_F = f32_bits(8388608.0)
 
+#: DataRF entries a vault leaves its kernels at least: the constants beyond them live in
+#: the VSM (:class:`Builder`)
+MIN_FREE = 8
+
 
 class Builder:
     """Builds one vault's program."""
 
-    def __init__(self, ip, opts: Options, gvault: int, consts: list[int]):
+    def __init__(self, ip, opts: Options, gvault: int, consts: list[int],
+                 uses: dict[int, int] | None = None):
         self.ip = ip
         self.opts = opts
         self.gv = gvault
@@ -165,6 +180,17 @@ class Builder:
         self.compact = False
         #: innermost loops software-pipelined where they can be (:meth:`_pipelined`)
         self.pipeline = False
+        #: blocks the DataRF cannot hold spill values to the bank (:mod:`.spill`); set by
+        #: a kernel's last try, so that a kernel spills only where nothing else fits
+        self.spill = False
+        #: the bank vector from which spilled values are kept (above the arrays); None:
+        #: no kernel spills
+        self.spill_base: int | None = None
+        #: kernels are being tried in several forms (unrolling, sliding windows): one
+        #: that does not fit fails instead of spilling
+        self.no_spill = False
+        #: kernels made with spilling blocks
+        self.spilled = 0
         #: register-use history of the max allocator within the current segment
         self.lru: dict[int, int] = {}
         #: the code selected so far: instructions, and :class:`Block` s for the backend
@@ -173,18 +199,58 @@ class Builder:
         n = ip.drf_entries
         # DataRF: [0] scratch for AddrRF set-up, [1..] constants, the rest for kernels.
         self.scratch = 0
-        self.const_reg = {c: 1 + i for i, c in enumerate(consts)}
-        self.free = list(range(1 + len(consts), n))
-        if len(self.free) < 8:
-            raise CompileError(f"{len(consts)} constants leave {len(self.free)} of the "
-                               f"DataRF's {n} entries for kernels; raise ipim.drf_bytes")
+        kept = consts
+        if 1 + len(consts) + MIN_FREE > n:
+            # Too many constants: the DataRF keeps the most used (0 always: the lowering
+            # names its entry) and MIN_FREE entries for kernels; each other constant
+            # lives in a VSM line of its own below the scratch lines, and a block that
+            # uses it reads it into a register (Evaluator.cst).
+            room = n - 1 - MIN_FREE
+            if room < 1:
+                raise CompileError(f"the DataRF's {n} entries leave fewer than {MIN_FREE} "
+                                   "for kernels beside the constant 0; raise ipim.drf_bytes "
+                                   f"to {16 * (MIN_FREE + 2)} or more")
+            rank = sorted(consts, key=lambda c: (c != 0, -(uses or {}).get(c, 0), c))
+            kept = [c for c in consts if c in rank[:room]]
+        self.const_reg = {c: 1 + i for i, c in enumerate(kept)}
         self.vsm_scratch = ip.vsm_lines - 1      # and the SCRATCH_LINES - 1 below it
+        #: the VSM line of each constant the DataRF does not keep
+        self.const_line = {c: self.vsm_scratch - SCRATCH_LINES - i
+                           for i, c in enumerate(c for c in consts if c not in self.const_reg)}
+        self.free = list(range(1 + len(kept), n))
+        if self.vsm_free < 1:
+            raise CompileError(f"the VSM's {ip.vsm_lines} lines hold no more than the "
+                               f"{len(self.const_line)} constants the DataRF does not keep; "
+                               "raise ipim.vsm_bytes or ipim.drf_bytes")
         self.all = (1 << ip.pes) - 1
         for n, (c, r) in enumerate(self.const_reg.items()):
             line = self.vsm_scratch - n % SCRATCH_LINES
             self.prog.append(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=ALL_LANES, imm=c))
             self.prog.append(Instr(Opcode.RD_VSM, vsm=line, drf=r, simb_mask=self.all))
+        for c, line in self.const_line.items():
+            self.prog.append(Instr(Opcode.SETI_VSM, vsm=line, vec_mask=ALL_LANES, imm=c))
         self.prog.append(Instr(Opcode.SETI_CRF, dst=0, imm=1))
+
+    @property
+    def vsm_free(self) -> int:
+        """VSM lines below the scratch lines and the constants' lines, for the kernels."""
+        return self.ip.vsm_lines - SCRATCH_LINES - len(self.const_line)
+
+    @contextmanager
+    def trying(self, on: bool = True) -> Iterator[None]:
+        """Within it (where *on*), a kernel the DataRF cannot hold fails instead of
+        spilling: the caller is trying several forms of it, and spills only where none
+        fits (:meth:`may_spill`)."""
+        saved = self.no_spill
+        self.no_spill = saved or on
+        try:
+            yield
+        finally:
+            self.no_spill = saved
+
+    def may_spill(self) -> bool:
+        """Whether a kernel made now may spill (:meth:`kernel`)."""
+        return self.spill_base is not None and not self.no_spill and not self.spill
 
     # -- AddrRF set-up -------------------------------------------------------------
 
@@ -216,11 +282,13 @@ class Builder:
         """*block* as a :class:`Block` for the backend passes, measured by scheduling it
         (:func:`~.backend.schedule_block`, which continues the register-use history)."""
         lru = dict(self.lru)
-        key = block_key(block, self.free, self.ip, self.opts, lru, ranges, window, parts)
+        base = self.spill_base if self.spill else None
+        key = block_key(block, self.free, self.ip, self.opts, lru, ranges, window, parts, base)
         n = len(schedule_block(block, self.free, self.ip, self.opts, self.lru, ranges, window,
-                               key, parts))
+                               key, parts, base))
         return Block(tuple(block), tuple(self.free), lru, ranges,
-                     None if window is None else tuple(window), n, key=key, parts=parts)
+                     None if window is None else tuple(window), n, key=key, parts=parts,
+                     spill_base=base)
 
     def pc(self) -> int:
         """The current segment's length in instructions."""
@@ -230,7 +298,27 @@ class Builder:
 
     def kernel(self, rows: int, segs: int,
                body: Callable[[Kernel], list[VInstr]]) -> None:
-        """Emit ``rows x segs`` iterations of the block *body* builds."""
+        """Emit ``rows x segs`` iterations of the block *body* builds. A kernel whose
+        block the DataRF cannot hold is made again with its blocks spilling
+        (:mod:`.spill`), where :attr:`spill_base` is set and no caller is trying other
+        forms of it (:attr:`no_spill`)."""
+        start, lru = len(self.prog), dict(self.lru)
+        try:
+            self._kernel(rows, segs, body)
+        except DataRFFull:
+            if not self.may_spill():
+                raise
+            del self.prog[start:]
+            self.lru = lru
+            self.spill = True
+            try:
+                self._kernel(rows, segs, body)
+            finally:
+                self.spill = False
+            self.spilled += 1
+
+    def _kernel(self, rows: int, segs: int,
+                body: Callable[[Kernel], list[VInstr]]) -> None:
         k = Kernel(self)
         block = body(k)
         if not block:
@@ -662,7 +750,24 @@ class Evaluator:
         self.block.append(VInstr(ins, vregs))
 
     def const(self, bits: int) -> int:
+        """The DataRF entry that holds constant *bits* (one the DataRF keeps)."""
         return self.k.b.const_reg[bits]
+
+    def cst(self, bits: int) -> tuple[str, int]:
+        """Constant *bits* as an operand: ``("p", entry)`` where the DataRF keeps it, else
+        a virtual register read once per block from its VSM line (``rd_vsm``, the line
+        set by ``seti_vsm`` in the prologue), which the allocator holds or spills like
+        any other value (a spilled constant is read from its line again)."""
+        b = self.k.b
+        if bits in b.const_reg:
+            return ("p", b.const_reg[bits])
+        key = ("const", bits)
+        if key not in self.memo:
+            d = self.k.v()
+            self.emit(Instr(Opcode.RD_VSM, vsm=b.const_line[bits], simb_mask=self.mask),
+                      drf=d)
+            self.memo[key] = ("v", d)
+        return self.memo[key]
 
     def comp(self, op: AluOp, dt: str, a, b) -> int:
         """a, b: ("v", n) virtual or ("p", n) physical (a constant)."""
@@ -688,7 +793,7 @@ class Evaluator:
 
     def _val(self, e: Expr, rr: int, u: int):
         if isinstance(e, Const):
-            return ("p", self.const(const_bits(e)))
+            return self.cst(const_bits(e))
         if isinstance(e, ArrayRef):
             a = e.arr
             (xa, xb, xd), (ya, yb, yd) = e.ax, e.ay
@@ -754,7 +859,7 @@ class Evaluator:
             if mkey not in self.memo:
                 t = self.comp(AluOp.SUB, c.a.dtype, va, vb)
                 self.memo[mkey] = self.comp(AluOp.SHIFT, INT32, ("v", t),
-                                            ("p", self.const(C_M31)))
+                                            self.cst(C_M31))
             m = self.memo[mkey]
             ta, fb = self.val(e.a, rr, u), self.val(e.b, rr, u)
             if c.op == "<=":
@@ -767,14 +872,14 @@ class Evaluator:
         if isinstance(e, Cast):
             x = self.val(e.a, rr, u)
             if e.dtype == FP32:          # int -> float, 0 <= x < 2**23
-                t = self.comp(AluOp.ADD, INT32, x, ("p", self.const(C_MAGIC_I)))
+                t = self.comp(AluOp.ADD, INT32, x, self.cst(C_MAGIC_I))
                 return ("v", self.comp(AluOp.SUB, FP32, ("v", t),
-                                       ("p", self.const(C_MAGIC_F))))
-            t = self.comp(AluOp.ADD, FP32, x, ("p", self.const(C_MAGIC_F)))
-            ri = self.comp(AluOp.SUB, INT32, ("v", t), ("p", self.const(C_MAGIC_I)))
-            f = self.comp(AluOp.SUB, FP32, ("v", t), ("p", self.const(C_MAGIC_F)))
+                                       self.cst(C_MAGIC_F)))
+            t = self.comp(AluOp.ADD, FP32, x, self.cst(C_MAGIC_F))
+            ri = self.comp(AluOp.SUB, INT32, ("v", t), self.cst(C_MAGIC_I))
+            f = self.comp(AluOp.SUB, FP32, ("v", t), self.cst(C_MAGIC_F))
             dlt = self.comp(AluOp.SUB, FP32, x, ("v", f))
-            m = self.comp(AluOp.SHIFT, INT32, ("v", dlt), ("p", self.const(C_M31)))
+            m = self.comp(AluOp.SHIFT, INT32, ("v", dlt), self.cst(C_M31))
             return ("v", self.comp(AluOp.ADD, INT32, ("v", ri), ("v", m)))
         raise CompileError(f"cannot lower {type(e).__name__}")
 
@@ -786,13 +891,13 @@ class Evaluator:
         key = ("gather", id(e.arr), id(e.ix), id(e.iy), id(e.iz), rr, u)
         if key not in self.memo:
             pitch, nz, off = e.consts()
-            iy = self.comp(AluOp.MUL, INT32, self.val(e.iy, rr, u), ("p", self.const(pitch)))
+            iy = self.comp(AluOp.MUL, INT32, self.val(e.iy, rr, u), self.cst(pitch))
             ix = self.val(e.ix, rr, u)
             if nz != 1:
-                ix = ("v", self.comp(AluOp.MUL, INT32, ix, ("p", self.const(nz))))
+                ix = ("v", self.comp(AluOp.MUL, INT32, ix, self.cst(nz)))
             t = self.comp(AluOp.ADD, INT32, ("v", iy), ix)
             t = self.comp(AluOp.ADD, INT32, ("v", t), self.val(e.iz, rr, u))
-            t = self.comp(AluOp.ADD, INT32, ("v", t), ("p", self.const(off)))
+            t = self.comp(AluOp.ADD, INT32, ("v", t), self.cst(off))
             loads = []
             for j in range(LANES):
                 a = self.k.garf()
@@ -817,17 +922,17 @@ class Evaluator:
         key = ("lookup", id(e.index), rr, u)
         if key not in self.memo:
             i = self.val(e.index, rr, u)
-            q = self.comp(AluOp.SHIFT, INT32, i, ("p", self.const((-2) & 0xFFFF_FFFF)))
-            s = self.comp(AluOp.AND, INT32, i, ("p", self.const(3)))
+            q = self.comp(AluOp.SHIFT, INT32, i, self.cst((-2) & 0xFFFF_FFFF))
+            s = self.comp(AluOp.AND, INT32, i, self.cst(3))
             masks = []
             for L in range(LANES):      # all ones where s == L: ((s ^ L) - 1) >> 31
-                t = s if L == 0 else self.comp(AluOp.XOR, INT32, ("v", s), ("p", self.const(L)))
-                t = self.comp(AluOp.SUB, INT32, ("v", t), ("p", self.const(1)))
-                masks.append(self.comp(AluOp.SHIFT, INT32, ("v", t), ("p", self.const(C_M31))))
+                t = s if L == 0 else self.comp(AluOp.XOR, INT32, ("v", s), self.cst(L))
+                t = self.comp(AluOp.SUB, INT32, ("v", t), self.cst(1))
+                masks.append(self.comp(AluOp.SHIFT, INT32, ("v", t), self.cst(C_M31)))
             self.memo[key] = (q, masks)
         q, masks = self.memo[key]
         base = (e.arr.addr(0, 0) + e.offset // LANES) & 0xFFFF_FFFF
-        a = self.comp(AluOp.ADD, INT32, ("v", q), ("p", self.const(base)))
+        a = self.comp(AluOp.ADD, INT32, ("v", q), self.cst(base))
         loads = []
         for j in range(LANES):
             r = self.k.garf()
@@ -850,17 +955,26 @@ class Evaluator:
 
 def needs_consts(e: Expr, out: set) -> None:
     """Add to *out* the bit patterns of the constants *e* and its lowering use."""
+    counts: dict[int, int] = {}
+    count_consts(e, counts)
+    out.update(counts)
+
+
+def count_consts(e: Expr, counts: dict[int, int]) -> None:
+    """Add to *counts* how many nodes of *e* use each constant (as its lowering does)."""
     for n in nodes(e):
         if isinstance(n, Const):
-            out.add(const_bits(n))
+            cs: tuple | set = (const_bits(n),)
         elif isinstance(n, Select):
-            out.add(C_M31)
+            cs = (C_M31,)
         elif isinstance(n, Cast):
-            out.update((C_MAGIC_I, C_MAGIC_F, C_M31))
-        elif isinstance(n, GridRead):
-            out.update(n.consts())
-        elif isinstance(n, TableRead):
-            out.update(n.consts())
+            cs = (C_MAGIC_I, C_MAGIC_F, C_M31)
+        elif isinstance(n, GridRead | TableRead):
+            cs = set(n.consts())
+        else:
+            continue
+        for c in cs:
+            counts[c] = counts.get(c, 0) + 1
 
 
 def loads_first(block: list[VInstr], k: Kernel | None = None) -> list[VInstr]:
@@ -978,7 +1092,7 @@ def trial_code(items: list, ip, opts: Options) -> list[Instr]:
         if isinstance(it, Block):
             out += schedule_block(list(it.vinstrs), list(it.free), ip, opts, dict(it.lru),
                                   it.ranges, None if it.window is None else list(it.window),
-                                  it.key, it.parts)
+                                  it.key, it.parts, it.spill_base)
         else:
             out.append(it)
     return out

@@ -55,6 +55,7 @@ blocks the backend passes schedule, allocate and reorder);
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from pimforge.rtl.ipim.isa import (
     LANES,
@@ -65,7 +66,7 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
-from .backend import Options, VInstr, code_len
+from .backend import DataRFFull, Options, VInstr, code_len
 from .bounds import Bounds, needs_even
 from .emit import (
     ArrayRef,
@@ -79,6 +80,7 @@ from .emit import (
     array_refs,
     assemble,
     check_fits,
+    count_consts,
     fill,
     loads_first,
     needs_consts,
@@ -109,7 +111,7 @@ from .lang import (
     WCall,
     nodes,
 )
-from .layout import ALL_LANES, SCRATCH_LINES, Array, Program, gather, place
+from .layout import ALL_LANES, Array, Program, gather, place
 from .sliding import plan as slide_plan
 
 __all__ = ["Array", "Graph", "Program", "build_graph", "constants", "gather", "lay_out",
@@ -560,45 +562,60 @@ def _compute(b: Builder, arr: Array, body: Expr) -> None:
     # baseline1 and baseline3, the block stays in the order the expression names it)
     tries = [(U, hoist) for U in ((4, 2, 1) if b.compact else (16, 8, 4, 2, 1))
              for hoist in ((True, False) if b.opts.reorder else (False,))]
-    for U, hoist in tries:
-        if arr.S % U or (need_even_x and U % 2):
-            continue
-        try:
-            def mk(k: Kernel, U=U, hoist=hoist):
-                ev = Evaluator(k, arr, U, RU)
-                ev.count_refs(body)
-                vals = []
-                for rr in range(RU):
-                    for u in range(U):
-                        v = ev.val(body, rr, u)
-                        if v[0] == "p":      # a constant func: copy it
-                            v = ("v", ev.comp(AluOp.ADD, INT32, v,
-                                              ("p", b.const_reg[0])))
-                        vals.append((rr, u, v))
-                for rr, u, v in vals:
-                    p = k.ptr(arr.addr(rr, u), U, RU * arr.pitch, fresh=True)
-                    ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all),
-                            drf=v[1])
-                k.finish_steps(arr.S // U, arr.R // RU)
-                if not hoist:
-                    return ev.block
-                return loads_first(ev.block, k)
-            b.prog = list(start)
-            if b.compact:
-                b.lru = dict(start_lru)
-            b.kernel(arr.R // RU, arr.S // U, mk)
-            done = f"{arr.name}: compute {arr.R}x{arr.S} vectors, unroll {RU}x{U}"
-            if not b.compact:
-                b.kernels_done.append(done)
-                return
-            if best is None or b.pc() < code_len(best[0]):
-                best = (b.prog, b.lru, done)
-        except CompileError as e:
-            last = e
+    tries = [(U, hoist) for U, hoist in tries
+             if not (arr.S % U or (need_even_x and U % 2))]
+
+    def make(U: int, hoist: bool) -> Callable[[Kernel], list[VInstr]]:
+        def mk(k: Kernel) -> list[VInstr]:
+            ev = Evaluator(k, arr, U, RU)
+            ev.count_refs(body)
+            vals = []
+            for rr in range(RU):
+                for u in range(U):
+                    v = ev.val(body, rr, u)
+                    if v[0] == "p":      # a constant func: copy it
+                        v = ("v", ev.comp(AluOp.ADD, INT32, v,
+                                          ("p", b.const_reg[0])))
+                    vals.append((rr, u, v))
+            for rr, u, v in vals:
+                p = k.ptr(arr.addr(rr, u), U, RU * arr.pitch, fresh=True)
+                ev.emit(Instr(Opcode.ST_RF, dram=p, dram_ind=1, simb_mask=b.all),
+                        drf=v[1])
+            k.finish_steps(arr.S // U, arr.R // RU)
+            if not hoist:
+                return ev.block
+            return loads_first(ev.block, k)
+        return mk
+
+    with b.trying():            # every form that fits, before any spills
+        for U, hoist in tries:
+            try:
+                b.prog = list(start)
+                if b.compact:
+                    b.lru = dict(start_lru)
+                b.kernel(arr.R // RU, arr.S // U, make(U, hoist))
+                done = f"{arr.name}: compute {arr.R}x{arr.S} vectors, unroll {RU}x{U}"
+                if not b.compact:
+                    b.kernels_done.append(done)
+                    return
+                if best is None or b.pc() < code_len(best[0]):
+                    best = (b.prog, b.lru, done)
+            except CompileError as e:
+                last = e
     b.prog = start
     if best is not None:
         b.prog, b.lru = best[0], best[1]
         b.kernels_done.append(best[2])
+        return
+    if isinstance(last, DataRFFull) and tries and b.may_spill():
+        # no form fits the DataRF: the least unrolled, in the order the expression
+        # names its values (the fewest live at once), with its values spilled
+        U = min(U for U, _ in tries)
+        b.prog, b.lru = list(start), dict(start_lru)
+        n = b.spilled
+        b.kernel(arr.R // RU, arr.S // U, make(U, False))
+        b.kernels_done.append(f"{arr.name}: compute {arr.R}x{arr.S} vectors, unroll {RU}x{U}"
+                              f"{', spilling' if b.spilled > n else ''}")
         return
     raise last or CompileError(f"{arr.name}: no unroll factor divides {arr.S} vectors")
 
@@ -622,6 +639,11 @@ def _sliding(b: Builder, arr: Array, body: Expr) -> bool:
     # must stay within its array's halo (above it lie another array's words)
     if any(ref.ay[1] - sp.depth < -ref.arr.hyt for ref in sp.loaded(body)):
         return False
+    with b.trying():            # a window that does not fit is not made: no spills
+        return _slide(b, arr, body, sp)
+
+
+def _slide(b: Builder, arr: Array, body: Expr, sp) -> bool:
     start, start_lru = list(b.prog), dict(b.lru)
     for U in (16, 8, 4, 2, 1):
         if arr.S % U:
@@ -791,7 +813,7 @@ def _y_halo(b: Builder, arr: Array, nvaults: int) -> None:
     n = pitch
     if ppg > 1:
         n = min(n, ip.pgsm_lines // (ppg - 1))
-    n = min(n, (ip.vsm_lines - SCRATCH_LINES) // (pgs - 1 + len(jobs)))
+    n = min(n, b.vsm_free // (pgs - 1 + len(jobs)))
     if n < 1:
         raise CompileError(f"{arr.name}'s halo exchange does not fit the PGSM's "
                            f"{ip.pgsm_lines} lines or the VSM's {ip.vsm_lines} lines; raise "
@@ -837,9 +859,10 @@ def _y_halo_chunk(b: Builder, arr: Array, nvaults: int, jobs: list, c0: int,
             b.prog = list(start)
             if b.compact:
                 b.lru = dict(start_lru)
-            try:
-                b.kernel(1, n // C, _halo_block(b, arr, j, dst, src, d, C, nvaults,
-                                                vsm_cross, vsm_req, c0, n))
+            try:            # spilling only where no block size fits
+                with b.trying(C != cands[-1] or best is not None):
+                    b.kernel(1, n // C, _halo_block(b, arr, j, dst, src, d, C, nvaults,
+                                                    vsm_cross, vsm_req, c0, n))
             except CompileError as e:
                 last = e
                 continue
@@ -931,7 +954,7 @@ def _gather(b: Builder, arr: Array, nvaults: int) -> None:
     src0 = planes[0]
     R, S, n = src0.R, src0.S, len(planes)
     npe = src0.H // R
-    free = ip.vsm_lines - SCRATCH_LINES
+    free = b.vsm_free
     if n * R * S > free:
         raise CompileError(f"replicating {arr.name} needs {n * R * S} VSM lines per band but "
                            f"the VSM has {free} free; raise ipim.vsm_bytes or replicate a "
@@ -1153,6 +1176,20 @@ def constants(g: Graph) -> list[int]:
     return [0] + sorted(consts - {0})
 
 
+def constant_uses(g: Graph) -> dict[int, int]:
+    """How many expression nodes of the bodies and scatters use each constant (which
+    constants the DataRF keeps where it cannot keep them all)."""
+    counts: dict[int, int] = {}
+    for a in g.order:
+        body = g.bodies.get(id(a))
+        if body is not None:
+            count_consts(body, counts)
+    for zi, values, *_ in g.scatters.values():
+        for e in (zi, *values):
+            count_consts(e, counts)
+    return counts
+
+
 def unroll_budgets(ip, opts: Options) -> list[int]:
     """The unrolling budgets selection tries in turn until a program fits: a kernel
     unrolled while its code stays below a quarter, a sixteenth, a 64th of the program
@@ -1163,11 +1200,13 @@ def unroll_budgets(ip, opts: Options) -> list[int]:
 
 
 def select(g: Graph, ip, opts: Options, consts_l: list[int],
-           vaults) -> tuple[dict[int, VaultCode], list[str]]:
+           vaults, spill_base: int | None = None) -> tuple[dict[int, VaultCode], list[str]]:
     """The ``select`` pass: every vault's (of *vaults*) kernels as instructions and
     blocks of virtual-register instructions, with the first unrolling budget
     (:func:`unroll_budgets`) whose program fits the program memory. Returns the code
-    per vault and the kernels' descriptions.
+    per vault and the kernels' descriptions. *spill_base*: the first bank vector above
+    the arrays, from which a kernel the DataRF cannot hold spills its values (None: it
+    does not).
 
     Raises
     ------
@@ -1181,23 +1220,27 @@ def select(g: Graph, ip, opts: Options, consts_l: list[int],
     # are shorter): pipelining never costs a kernel its unrolling
     pipe = opts.reorder and opts.pipeline
     tries = [(b, p) for b in budgets for p in ((True, False) if pipe and b >= 0 else (False,))]
+    uses = constant_uses(g)
     for i, (budget, pipeline) in enumerate(tries):
         code = _generate(g, ip, opts, nvaults, consts_l, budget, vaults,
-                         last=i == len(tries) - 1, pipeline=pipeline)
+                         last=i == len(tries) - 1, pipeline=pipeline, uses=uses,
+                         spill_base=spill_base)
         if code is not None:
             return code
     raise AssertionError("the last budget returns or raises")
 
 
 def _generate(g: Graph, ip, opts: Options, nvaults: int, consts_l: list[int],
-              budget: int, vaults, *, last: bool, pipeline: bool = False):
+              budget: int, vaults, *, last: bool, pipeline: bool = False,
+              uses: dict[int, int] | None = None, spill_base: int | None = None):
     """Every vault's code (of *vaults*) with the unrolling *budget*, loops
     software-pipelined where *pipeline*; None where a program does not fit and *last*
     is false."""
     programs = {}
     kernels: list[str] = []
     for gv in vaults:
-        b = Builder(ip, opts, gv, consts_l)
+        b = Builder(ip, opts, gv, consts_l, uses)
+        b.spill_base = spill_base
         b.unroll_budget = max(budget, 0)
         b.compact = budget < 0
         b.pipeline = pipeline

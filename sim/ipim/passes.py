@@ -21,7 +21,9 @@ writes the program after every pass.
                   :func:`~.lower_hist.select_histogram` for a reduction)
  5  preschedule   windows of unrolled iterations and pipelined loops ordered by
                   Algorithm 1 on virtual registers (:func:`~.backend.preschedule_block`)
- 6  regalloc      DataRF registers allocated (:func:`~.backend.allocate_block`)
+ 6  regalloc      DataRF registers allocated (:func:`~.backend.allocate_block`); a
+                  block of a kernel the DataRF cannot hold spills values to the bank
+                  first (:mod:`~.spill`, the paper's spilling "to the local DRAM bank")
  7  reorder       Algorithm 1 on the allocated blocks (:func:`~.backend.reorder_block`)
  8  assemble      -> :class:`~.layout.Program`: segments joined, repeated stages folded
                   into loops, ``halt``, every vault's program checked against the
@@ -169,7 +171,7 @@ def select_pass(lir: LayoutIR) -> MachineIR:
         raise CompileError(f"vaults {src.vaults} are not all among the machine's {nvaults}")
     W, H = src.size
     vaults = range(nvaults) if src.vaults is None else sorted(set(src.vaults))
-    code, kernels = select(g, ip, src.opts, list(lir.consts), vaults)
+    code, kernels = select(g, ip, src.opts, list(lir.consts), vaults, lir.bank_vectors)
     inputs = {a.name: a for a in g.order if a.host}
     shell = Program({}, inputs, g.out, g.order, src.out_shape or (H, W), src.opts, kernels,
                     outputs=g.outs)
@@ -190,7 +192,8 @@ def preschedule_pass(m: MachineIR) -> MachineIR:
 
 
 def regalloc_pass(m: MachineIR) -> MachineIR:
-    """Allocate every block's DataRF registers."""
+    """Allocate every block's DataRF registers (spilling where a block allows it and the
+    DataRF cannot hold it)."""
     ip, opts = m.source.cfg.ipim, m.source.opts
     return _map_blocks(m, lambda b: allocate_block(b, opts, ip))
 
