@@ -207,9 +207,10 @@ class Builder:
             # uses it reads it into a register (Evaluator.cst).
             room = n - 1 - MIN_FREE
             if room < 1:
+                least = 16 << (MIN_FREE + 1).bit_length()    # a power of two above
                 raise CompileError(f"the DataRF's {n} entries leave fewer than {MIN_FREE} "
                                    "for kernels beside the constant 0; raise ipim.drf_bytes "
-                                   f"to {16 * (MIN_FREE + 2)} or more")
+                                   f"to {least} or more")
             rank = sorted(consts, key=lambda c: (c != 0, -(uses or {}).get(c, 0), c))
             kept = [c for c in consts if c in rank[:room]]
         self.const_reg = {c: 1 + i for i, c in enumerate(kept)}
