@@ -86,8 +86,8 @@ from .lang import CompileError
 __all__ = ["Block", "DataRFFull", "Options", "OPT_LEVELS", "VInstr", "WHOLE_BANK", "allocate",
            "allocate_block", "allocate_loop", "allocate_spilling", "bank_span",
            "bank_turnaround", "block_key", "code_len", "dependency_graph", "may_alias", "mem_gap",
-           "preschedule_block", "preschedule_parts", "reorder", "reorder_block",
-           "schedule_block", "store_hold"]
+           "preschedule_block", "preschedule_parts", "register_spiller", "reorder",
+           "reorder_block", "schedule_block", "store_hold"]
 
 
 @dataclass(frozen=True)
@@ -907,10 +907,23 @@ def allocate_spilling(block: list[VInstr], free: list[int], policy: str,
     except DataRFFull:
         if spill_base is None:
             raise
-    from .spill import spill_block  # spilling rewrites VInstrs of this module
-
-    return allocate(spill_block(block, len(free), spill_base, ip, ranges), free, policy,
+    if _SPILLER is None:
+        raise CompileError("spilling is not available: import pimforge.sim.ipim.spill")
+    return allocate(_SPILLER(block, len(free), spill_base, ip, ranges), free, policy,
                     lru, linear=True)
+
+
+#: The rewrite of a block that needs more entries than are free into one that fits
+#: (:func:`.spill.spill_block`). Spilling rewrites this module's VInstrs, so it sits
+#: above it and registers itself here (:func:`register_spiller`) when imported.
+_SPILLER: Callable | None = None
+
+
+def register_spiller(spiller: Callable) -> None:
+    """Make *spiller* (``spiller(block, regs, base, ip, ranges)``) the rewrite that
+    :func:`allocate_spilling` uses."""
+    global _SPILLER
+    _SPILLER = spiller
 
 
 # -- the backend as passes over blocks ---------------------------------------------------

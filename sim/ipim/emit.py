@@ -28,6 +28,7 @@ from pimforge.rtl.ipim.isa import (
     Opcode,
 )
 
+from . import spill  # noqa: F401 (registers the backend's spilling; see .spill)
 from .backend import (
     Block,
     DataRFFull,

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from pimforge.rtl.ipim.isa import Instr, Opcode, Store, accesses, conflicts
 
-from .backend import DataRFFull, VInstr, bank_span, may_alias
+from .backend import DataRFFull, VInstr, bank_span, may_alias, register_spiller
 from .lang import CompileError
 
 __all__ = ["SpillStats", "pressure", "spill_block"]
@@ -208,3 +208,6 @@ def spill_block(block: list[VInstr], regs: int, base: int, ip,
                                       {"drf": top}))
                 top += 1
         block = out
+
+
+register_spiller(spill_block)
