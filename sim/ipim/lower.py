@@ -1162,17 +1162,23 @@ def lay_out(g: Graph, bounds: Bounds, ip) -> int:
     return top
 
 
+def _const_exprs(g: Graph):
+    """The expressions whose constants the DataRF holds: the bodies, then the scatters'
+    initial values and values."""
+    for a in g.order:
+        body = g.bodies.get(id(a))
+        if body is not None:
+            yield body
+    for zi, values, *_ in g.scatters.values():
+        yield from (zi, *values)
+
+
 def constants(g: Graph) -> list[int]:
     """The constants every vault keeps in its DataRF: 0 first, then the bit patterns
     the bodies and scatters need, in order."""
     consts: set[int] = {0}
-    for a in g.order:
-        body = g.bodies.get(id(a))
-        if body is not None:
-            needs_consts(body, consts)
-    for zi, values, *_ in g.scatters.values():
-        for e in (zi, *values):
-            needs_consts(e, consts)
+    for e in _const_exprs(g):
+        needs_consts(e, consts)
     return [0] + sorted(consts - {0})
 
 
@@ -1180,13 +1186,8 @@ def constant_uses(g: Graph) -> dict[int, int]:
     """How many expression nodes of the bodies and scatters use each constant (which
     constants the DataRF keeps where it cannot keep them all)."""
     counts: dict[int, int] = {}
-    for a in g.order:
-        body = g.bodies.get(id(a))
-        if body is not None:
-            count_consts(body, counts)
-    for zi, values, *_ in g.scatters.values():
-        for e in (zi, *values):
-            count_consts(e, counts)
+    for e in _const_exprs(g):
+        count_consts(e, counts)
     return counts
 
 
