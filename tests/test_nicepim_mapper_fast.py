@@ -507,6 +507,42 @@ def test_input_row_groups_equal_a_lane_by_lane_count():
                 (preset, args)
 
 
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_row_groups_by_rows_equal_a_lane_by_lane_count(preset):
+    """The closed form of the groups of an NHWC input whose channels are not a multiple
+    of the DRAM word (:meth:`~node_model.NodeTiming._row_groups_by_rows`: floor sums
+    along rows or columns, the whole pixel's run by rows) equals the lane-by-lane count
+    wherever it answers, and it answers wherever each group of buffer-row blocks is a
+    single block: random channel counts (below, around and above the word, the lanes a
+    part or all of a pixel's channels), windows partly outside the tensor, samples
+    outside the batch, wide and tall windows."""
+    tm = node_model.NodeTiming(load_config(preset).nicepim)
+    U = tm.word_bits // 8
+    rng = random.Random(SEED + 14)
+    log.info("seed %d", SEED + 14)
+    answered = 0
+    for i in range(500):
+        dc = rng.choice([rng.randint(1, 2 * U + 5), rng.randint(1, 3 * tm.n.pe_rows)])
+        if dc % U == 0:
+            dc += 1
+        dh, dw = rng.randint(1, 14), rng.randint(1, 14)
+        cb = rng.choice([1, 1, 1 + tm.ibuf_row, rng.randint(1, 9)])
+        nh, nw = rng.randint(1, 9), rng.randint(1, 9)
+        if i % 3 == 0:
+            nh, nw = nw, rng.randint(10, 20)
+        c0 = rng.choice([0, 0, rng.randint(-20, dc), tm.n.pe_rows * rng.randint(0, 3)])
+        args = ((1, dc, dh, dw), rng.choice([0, 0, 0, 1, -1]), c0,
+                rng.randint(-3, dh), rng.randint(-3, dw), cb, nh, nw)
+        got = tm._row_groups_by_rows(*args)
+        if cb % tm.ibuf_row == 1 or tm.ibuf_row == 1:
+            assert got is not None, args
+        if got is not None:
+            answered += 1
+            assert got == _lane_by_lane_groups(tm, *args), args
+        assert tm._input_row_groups(*args) == _lane_by_lane_groups(tm, *args), args
+    assert answered > 250
+
+
 @pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
 def test_aligned_row_groups_equal_a_lane_by_lane_count(preset):
     """Where the channels are a multiple of the DRAM word, the groups summed by the

@@ -800,6 +800,9 @@ class NodeTiming:
         dn, dc, dh, dw = dims
         if dc % U == 0:
             return self._aligned_row_groups(dims, n0, c0, h0, w0, cb, nh, nw)
+        got = self._row_groups_by_rows(dims, n0, c0, h0, w0, cb, nh, nw)
+        if got is not None:
+            return got
         p = np.arange(nh * nw, dtype=np.int64)
         ii, jj = np.divmod(p, nw)
         h, w = h0 + ii, w0 + jj
@@ -826,6 +829,57 @@ class NodeTiming:
                 row &= ~(pin & other)
             cuts += row
             total += int(cuts.sum())
+        return total
+
+    def _row_groups_by_rows(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int | None:
+        """:meth:`_input_row_groups` in closed form where no buffer row's end can fall
+        inside a pixel's lanes (each group of ``ibuf_row`` blocks a single block: a row
+        then ends only at a pixel's lanes' ends), None elsewhere. A pixel's cuts are
+        then one, one per channel end inside its lanes and one per DRAM word end strictly
+        inside its channels ``[lo, hi)`` at ``base = pixel * channels``: ``floor((base +
+        hi - 1) / U) - floor((base + lo) / U)``, summed over the window's pixels inside
+        the tensor as floor sums (:func:`_floor_sum`) along its rows or columns. Where a
+        pixel's lanes are all its channels, a row of pixels is one run of addresses, and
+        its word ends strictly inside pixels are the run's word ends less those at a
+        pixel's start (the multiples of ``lcm(U, channels)``): four floor sums along the
+        rows. The same count."""
+        R, NI = self.n.pe_rows, self.ibuf_row
+        U = self.word_bits // DATA_BITS
+        dn, dc, dh, dw = dims
+        P = nh * nw
+        for b in range(0, cb, NI):
+            g = min(NI, cb - b)
+            if g > 1 and any(0 < (-(b * P + r * g) * R) % (NI * R) < g * R
+                             for r in range(NI)):
+                return None
+        hs, vh = _clip(h0, nh, dh)
+        ws, vw = _clip(w0, nw, dw)
+        inside = 0 <= n0 < dn and vh and vw
+        q0 = (n0 * dh + hs) * dw + ws           # the first pixel inside
+        total = 0
+        for b in range(0, cb, NI):
+            g = min(NI, cb - b)
+            n_l, cs = g * R, c0 + b * R
+            lo, hi = max(cs, 0), min(cs + n_l, dc)
+            total += P
+            if hi <= lo or not inside:
+                continue
+            total += (int(cs < 0 < cs + n_l) + int(cs < dc < cs + n_l)) * vh * vw
+            if lo == 0 and hi == dc:
+                L = U * dc // math.gcd(U, dc)
+                a, s, e = dw * dc, q0 * dc, q0 * dc + vw * dc - 1
+                total += (_floor_sum(vh, U, a, e) - _floor_sum(vh, U, a, s)
+                          - _floor_sum(vh, L, a, e) + _floor_sum(vh, L, a, s))
+            elif vh <= vw:
+                for i in range(vh):
+                    s = (q0 + i * dw) * dc
+                    total += (_floor_sum(vw, U, dc, s + hi - 1)
+                              - _floor_sum(vw, U, dc, s + lo))
+            else:
+                for j in range(vw):
+                    s = (q0 + j) * dc
+                    total += (_floor_sum(vh, U, dw * dc, s + hi - 1)
+                              - _floor_sum(vh, U, dw * dc, s + lo))
         return total
 
     def _aligned_row_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
