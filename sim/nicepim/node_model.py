@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -1263,8 +1264,8 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
                     elements=el, tasks=n_tasks + 1, macs=macs, dma_busy=dma_busy)
 
 
-def _op(task: tuple) -> int:
-    return task[5]
+#: A task's op (:func:`_part_cost`'s tuples).
+_op = operator.itemgetter(5)
 
 
 def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, int]:
@@ -1312,13 +1313,20 @@ def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, in
             if rows_:
                 open_tensor, open_row = tensor, rows_[1]
             back = is_load and dma_pipe is not None and pipe is not None
-            d = max(d, dma_issued if back else dma_free)
-            if (eng_buf == buf) if is_load else (eng_obuf == obuf):
-                d = max(d, eng_free)
+            # (max and min written out, each keeping the first of equals as they do)
+            x = dma_issued if back else dma_free
+            if x > d:
+                d = x
+            if ((eng_buf == buf) if is_load else (eng_obuf == obuf)) and eng_free > d:
+                d = eng_free
             if back and d + 1 < dma_free:
                 lat, gap, bank, rc = pipe
-                first = max(dma_words + gap, dma_first + rc, d + 1 + lat)
-                start, end = dma_free, max(dma_free, first) + dur - lat
+                first = dma_words + gap
+                if dma_first + rc > first:
+                    first = dma_first + rc
+                if d + 1 + lat > first:
+                    first = d + 1 + lat
+                start, end = dma_free, (first if first > dma_free else dma_free) + dur - lat
                 dma_first, dma_words = first, first + bank
             else:
                 start, end = d + 1, d + 1 + dur
@@ -1332,9 +1340,10 @@ def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, in
             d_spans.append((start, end))
             d_busy.append(end - start)
         else:
-            d = max(d, eng_free)
-            if dma_load or dma_obuf == obuf:
-                d = max(d, dma_free)
+            if eng_free > d:
+                d = eng_free
+            if (dma_load or dma_obuf == obuf) and dma_free > d:
+                d = dma_free
             eng_free, eng_buf, eng_obuf = d + 1 + dur, buf, obuf
             a = d + 1
             b_ = a + dur
@@ -1344,12 +1353,16 @@ def _replay(tm: NodeTiming, tasks: list) -> tuple[float, float, float, float, in
     end = max(t + 1, eng_free, dma_free)
     # both busy: the overlap of the engine's and the DMA's (ordered, disjoint) spans
     both, k = 0.0, 0
+    n_d = len(d_spans)
     for a, b_ in e_spans:
-        while k < len(d_spans) and d_spans[k][1] <= a:
+        while k < n_d and d_spans[k][1] <= a:
             k += 1
         j = k
-        while j < len(d_spans) and d_spans[j][0] < b_:
-            both += min(b_, d_spans[j][1]) - max(a, d_spans[j][0])
+        while j < n_d:
+            s_, e_ = d_spans[j]
+            if s_ >= b_:
+                break
+            both += (e_ if e_ < b_ else b_) - (s_ if s_ > a else a)
             j += 1
     return end + 1, sum(e_busy), sum(d_busy), both, hits
 
@@ -1369,9 +1382,10 @@ def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
     """
     bands: list[list] = []
     cur: list = []
+    store, loads = int(Op.STORE), (int(Op.LOAD_I), int(Op.LOAD_W))
     for t in tasks:
         cur.append(t)
-        if kind(t) == Op.STORE:
+        if kind(t) == store:
             bands.append(cur)
             cur = []
     if cur:
@@ -1386,7 +1400,7 @@ def cut_pieces(tasks: list, most: int, kind, node: int = 0, *,
         if out[-1] and len(out[-1]) + len(band) + reserve > most:
             prev = out[-1]
             k = len(prev) - 1           # prev ends with a STORE; loads before it move on
-            while k > 0 and kind(prev[k - 1]) in (Op.LOAD_I, Op.LOAD_W):
+            while k > 0 and kind(prev[k - 1]) in loads:
                 k -= 1
             out[-1] = prev[:k] + prev[-1:]
             out.append(prev[k:-1])
