@@ -40,7 +40,7 @@ from pimforge.sim.nicepim import (
 )
 from pimforge.sim.nicepim import networks as nets
 from pimforge.sim.nicepim.dnn_run import scale_network
-from pimforge.sim.nicepim.tiling import ConvPart, blocking
+from pimforge.sim.nicepim.tiling import ConvPart, Tile, blocking, tile_fields, tiles
 
 log = logging.getLogger(__name__)
 SEED = int(os.environ.get("PIMFORGE_SEED", "1"))
@@ -627,6 +627,24 @@ def test_part_cost_equals_the_task_by_task_replay(preset):
         single += not b.double
         runs += fast.tasks > n.task_entries
     assert runs > 5
+
+
+def test_tile_fields_are_the_tiles_fields():
+    """The cost model reads a part's tiles as plain tuples (:func:`~.tiling.tile_fields`):
+    the fields of :func:`~.tiling.tiles`' named tuples, in order, tile by tile."""
+    n = load_config("nicepim_4x4").nicepim
+    rng = random.Random(SEED + 19)
+    checked = 0
+    while checked < 40:
+        part = _random_part(rng, 60)
+        try:
+            got = list(tiles(n, part))
+        except CapacityError:
+            continue
+        assert all(type(t) is Tile for t in got)
+        assert [tuple(t) for t in got] == list(tile_fields(n, part))
+        assert got[-1].store and len(got[0]) == len(Tile._fields)
+        checked += 1
 
 
 @pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])

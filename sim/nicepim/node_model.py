@@ -74,7 +74,7 @@ from pimforge.rtl.nicepim.share import MESSAGE_FLITS
 from pimforge.rtl.noc.router import HEAD_CYCLES_PER_HOP
 
 from . import share_port
-from .tiling import ConvPart, blocking, drop_held, loaded, tiles
+from .tiling import ConvPart, blocking, drop_held, loaded, tile_fields, tiles
 
 __all__ = ["DISPATCH_CYCLES", "END_CYCLES", "LOAD_START", "SHARE_FIXED", "STORE_RMW",
            "STORE_START", "TASK_OVERHEAD", "NodeCost", "NodeTiming", "cut_pieces",
@@ -1172,7 +1172,7 @@ def _part_cost(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     tasks: list = []
     last_store = None       # (double buffering) the band's store after the next loads
     band = 0
-    for i, (g, co, o0, oh, b0, cb, u0, kh, store, _, _, i_first) in enumerate(tiles(n, part)):
+    for i, (g, co, o0, oh, b0, cb, u0, kh, store, _, _, i_first) in enumerate(tile_fields(n, part)):
         if double:
             buf, obuf = i % 2, band % 2
         else:

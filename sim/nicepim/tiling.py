@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 from pimforge.gen.errors import CapacityError
 
-__all__ = ["Blocking", "ConvPart", "blocking", "drop_held", "loaded", "tiles"]
+__all__ = ["Blocking", "ConvPart", "blocking", "drop_held", "loaded", "tile_fields", "tiles"]
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,12 @@ class Tile(NamedTuple):
 
 def tiles(n, part: ConvPart):
     """The tiles of *part* in the node's order (see the module docstring)."""
+    return map(Tile._make, tile_fields(n, part))
+
+
+def tile_fields(n, part: ConvPart):
+    """:func:`tiles` as plain tuples of a :class:`Tile`'s fields (for the cost model,
+    which reads a part's tiles once each and makes no named tuple of them)."""
     b = blocking(n, part)
     og = part.k // part.groups
     lo, hi = part.rows
@@ -220,9 +226,9 @@ def tiles(n, part: ConvPart):
                         i_first = last_i and load_w and load_i
                         if load_w or load_i:
                             last_i = load_i and not i_first
-                        yield Tile(g, co, o0, oh, b0, cb, u0, kh,
-                                   ci == len(chunks) - 1 and j == len(kbands) - 1,
-                                   load_w, load_i, i_first)
+                        yield (g, co, o0, oh, b0, cb, u0, kh,
+                               ci == len(chunks) - 1 and j == len(kbands) - 1,
+                               load_w, load_i, i_first)
 
 
 def loaded(n, part: ConvPart) -> tuple[int, int]:
