@@ -629,6 +629,35 @@ def test_part_cost_equals_the_task_by_task_replay(preset):
     assert runs > 5
 
 
+def test_window_rows_equal_a_band_by_band_sum():
+    """The node bound's input rows (:func:`~node_model._window_rows`: the bands whose
+    windows lie wholly inside the tensor counted at once) equal a sum band by band and
+    kernel band by kernel band: random strides, offsets (windows above the tensor's
+    first row and past its last), band sizes, tensors shorter than a window."""
+    rng = random.Random(SEED + 23)
+    log.info("seed %d", SEED + 23)
+    for _ in range(3000):
+        per_rows, st = rng.randint(1, 9), rng.randint(1, 4)
+        full, last = rng.randint(0, 30), rng.randint(0, per_rows - 1)
+        r = rng.randint(1, 11)
+        kr = rng.randint(1, r)
+        kbands = [(u0, min(kr, r - u0)) for u0 in range(0, r, kr)]
+        lo, off, hi = rng.randint(0, 40), rng.randint(-25, 15), rng.randint(1, 150)
+        bands = [(lo + i * per_rows, per_rows) for i in range(full)]
+        if last:
+            bands.append((lo + full * per_rows, last))
+        total = count = 0
+        for o0, oh in bands:
+            for u0, kh in kbands:
+                h0 = o0 * st + off + u0
+                vh = min(h0 + (oh - 1) * st + kh, hi) - max(h0, 0)
+                if vh > 0:
+                    total += vh
+                    count += 1
+        args = (lo, per_rows, full, last, st, off, kbands, hi)
+        assert node_model._window_rows(*args) == (total, count), args
+
+
 def test_tile_fields_are_the_tiles_fields():
     """The cost model reads a part's tiles as plain tuples (:func:`~.tiling.tile_fields`):
     the fields of :func:`~.tiling.tiles`' named tuples, in order, tile by tile."""

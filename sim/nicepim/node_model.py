@@ -1537,6 +1537,38 @@ def cycles_lower_bound(n, part: ConvPart, x_layout: int = Layout.NCHW,
     return _bound(timing or NodeTiming(n), part, int(x_layout), int(o_layout), int(w_layout))
 
 
+def _window_rows(lo: int, per_rows: int, full: int, last: int, st: int, off: int,
+                 kbands: list[tuple[int, int]], hi: int) -> tuple[int, int]:
+    """Over the bands of output rows (*full* of *per_rows* rows from row *lo*, then one of
+    *last* rows) and the kernel's bands ``(u0, kh)``: the input rows inside ``[0, hi)``
+    of every window ``[h0, h0 + (oh - 1) * st + kh)``, ``h0 = o0 * st + off + u0``,
+    summed, and the windows with any. The full bands whose windows lie wholly inside,
+    a run of them, are counted at once; the others (the edges) one by one."""
+    total = count = 0
+    step = per_rows * st
+    for u0, kh in kbands:
+        a = lo * st + off + u0              # the first band's window start
+        length = (per_rows - 1) * st + kh
+        inner0 = min(-(a // step) if a < 0 else 0, full)     # the first wholly inside
+        inner1 = max(inner0, min((hi - length - a) // step, full - 1) + 1)
+        total += (inner1 - inner0) * length
+        count += inner1 - inner0
+        for i in (*range(inner0), *range(inner1, full)):
+            h0 = a + i * step
+            vh = (h0 + length if h0 + length < hi else hi) - (h0 if h0 > 0 else 0)
+            if vh > 0:
+                total += vh
+                count += 1
+        if last:
+            h0 = a + full * step
+            end = h0 + (last - 1) * st + kh
+            vh = (end if end < hi else hi) - (h0 if h0 > 0 else 0)
+            if vh > 0:
+                total += vh
+                count += 1
+    return total, count
+
+
 @functools.lru_cache(maxsize=65536)
 def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
            w_layout: int) -> float:
@@ -1618,14 +1650,9 @@ def _bound(tm: NodeTiming, part: ConvPart, x_layout: int, o_layout: int,
     nw = b.nw
     w0 = part.cols[0] * st - pad - xc
     vw = _clip(w0, nw, wi)[1]
-    vh_sum = n_read = 0
-    for o0, oh in bands:
-        for u0, kh in kbands:
-            h0 = o0 * st - pad + u0 - xr            # (:func:`_clip`, inline)
-            vh = min(h0 + (oh - 1) * st + kh, hi) - max(h0, 0)
-            if vh > 0:
-                vh_sum += vh
-                n_read += vw > 0
+    vh_sum, n_read = _window_rows(lo, b.per_rows, full, last, st, -pad - xr, kbands, hi)
+    if not vw:
+        n_read = 0
     # groups a pixel and channel block: its elements (NCHW), else at least one a line,
     # or in NHWC one a group of ibuf_row blocks (the lines of a row of the input buffer)
     i_lanes = R if x_layout == Layout.NCHW else 1
