@@ -9,7 +9,6 @@ Random images come from ``numpy.random.default_rng`` seeded by ``PIMFORGE_SEED``
 (logged; rerun a failure with the printed seed).
 """
 
-import dataclasses
 import hashlib
 import logging
 import os
@@ -47,8 +46,7 @@ DIVIDES = {"interpolate", "bilateral_grid"}
 
 @pytest.fixture(scope="module")
 def cfg16():
-    cfg = load_config("ipim_eval")
-    return dataclasses.replace(cfg, ipim=dataclasses.replace(cfg.ipim, drf_bytes=256))
+    return load_config("ipim_eval", {"ipim.drf_bytes": 256})
 
 
 _PROGS: dict = {}
