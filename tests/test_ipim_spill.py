@@ -19,7 +19,16 @@ import pytest
 from pimforge.gen.cli import main
 from pimforge.gen.config import load_config
 from pimforge.rtl.ipim.isa import AluOp, DType, Instr, Opcode, encode
-from pimforge.sim.ipim.backend import VInstr, allocate, reorder
+from pimforge.sim.ipim import backend
+from pimforge.sim.ipim.backend import (
+    OPT_LEVELS,
+    DataRFFull,
+    VInstr,
+    allocate,
+    preschedule,
+    reorder,
+    schedule_block,
+)
 from pimforge.sim.ipim.emit import MIN_FREE
 from pimforge.sim.ipim.image_benches import PIPELINES
 from pimforge.sim.ipim.image_run import compile_bench, run_program
@@ -199,6 +208,37 @@ def test_spilled_block_fits_and_keeps_its_memory_order(cfg16):
 def test_a_block_that_fits_is_not_touched(cfg16):
     blk = _sum_block(6, 0)
     assert spill_block(blk, 8, 100, cfg16.ipim) == blk
+
+
+def test_a_window_that_cannot_fit_is_rejected_early_and_once(cfg16, monkeypatch):
+    """Selection tries windows of unrolled iterations that do not fit: ordering one stops
+    where a forced pick leaves more values live than entries are free (the linear-scan
+    allocation of that order would need as many), and a block that did not fit fails
+    again at once, with its message. Where the order fits, it is the same either way."""
+    ip = cfg16.ipim
+    for n in range(2, 13):
+        blk = _sum_block(n, 0)
+        order = preschedule(blk, ip, True, 4, its=[0] * len(blk))
+        try:
+            strict = preschedule(blk, ip, True, 4, its=[0] * len(blk), strict=True)
+        except DataRFFull:
+            with pytest.raises(DataRFFull):
+                allocate(order, [1, 2, 3, 4], "max", {}, linear=True)
+        else:
+            assert strict == order
+    # one entry holds no sum of two values, in any order
+    blk = _sum_block(3, 0)
+    with pytest.raises(DataRFFull):
+        preschedule(blk, ip, True, 1, its=[0] * len(blk), strict=True)
+    calls = []
+    real = backend._schedule
+    monkeypatch.setattr(backend, "_schedule", lambda *a: calls.append(1) or real(*a))
+    msgs = []
+    for _ in range(2):
+        with pytest.raises(DataRFFull) as e:
+            schedule_block(blk, [1], ip, OPT_LEVELS["opt"], {}, window=[0] * len(blk))
+        msgs.append(str(e.value))
+    assert len(calls) == 1 and msgs[0] == msgs[1]
 
 
 def _digest(prog) -> str:

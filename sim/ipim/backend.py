@@ -560,7 +560,8 @@ def _virtual_accesses(vi: VInstr):
 def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
                 ranges: dict[int, tuple[int, int]] | None = None,
                 its: list[int] | None = None, live_in: frozenset = frozenset(),
-                held: frozenset = frozenset(), stores_due: bool = False) -> list[VInstr]:
+                held: frozenset = frozenset(), stores_due: bool = False,
+                strict: bool = False) -> list[VInstr]:
     """Algorithm 1 on the virtual registers of a window of iterations, before register
     allocation, keeping at most *regs* values live.
 
@@ -575,7 +576,10 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
     carried to its next trip). *stores_due*: a store issues as soon as its time has come,
     as a load does (a run of stores at a block's end fills the request queue and
     blocks the in-order core behind it; spread among the computation they cost
-    nothing).
+    nothing). *strict*: raise :class:`DataRFFull` as soon as a forced pick leaves more
+    than *regs* values live, where the caller allocates the order by linear scan
+    (:func:`allocate`, ``linear``), which would then need as many entries: selection
+    tries many windows that do not fit, and each is rejected without ordering the rest.
     """
     n = len(block)
     rw = [_virtual_accesses(vi) for vi in block]
@@ -656,6 +660,9 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
         for v in defs[pick]:
             if uses_left.get(v, 0) > 0 or v in held:
                 live.add(v)
+        if strict and len(live) > regs:
+            raise DataRFFull(f"the window keeps {len(live)} values live at once, and {regs} "
+                             "DataRF entries are free")
         for j in succ[pick]:
             T[j] = max(T[j], T[pick] + (gap or 1 if (pick, j) in order_only else
                                         _edge_latency(rw, ins, lat, pick, j)))
@@ -864,34 +871,45 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
     :func:`block_key` of these arguments, where the caller has it."""
     key = key or block_key(block, free, ip, opts, lru, ranges, window, parts, spill_base)
     hit = _CACHE.get(key)
-    if hit is None and parts is not None:
-        after = dict(lru or {})
-        pre = preschedule_parts(block, parts, ip, opts.mem_order, len(free), ranges, window)
-        hit = (tuple(allocate_loop(pre, parts, free, opts.regalloc, after,
-                                   store_hold(ip))), after)
-        _CACHE[key] = hit
+    if isinstance(hit, CompileError):
+        # a block that did not fit fails again (selection tries the same forms of a
+        # kernel for every vault and unrolling budget): at once, with its message
+        raise type(hit)(*hit.args)
     if hit is None:
-        after: dict[int, int] = dict(lru or {})
-        if window is not None and opts.reorder:
-            # Algorithm 1 on the window's virtual registers, then registers in that order
-            try:
-                pre = preschedule(block, ip, opts.mem_order, len(free), ranges, window)
-                hit = (tuple(allocate(pre, free, opts.regalloc, after, linear=True)), after)
-            except CompileError:        # a forced pick went beyond the DataRF: the
-                after = dict(lru or {})    # window allocated in program order, reordered
-                hit = None
-        if hit is None:
-            prog = allocate_spilling(block, free, opts.regalloc, after, ip, ranges,
-                                     spill_base)
-            hit = (tuple(reorder(prog, ip, opts.mem_order, ranges) if opts.reorder else prog),
-                   after)
         if len(_CACHE) > 4096:
             _CACHE.clear()
+        try:
+            hit = _schedule(block, free, ip, opts, lru, ranges, window, parts, spill_base)
+        except CompileError as e:
+            _CACHE[key] = e
+            raise
         _CACHE[key] = hit
     if lru is not None:
         lru.clear()
         lru.update(hit[1])
     return list(hit[0])
+
+
+def _schedule(block: list[VInstr], free: list[int], ip, opts: Options,
+              lru: dict[int, int] | None, ranges: dict[int, tuple[int, int]] | None,
+              window: list[int] | None, parts: tuple[int, ...] | None,
+              spill_base: int | None) -> tuple[tuple[Instr, ...], dict[int, int]]:
+    """:func:`schedule_block`'s work: the code and the register-use history after it."""
+    after: dict[int, int] = dict(lru or {})
+    if parts is not None:
+        pre = preschedule_parts(block, parts, ip, opts.mem_order, len(free), ranges, window)
+        return tuple(allocate_loop(pre, parts, free, opts.regalloc, after,
+                                   store_hold(ip))), after
+    if window is not None and opts.reorder:
+        # Algorithm 1 on the window's virtual registers, then registers in that order
+        try:
+            pre = preschedule(block, ip, opts.mem_order, len(free), ranges, window,
+                              strict=True)
+            return tuple(allocate(pre, free, opts.regalloc, after, linear=True)), after
+        except CompileError:        # a forced pick went beyond the DataRF: the
+            after = dict(lru or {})    # window allocated in program order, reordered
+    prog = allocate_spilling(block, free, opts.regalloc, after, ip, ranges, spill_base)
+    return tuple(reorder(prog, ip, opts.mem_order, ranges) if opts.reorder else prog), after
 
 
 def allocate_spilling(block: list[VInstr], free: list[int], policy: str,
@@ -1029,7 +1047,7 @@ def preschedule_block(blk: Block, ip, opts: Options) -> Block:
     def make() -> Block:
         try:
             pre = preschedule(list(blk.vinstrs), ip, opts.mem_order, len(blk.free),
-                              blk.ranges, list(blk.window))
+                              blk.ranges, list(blk.window), strict=True)
         except CompileError:
             return blk
         return dataclasses.replace(blk, order=tuple(pre))
