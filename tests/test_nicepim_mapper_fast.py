@@ -855,6 +855,48 @@ def test_pair_transfer_equals_the_row_by_row_transfer(array):
             _noc_transfer_rows(model, array, rows)
 
 
+@pytest.mark.parametrize("array", [(2, 4), (4, 4), (8, 8)])
+def test_redistributions_by_lm_equal_each_redistribution(monkeypatch, array):
+    """:func:`~movement.redistributions`, the movement into one layer on one region as a
+    function of its LM (the memo's key made once), gives what
+    :func:`~movement.redistribution` gives for each LM on a fresh model, with one memo
+    shared by several layers, regions and predecessors' placements (a key that missed
+    the region, the layer or the predecessors would return another one's movement)."""
+    cfg = load_config("nicepim_4x4")
+    plain, calls = movement.redistribution, []
+    monkeypatch.setattr(movement, "redistribution",
+                        lambda *a: calls.append(a) or plain(*a))
+    rng = random.Random(SEED * 37 + array[0] * 8 + array[1])
+    log.info("seed %d", SEED)
+    cases = 0
+    for name in ("googlenet", "resnet152", "bert_base"):
+        net = scale_network(nets.network(name), 4)
+        model = mapcost.NodeModel(cfg)          # one memo for all of a network's cases
+        lays = [x for x in net.layers if x.preds]
+        for lay in rng.sample(lays, min(15, len(lays))):
+            def place(x):
+                while True:         # (a region with LMs for the layer)
+                    region = _random_region(rng, array)
+                    parts = mapspace.layer_partitions(x, region[2], region[3])
+                    if parts:
+                        return movement.Placement(
+                            x, rng.choice(mapspace.orders(rng.choice(parts))), region)
+            for _ in range(2):
+                preds = [place(net.by_name[p]) for p in lay.preds]
+                for region in (place(lay).region, place(lay).region):
+                    move = movement.redistributions(model, array, preds, lay, region)
+                    parts = mapspace.layer_partitions(lay, region[2], region[3])
+                    for part in rng.sample(parts, min(4, len(parts))):
+                        want = plain(mapcost.NodeModel(cfg), array, preds,
+                                     movement.Placement(lay, part, region))
+                        assert move(part) == want, (name, lay.name, region, part)
+                        done = len(calls)
+                        assert move(part) == want           # now from the memo
+                        assert len(calls) == done, "the memo's entry was missed"
+                        cases += want[0] > 0
+    assert cases > 50
+
+
 @pytest.mark.parametrize("array", [(2, 2), (4, 4), (3, 5), (5, 3), (6, 6)])
 def test_pair_bins_equal_the_plain_node_pairs(array):
     """:func:`~movement._pair_bins`, the node pairs of two placements (cached by their

@@ -32,7 +32,7 @@ from .mapspace import DIMS, Partition, layer_shape
 from .networks import Layer
 
 __all__ = ["Placement", "home_boxes", "noc_transfer", "node_index", "owned_boxes",
-           "placement_nodes", "redistribution", "traffic"]
+           "placement_nodes", "redistribution", "redistributions", "traffic"]
 
 
 @dataclass(frozen=True)
@@ -407,6 +407,35 @@ def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Pla
             got = model.memo[tkey] = noc_transfer(model, array, rows)
         model.memo[key] = got
     return got
+
+
+def redistributions(model: NodeModel, array: tuple[int, int], preds: Sequence[Placement],
+                    lay: Layer, region: tuple[int, int, int, int]):
+    """:func:`redistribution` into *lay* on *region* as a function of its LM, for a search
+    that weighs many LMs of one layer against the same *preds*: the memo's key is made
+    from the parts that do not depend on the LM once, and a placement only for an LM
+    whose movement is not memoized yet. The same numbers, the same memo entries."""
+    moved = []
+    offset = 0
+    for src in preds:
+        if not (src.layer.kind == "input" or src.layer.name == lay.operand):
+            moved.append((src, offset))
+        offset += src.layer.k
+    if not moved:
+        return lambda part: (0, 0.0)
+    region = tuple(region)
+    head = ("redistribution", tuple(array), layer_shape(lay))
+    tail = (region, tuple((layer_shape(src.layer), src.part, tuple(src.region), off)
+                          for src, off in moved))
+    memo = model.memo
+
+    def move(part: Partition) -> tuple[int, float]:
+        got = memo.get((*head, part, *tail))
+        if got is None:
+            got = redistribution(model, array, preds, Placement(lay, part, region))
+        return got
+
+    return move
 
 
 def _pair_redistribution(model: NodeModel, array: tuple[int, int],

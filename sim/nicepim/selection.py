@@ -25,7 +25,7 @@ from pimforge.rtl.nicepim.params import Layout
 
 from .mapcost import NodeModel
 from .mapspace import WHOLE, Partition, layer_partitions, layer_shape, orders
-from .movement import Placement, redistribution
+from .movement import Placement, redistributions
 from .networks import Layer, Network
 
 __all__ = ["Candidate", "branch_regions", "layer_candidates", "mapping_select", "pieces",
@@ -213,6 +213,7 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
     same = _places(cache, key[1], h, w, parts, {p.part for p in preds
                                                  if p.region == tuple(region)})
     moves: dict[Partition, int] = {}    # the movement into each LM, the same for every WR
+    move_into = redistributions(model, array, preds, lay, region) if preds else None
 
     def weigh(c, part, best):
         """*best* (latency, movement, cost, LM) or the LM *part* of cost *c*, whichever
@@ -223,8 +224,7 @@ def layer_candidates(model: NodeModel, lay: Layer, region: tuple[int, int, int, 
         if preds:               # memoized by the model (:func:`.movement.redistribution`)
             move = moves.get(part)
             if move is None:
-                move = moves[part] = redistribution(
-                    model, array, preds, Placement(lay, part, tuple(region)))[0]
+                move = moves[part] = move_into(part)[0]
         if best is None or c.cycles + move < best[0]:
             return (c.cycles + move, move, c, part)
         return best
