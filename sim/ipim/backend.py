@@ -675,6 +675,14 @@ def preschedule(block: list[VInstr], ip, mem_order: bool, regs: int,
 _CACHE: dict = {}
 
 
+@dataclass(frozen=True)
+class _Failed:
+    """A block :func:`schedule_block` could not schedule: the error it raised."""
+
+    error: type
+    args: tuple
+
+
 def _liveness(block: list[VInstr], parts: tuple[int, ...]) -> tuple[set[int], set[int]]:
     """The values live into a pipelined loop's body and into its epilogue (the prologue
     falls into the body, the body into itself and the epilogue)."""
@@ -871,17 +879,17 @@ def schedule_block(block: list[VInstr], free: list[int], ip, opts: Options,
     :func:`block_key` of these arguments, where the caller has it."""
     key = key or block_key(block, free, ip, opts, lru, ranges, window, parts, spill_base)
     hit = _CACHE.get(key)
-    if isinstance(hit, CompileError):
+    if isinstance(hit, _Failed):
         # a block that did not fit fails again (selection tries the same forms of a
         # kernel for every vault and unrolling budget): at once, with its message
-        raise type(hit)(*hit.args)
+        raise hit.error(*hit.args)
     if hit is None:
         if len(_CACHE) > 4096:
             _CACHE.clear()
         try:
             hit = _schedule(block, free, ip, opts, lru, ranges, window, parts, spill_base)
         except CompileError as e:
-            _CACHE[key] = e
+            _CACHE[key] = _Failed(type(e), e.args)   # not the error: its frames
             raise
         _CACHE[key] = hit
     if lru is not None:
