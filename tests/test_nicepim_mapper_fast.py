@@ -1292,6 +1292,47 @@ def test_port_cycles_equal_the_plain_loops(preset):
         assert (got_cycles, pops) == (want, want_pops), (rw, words, sent_at, kw, mode)
 
 
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4"])
+def test_port_cycles_taking_repeats_at_once_equal_the_plain_loop(monkeypatch, preset):
+    """Where a step's state after a row activation repeats, :func:`~share_port.port_cycles`
+    takes the repeats up to the next row or the last words at once: the same cycles as
+    the plain loop, for random long steps (sends alone, sends and receives in the same
+    rows, rows apart and rows that change at other words, rows in runs of random
+    lengths), queues, reads in flight, paces, paths, request and response
+    latencies; and it does take repeats."""
+    n = load_config(preset).nicepim
+    t = resolve_timing(n.timing, n.tck_ns)
+    rng = random.Random(SEED + 41)
+    log.info("seed %d", SEED + 41)
+    plain, matched = share_port._same_state, []
+    monkeypatch.setattr(share_port, "_same_state",
+                        lambda *a: matched.append(plain(*a)) or matched[-1])
+    for _ in range(400):
+        rw = rng.choice([4, 16, 64, n.row_words])
+        words, sent_at = rng.randint(0, 600), rng.randint(0, 300)
+        kw = {"path": rng.randint(3, 30), "queue_depth": rng.choice([1, 2, 4, 8]),
+              "inflight": rng.choice([1, 4, 8]), "period": rng.randint(1, 8),
+              "req_lat": rng.choice([1, 1, 3, 9]), "resp_lat": rng.choice([2, 2, 5, 13])}
+        if rng.random() < 0.2:              # rows in runs of random lengths
+            sent, got = [], []
+            while len(sent) < words:            # (rows one after the other)
+                sent += [len(set(sent))] * rng.randint(1, 80)
+            while len(got) < words:
+                got += [len(set(got)) + 1] * rng.randint(1, 80)
+            sent, got = sent[:words], got[:words]
+        else:
+            sent = [(sent_at + i) // rw for i in range(words)]
+            got_at = rng.choice([sent_at, max(0, sent_at + rng.randint(-rw, rw)),
+                                 rng.randint(0, 900)])     # (rows from 0: -1 is none)
+            got = [(got_at + i) // rw for i in range(words)]
+        if rng.random() < 0.25:
+            got = None
+        got_cycles = share_port.port_cycles(t, sent, got, **kw)
+        want = _port_cycles_plain(t, sent, got, **kw)
+        assert got_cycles == want, (rw, words, sent_at, kw, got is None)
+    assert sum(matched) > 500
+
+
 def test_candidates_find_the_predecessors_lms_as_a_scan_does():
     """:func:`~selection._places`, which finds the LMs of a layer's predecessors on its
     region among the layer's LMs by places kept in the mapper's memo, gives what a scan

@@ -82,6 +82,9 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
     took = -period              # when the last received word's write was requested
     c = 0
     col_from = 0                # max(ok_col, ok_ccd)
+    # (the step repeats itself: see below)
+    seen: dict | None = {} if arrivals is None and pops is None else None
+    opened = False
     while pop < n or wr_done < n_got:
         # ---- the scheduler: the oldest legal hit, else the oldest request's ACT/PRE
         col = -1
@@ -114,6 +117,7 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
             row = queue[0][1]
             if open_row < 0:
                 if c >= ok_act:
+                    opened = True
                     open_row = row
                     ok_col = c + tRCD
                     col_from = ok_col if ok_col > ok_ccd else ok_ccd
@@ -155,8 +159,106 @@ def port_cycles(t: Timing, sent_rows: list[int], got_rows: list[int] | None, *,
             if pops is not None:
                 pops.append(c)
             pop += 1
+        if opened and seen is not None:
+            opened = False
+            # The state the next cycle starts from. Where it equals the state after an
+            # earlier row activation, times taken from the cycle each starts (a time
+            # already passed acts as that cycle itself), the cycles between repeat as
+            # long as their requests read and write the same DRAM rows and words are
+            # left: so many repeats are taken at once, every time moved on by their
+            # length, and the words they read, send and receive appended (the lists
+            # only grow, so an earlier state's pending words are still in them).
+            at = c + 1
+            key = (open_row, rr, iss - pop, queued, n_ready - pop,
+                   n_arrive - wr_next if got else 0)
+            now = (at, iss, pop, wr_next, wr_done, n_ready, n_arrive, tuple(queue), ok_act,
+                   ok_pre, ok_col, ok_ccd, ok_rd, ok_wr, col_from, took, send_free)
+            was = seen.get(key)
+            seen[key] = now
+            if was is not None and _same_state(was, now, ready_at, arrive, got, period):
+                at0, iss0, pop0, wr0, done0, ready0, arrive0 = was[:7]
+                d_iss, d_pop, d_wr, d_done = iss - iss0, pop - pop0, wr_next - wr0, wr_done - done0
+                m = _NEVER
+                if d_iss:
+                    j, r = iss0, sent_rows[iss0]
+                    while j < n and sent_rows[j] == r:
+                        j += 1
+                    m = min((j - iss) // d_iss, (n - 1 - iss) // d_iss)
+                if d_wr:
+                    j, r = wr0, got_rows[wr0]
+                    while j < n_got and got_rows[j] == r:
+                        j += 1
+                    m = min(m, (j - wr_next) // d_wr)
+                if d_pop:
+                    m = min(m, (n - 1 - pop) // d_pop)
+                elif d_done:
+                    m = min(m, (n_got - 1 - wr_done) // d_done)
+                else:
+                    m = 0
+                if 0 < m < _NEVER:
+                    T = at - at0
+                    shift = m * T
+                    c += shift
+                    queue = [(we, row, vis + shift) for we, row, vis in queue]
+                    ok_act += shift
+                    ok_pre += shift
+                    ok_col += shift
+                    ok_ccd += shift
+                    ok_rd += shift
+                    ok_wr += shift
+                    col_from += shift
+                    took += shift
+                    send_free += shift
+                    new = ready_at[ready0:n_ready]
+                    ready_at.extend([x + k * T for k in range(1, m + 1) for x in new])
+                    new = arrive[arrive0:n_arrive]
+                    arrive.extend([x + k * T for k in range(1, m + 1) for x in new])
+                    n_ready, n_arrive = len(ready_at), len(arrive)
+                    iss += m * d_iss
+                    pop += m * d_pop
+                    wr_next += m * d_wr
+                    wr_done += m * d_done
+                    if d_pop:
+                        last_tail += shift
+                        arrive_last += shift
+                    if d_done:
+                        last_wr += shift
+                    seen.clear()
         c += 1
     return max(last_tail, last_wr, arrive_last + req_lat + 1)
+
+
+#: A cycle later than any play's.
+_NEVER = 1 << 62
+
+
+def _same_state(a: tuple, b: tuple, ready_at: list[int], arrive: list[int], got: bool,
+                period: int) -> bool:
+    """Whether :func:`port_cycles`' states *a* and *b* (each ``(cycle, reads issued,
+    messages sent, writes requested, writes done, words read, words arrived, queue,
+    ok_act, ok_pre, ok_col, ok_ccd, ok_rd, ok_wr, col_from, took, send_free)``, with
+    equal counts in flight) act alike from their cycles on: every time relative to its
+    state's cycle, those already passed as that cycle."""
+    at, bt = a[0], b[0]
+    if len(a[7]) != len(b[7]):
+        return False
+    for (we, row, vis), (we2, row2, vis2) in zip(a[7], b[7]):
+        if we != we2 or row != row2 or max(vis - at, 0) != max(vis2 - bt, 0):
+            return False
+    for x, y in zip(a[8:15], b[8:15]):
+        if max(x - at, 0) != max(y - bt, 0):
+            return False
+    if (max(a[15] + period - at, 0) != max(b[15] + period - bt, 0)
+            or max(a[16] - at, 0) != max(b[16] - bt, 0)):
+        return False
+    for x, y in zip(ready_at[a[2]:a[5]], ready_at[b[2]:b[5]]):
+        if max(x - at, 0) != max(y - bt, 0):
+            return False
+    if got:
+        for x, y in zip(arrive[a[3]:a[6]], arrive[b[3]:b[6]]):
+            if max(x - at, 0) != max(y - bt, 0):
+                return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024)
