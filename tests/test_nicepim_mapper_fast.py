@@ -658,6 +658,48 @@ def test_window_rows_equal_a_band_by_band_sum():
         assert node_model._window_rows(*args) == (total, count), args
 
 
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
+def test_kblock_weight_loads_equal_a_block_by_block_walk(preset):
+    """A ``LOAD_W`` in KBLOCK (one run when the tile has the whole kernel, else a run a
+    channel block, each counted in closed form; its groups inline) has the words, rows,
+    groups and cycles of the walk block by block with runs joined where they meet:
+    random weight tensors, channel offsets, blocks and kernel windows."""
+    n = load_config(preset).nicepim
+    tm = node_model.NodeTiming(n)
+    R, C = n.pe_rows, n.pe_cols
+    per = tm.word_bits // 16
+    row_el = tm.row_words * per
+    rng = random.Random(SEED + 43)
+    log.info("seed %d", SEED + 43)
+    for _ in range(400):
+        dn, dc, dh, dw = (rng.randint(1, 4 * C), rng.randint(1, 4 * R), rng.randint(1, 7),
+                          rng.randint(1, 7))
+        n0, c0 = C * rng.randint(0, 3), R * rng.randint(0, 3)
+        cb = rng.randint(1, 5)
+        h0 = rng.randint(0, dh - 1)
+        nh = rng.choice([dh - h0, rng.randint(1, dh - h0)])
+        nw = rng.choice([dw, rng.randint(1, dw)])
+        args = (int(Op.LOAD_W), int(Layout.KBLOCK), (dn, dc, dh, dw), n0, c0, h0, 0, cb,
+                nh, nw)
+        line, pos = R * C, dh * dw * R * C
+        start = ((n0 // C) * -(-dc // R) + c0 // R) * pos + h0 * dw * line
+        runs = []
+        for b in range(cb):
+            a = start + b * pos
+            if runs and runs[-1][1] == a:
+                runs[-1][1] = a + nh * nw * line
+            else:
+                runs.append([a, a + nh * nw * line])
+        words = sum((e - 1) // per - a // per + 1 for a, e in runs)
+        rows = sum((e - 1) // row_el - a // row_el + 1 for a, e in runs)
+        groups = node_model.NodeTiming.groups.__wrapped__(tm, *args)
+        cyc = (max(groups, tm.col_gap * words + max(0, rows - 1) * tm.row)
+               + node_model.LOAD_START + tm.row - tm.first_row)
+        elements = cb * nh * nw * R * C
+        assert node_model.NodeTiming.dma.__wrapped__(tm, *args) == (
+            cyc, float(words), float(rows), elements), args
+
+
 def test_tile_fields_are_the_tiles_fields():
     """The cost model reads a part's tiles as plain tuples (:func:`~.tiling.tile_fields`):
     the fields of :func:`~.tiling.tiles`' named tuples, in order, tile by tile."""

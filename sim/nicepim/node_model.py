@@ -574,16 +574,19 @@ class NodeTiming:
             line = R * C
             pos = dh * dw * line
             start = ((n0 // C) * -(-dc // R) + c0 // R) * pos + h0 * dw * line
-            runs = []
-            for b in range(cb):
-                a = start + b * pos
-                if runs and runs[-1][1] == a:
-                    runs[-1][1] = a + nh * nw * line
-                else:
-                    runs.append([a, a + nh * nw * line])
-            words = sum((e - 1) // per - a // per + 1 for a, e in runs)
-            rows = sum((e - 1) // row_el - a // row_el + 1 for a, e in runs)
-            groups = self.groups(op, layout, dims, n0, c0, h0, w0, cb, nh, nw)
+            size = nh * nw * line
+            if size == pos and cb:      # the blocks follow one another: one run
+                words = (start + cb * pos - 1) // per - start // per + 1
+                rows = (start + cb * pos - 1) // row_el - start // row_el + 1
+            else:                       # a run a block
+                words = rows = 0
+                for a in range(start, start + cb * pos, pos):
+                    words += (a + size - 1) // per - a // per + 1
+                    rows += (a + size - 1) // row_el - a // row_el + 1
+            # (:meth:`groups`, inline)
+            lines = cb * nh * nw * R
+            groups = (lines // self.wbuf_row if self.wbuf_row > 1
+                      else lines * -(-C // (self.word_bits // DATA_BITS)))
             cyc = (max(groups, self.col_gap * words + max(0, rows - 1) * self.row)
                    + LOAD_START + self.row - self.first_row)
             return cyc, float(words), float(rows), elements
