@@ -700,6 +700,53 @@ def test_kblock_weight_loads_equal_a_block_by_block_walk(preset):
             cyc, float(words), float(rows), elements), args
 
 
+@pytest.mark.parametrize("preset", ["nicepim_small", "nicepim_4x4", "nicepim_16x16"])
+def test_nhwc_groups_by_floor_sums_equal_the_pixel_by_pixel_count(preset):
+    """The DMA's groups of an NHWC store (and of an input load into buffer rows of one
+    line) whose channels neither divide the word nor are divided by it, their runs' word
+    ends summed along rows or columns (:func:`~node_model._straddles`), equal the count
+    pixel by pixel: random channels, windows partly outside the tensor, channel offsets
+    below 0 and past the end, tall and wide windows."""
+    n = load_config(preset).nicepim
+    tm = node_model.NodeTiming(n)
+    R, C = n.pe_rows, n.pe_cols
+    rng = random.Random(SEED + 47)
+    log.info("seed %d", SEED + 47)
+    ops = [Op.STORE] + ([Op.LOAD_I] if tm.ibuf_row == 1 else [])
+    checked = 0
+    for _ in range(600):
+        op = rng.choice(ops)
+        U = tm.word_bits // (32 if op == Op.STORE else 16)
+        dc = rng.randint(1, 3 * U)
+        if U % dc == 0 or dc % U == 0:
+            continue
+        dh, dw = rng.randint(1, 20), rng.randint(1, 20)
+        n0, c0 = rng.choice([0, 0, 0, 1]), rng.randint(-10, dc + 5)
+        cb, nh, nw = rng.randint(1, 3), rng.randint(1, 12), rng.randint(1, 12)
+        h0, w0 = rng.randint(-3, dh), rng.randint(-3, dw)
+        dims = (1, dc, dh, dw)
+        n_l, step = (R, R) if op == Op.LOAD_I else (C, C)
+        hs, vh = node_model._clip(h0, nh, dh)
+        ws, vw = node_model._clip(w0, nw, dw)
+        want = cb * nh * nw
+        if 0 <= n0 < 1 and vh and vw:
+            want -= cb * vh * vw
+            pix = (n0 * dh * dw + np.arange(hs, hs + vh)[:, None] * dw
+                   + np.arange(ws, ws + vw)[None, :]).ravel()
+            for b in range(cb):
+                cs = c0 + b * step
+                lo, hi = max(cs, 0), min(cs + n_l, dc)
+                want += vh * vw * (int(cs < 0) + int(cs + n_l > dc))
+                if hi > lo:
+                    a = pix * dc + lo
+                    want += int(((a + hi - lo - 1) // U - a // U + 1).sum())
+        got = node_model.NodeTiming.groups.__wrapped__(tm, int(op), int(Layout.NHWC), dims,
+                                                       n0, c0, h0, w0, cb, nh, nw)
+        assert got == want, (op, dims, n0, c0, h0, w0, cb, nh, nw)
+        checked += 1
+    assert checked > 300
+
+
 def test_tile_fields_are_the_tiles_fields():
     """The cost model reads a part's tiles as plain tuples (:func:`~.tiling.tile_fields`):
     the fields of :func:`~.tiling.tiles`' named tuples, in order, tile by tile."""

@@ -440,6 +440,25 @@ def _residues(lo: int, hi: int, m: int) -> list[int]:
     return [(hi - 1 - r) // m - (lo - 1 - r) // m for r in range(m)]
 
 
+def _straddles(q0: int, dw: int, dc: int, vh: int, vw: int, lo: int, hi: int, U: int) -> int:
+    """The word ends strictly inside the channels ``[lo, hi)`` of the pixels ``q0 + i * dw
+    + j`` (``i < vh``, ``j < vw``) of an NHWC tensor of *dc* channels, in units of ``U``
+    elements: ``floor((q * dc + hi - 1) / U) - floor((q * dc + lo) / U)`` summed, as floor
+    sums (:func:`_floor_sum`) along the window's rows or, where it is taller than wide,
+    its columns."""
+    total = 0
+    if vh <= vw:
+        for i in range(vh):
+            s = (q0 + i * dw) * dc
+            total += _floor_sum(vw, U, dc, s + hi - 1) - _floor_sum(vw, U, dc, s + lo)
+    else:
+        for j in range(vw):
+            s = (q0 + j) * dc
+            total += (_floor_sum(vh, U, dw * dc, s + hi - 1)
+                      - _floor_sum(vh, U, dw * dc, s + lo))
+    return total
+
+
 def _clip(lo: int, size: int, total: int) -> tuple[int, int]:
     """(first valid index, valid count) of ``[lo, lo + size)`` in ``[0, total)``."""
     a, b = max(lo, 0), min(lo + size, total)
@@ -773,11 +792,9 @@ class NodeTiming:
                     total += vh * vw
                 elif dc % U == 0:       # every pixel's run starts alike in its word
                     total += vh * vw * ((lo % U + hi - lo - 1) // U + 1)
-                else:
-                    if pix is None:
-                        pix = _pixels(n0 * dh * dw, hs, vh, ws, vw, dw)
-                    a = pix * dc + lo
-                    total += int(((a + hi - lo - 1) // U - a // U + 1).sum())
+                else:   # each pixel's run, its words summed along rows or columns
+                    total += vh * vw + _straddles((n0 * dh + hs) * dw + ws, dw, dc, vh, vw,
+                                                  lo, hi, U)
             else:
                 blocks = -(-dc // C_BLOCK)
                 for blk in range(lo // C_BLOCK, (hi - 1) // C_BLOCK + 1):
