@@ -140,6 +140,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..mem.sram import sram_leaf
 from ..params import check_int, check_pow2
 from .bus import (
     BUSY_LAYOUT,
@@ -407,17 +408,15 @@ class ControlCore(wiring.Component):
     def _fetch(self, m: Module) -> SimpleNamespace:
         """Instruction memory and fetch: while running, the word of ``pc`` is always in
         the issue stage (start presents address 0, and every cycle presents the next pc)."""
-        m.submodules.imem = imem = Memory(shape=WORD_BITS, depth=self.imem_depth, init=[])
-        wp = imem.write_port()
-        rp = imem.read_port(transparent_for=())
-        m.d.comb += [wp.en.eq(self.imem_we), wp.addr.eq(self.imem_addr),
-                     wp.data.eq(self.imem_data)]
+        m.submodules.imem = imem = sram_leaf(width=WORD_BITS, depth=self.imem_depth)
+        m.d.comb += [imem.w_en.eq(self.imem_we), imem.w_addr.eq(self.imem_addr),
+                     imem.w_data.eq(self.imem_data)]
         running = Signal()
         pc = Signal(self.pc_bits)
         next_pc = Signal(self.pc_bits)
-        m.d.comb += [rp.addr.eq(next_pc), self.halted.eq(~running)]
-        ins = data.View(INSTRUCTION, rp.data)
-        return SimpleNamespace(rp=rp, running=running, ivalid=running, pc=pc,
+        m.d.comb += [imem.r_addr.eq(next_pc), self.halted.eq(~running)]
+        ins = data.View(INSTRUCTION, imem.r_data)
+        return SimpleNamespace(imem=imem, running=running, ivalid=running, pc=pc,
                                next_pc=next_pc, ins=ins, op=ins.opcode)
 
     def _ctrl_rf(self, m: Module, c: SimpleNamespace) -> None:
@@ -523,7 +522,7 @@ class ControlCore(wiring.Component):
         for p in range(P):
             port = self.pe[p]
             m.d.comb += [port.valid.eq(fire & c.is_pe_op & c.mask[p]),
-                         port.instr.eq(c.rp.data), port.tag.eq(slot)]
+                         port.instr.eq(c.imem.r_data), port.tag.eq(slot)]
         m.d.comb += [units.go.eq(fire), units.instr.eq(c.ins), units.tag.eq(slot),
                      units.crf_a.eq(c.crf_a.data), units.crf_b.eq(c.crf_b.data),
                      c.crf_w.en.eq(units.crf_we), c.crf_w.addr.eq(units.crf_addr),

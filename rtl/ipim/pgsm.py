@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 from amaranth.utils import ceil_log2, exact_log2
 
+from ..mem.sram import sram_leaf
 from ..params import check_int, check_pow2
 from .bus import SPMPortSignature
 from .isa import LANES, SPM_BITS
@@ -91,10 +91,9 @@ class PGSM(wiring.Component):
         rd_go = [Signal(name=f"rd_go{p}") for p in range(P)]
         mems = []
         for b in range(B):
-            mem = m.submodules[f"bank{b}"] = Memory(shape=lane, depth=self.lines // B, init=[])
-            wp = mem.write_port(granularity=1)
-            rp = mem.read_port(domain="sync")
-            mems.append(rp)
+            mem = m.submodules[f"bank{b}"] = sram_leaf(width=lane.size, depth=self.lines // B,
+                                                       lanes=LANES, read_en=True)
+            mems.append(mem)
             for side, want in (("r", lambda p: ~p.we), ("w", lambda p: p.we)):
                 req = Cat(ports[p].valid & want(ports[p]) & (bank_of(ports[p]) == b)
                           for p in range(P))
@@ -120,12 +119,12 @@ class PGSM(wiring.Component):
                         if side == "r":
                             m.d.comb += [rd_go[p].eq(1), rd_bank[p].eq(b)]
                 if side == "r":
-                    m.d.comb += [rp.addr.eq(port_addr[grant]), rp.en.eq(any_req)]
+                    m.d.comb += [mem.r_addr.eq(port_addr[grant]), mem.r_en.eq(any_req)]
                 else:
-                    m.d.comb += [wp.addr.eq(port_addr[grant]), wp.data.eq(port_data[grant]),
-                                 wp.en.eq(Cat(port_mask[grant][i] & any_req
+                    m.d.comb += [mem.w_addr.eq(port_addr[grant]), mem.w_data.eq(port_data[grant]),
+                                 mem.w_en.eq(Cat(port_mask[grant][i] & any_req
                                               for i in range(LANES)))]
-        rdata = Array(rp.data.as_value() for rp in mems)
+        rdata = Array(mem.r_data for mem in mems)
         for p in range(P):
             m.d.comb += ports[p].ready.eq(granted[p])
             v1 = Signal(name=f"rv{p}_0")

@@ -39,10 +39,10 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..mem.sram import sram_leaf
 from ..params import check_int, check_pow2
 from .bus import VECTOR_BITS, SPMPortSignature
 from .core import landed_signature, reply_layout
@@ -93,9 +93,7 @@ class VSM(wiring.Component):
         m = Module()
         P = self.pes
         ab = ceil_log2(self.lines)
-        m.submodules.mem = mem = Memory(shape=VECTOR_BITS, depth=self.lines, init=[])
-        wp = mem.write_port(granularity=32)
-        rp = mem.read_port(transparent_for=())
+        m.submodules.mem = mem = sram_leaf(width=VECTOR_BITS, depth=self.lines, lanes=LANES)
 
         # Clients: (valid, we, addr, wdata, wmask) in round-robin order.
         rep = self.reply
@@ -130,8 +128,9 @@ class VSM(wiring.Component):
         with m.Switch(grant):
             for i, (_v, c_we, c_addr, c_wdata, c_wmask) in enumerate(clients):
                 with m.Case(i):
-                    m.d.comb += [we.eq(c_we), rp.addr.eq(c_addr[:ab]), wp.addr.eq(c_addr[:ab]),
-                                 wp.data.eq(c_wdata), wp.en.eq(Mux(any_req & c_we, c_wmask, 0))]
+                    m.d.comb += [we.eq(c_we), mem.r_addr.eq(c_addr[:ab]),
+                                 mem.w_addr.eq(c_addr[:ab]), mem.w_data.eq(c_wdata),
+                                 mem.w_en.eq(Mux(any_req & c_we, c_wmask, 0))]
         ports = [*self.pe, self.core, None, self.ext]
         for i, port in enumerate(ports):
             if port is not None:
@@ -145,7 +144,7 @@ class VSM(wiring.Component):
         L = self.t_tsv + self.t_vsm
         rv = [Signal(name=f"rv{i}") for i in range(L)]
         rc = [Signal(range(N), name=f"rc{i}") for i in range(L)]
-        rd = [rp.data] + [Signal(VECTOR_BITS, name=f"rd{i}") for i in range(1, L)]
+        rd = [mem.r_data] + [Signal(VECTOR_BITS, name=f"rd{i}") for i in range(1, L)]
         m.d.sync += [rv[0].eq(any_req & ~we), rc[0].eq(grant)]
         for i in range(1, L):
             m.d.sync += [rv[i].eq(rv[i - 1]), rc[i].eq(rc[i - 1]), rd[i].eq(rd[i - 1])]
