@@ -367,6 +367,27 @@ def _pair_transfer(model: NodeModel, array: tuple[int, int], pairs: np.ndarray,
     return math.ceil(max(max(load, port) + pipe, unit)), bit_hops
 
 
+def _moved(preds: Sequence[Placement], lay: Layer) -> list[tuple[Placement, int]]:
+    """The predecessors whose outputs move into *lay*, each with its channel offset
+    (the network's input and an attention product's shared operand move nowhere)."""
+    moved = []
+    offset = 0
+    for src in preds:
+        if not (src.layer.kind == "input" or src.layer.name == lay.operand):
+            moved.append((src, offset))
+        offset += src.layer.k
+    return moved
+
+
+def _memo_key(array: tuple[int, int], lay: Layer, region,
+              moved: list[tuple[Placement, int]]) -> tuple[tuple, tuple]:
+    """The parts of :func:`redistribution`'s memo key before and after *lay*'s LM: the
+    key is ``(*head, part, *tail)``."""
+    return (("redistribution", tuple(array), layer_shape(lay)),
+            (tuple(region), tuple((layer_shape(src.layer), src.part, tuple(src.region), off)
+                                  for src, off in moved)))
+
+
 def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Placement],
                    dst: Placement) -> tuple[int, float]:
     """(cycles, bit-hops) of bringing the outputs of *preds* from where their LMs left
@@ -378,18 +399,11 @@ def redistribution(model: NodeModel, array: tuple[int, int], preds: Sequence[Pla
     LMs and regions, which is all the movement depends on, and the NoC transfer by
     its rows (on a mesh of at most :data:`PAIR_NODES` nodes by the flits it moves
     between each pair of nodes, :func:`_pair_redistribution`)."""
-    lay = dst.layer
-    moved = []
-    offset = 0
-    for src in preds:
-        if not (src.layer.kind == "input" or src.layer.name == lay.operand):
-            moved.append((src, offset))
-        offset += src.layer.k
+    moved = _moved(preds, dst.layer)
     if not moved:
         return 0, 0.0
-    key = ("redistribution", tuple(array), layer_shape(lay), dst.part, tuple(dst.region),
-           tuple((layer_shape(src.layer), src.part, tuple(src.region), off)
-                 for src, off in moved))
+    head, tail = _memo_key(array, dst.layer, dst.region, moved)
+    key = (*head, dst.part, *tail)
     got = model.memo.get(key)
     if got is None and array[0] * array[1] <= PAIR_NODES:
         got = model.memo[key] = _pair_redistribution(model, array, moved, dst)
@@ -415,18 +429,11 @@ def redistributions(model: NodeModel, array: tuple[int, int], preds: Sequence[Pl
     that weighs many LMs of one layer against the same *preds*: the memo's key is made
     from the parts that do not depend on the LM once, and a placement only for an LM
     whose movement is not memoized yet. The same numbers, the same memo entries."""
-    moved = []
-    offset = 0
-    for src in preds:
-        if not (src.layer.kind == "input" or src.layer.name == lay.operand):
-            moved.append((src, offset))
-        offset += src.layer.k
+    moved = _moved(preds, lay)
     if not moved:
         return lambda part: (0, 0.0)
     region = tuple(region)
-    head = ("redistribution", tuple(array), layer_shape(lay))
-    tail = (region, tuple((layer_shape(src.layer), src.part, tuple(src.region), off)
-                          for src, off in moved))
+    head, tail = _memo_key(array, lay, region, moved)
     memo = model.memo
 
     def move(part: Partition) -> tuple[int, float]:

@@ -891,16 +891,8 @@ class NodeTiming:
                 a, s, e = dw * dc, q0 * dc, q0 * dc + vw * dc - 1
                 total += (_floor_sum(vh, U, a, e) - _floor_sum(vh, U, a, s)
                           - _floor_sum(vh, L, a, e) + _floor_sum(vh, L, a, s))
-            elif vh <= vw:
-                for i in range(vh):
-                    s = (q0 + i * dw) * dc
-                    total += (_floor_sum(vw, U, dc, s + hi - 1)
-                              - _floor_sum(vw, U, dc, s + lo))
             else:
-                for j in range(vw):
-                    s = (q0 + j) * dc
-                    total += (_floor_sum(vh, U, dw * dc, s + hi - 1)
-                              - _floor_sum(vh, U, dw * dc, s + lo))
+                total += _straddles(q0, dw, dc, vh, vw, lo, hi, U)
         return total
 
     def _aligned_row_groups(self, dims, n0, c0, h0, w0, cb, nh, nw) -> int:
